@@ -1,0 +1,113 @@
+/* defines: the context (arena + tape + RNG), tape nodes, the op table, backward, no-grad mode. */
+#ifndef LIPT_AUTOGRAD_H
+#define LIPT_AUTOGRAD_H
+
+#include "lipt/tensor.h"
+
+/* The op list: one line per differentiable op. X(ENUM, name) declares
+ *   LIPT_OP_<ENUM>, its printable name, and the backward `lipt_<name>_backward`,
+ * which lives in src/ops/ beside the op's forward. Adding an op is one line here
+ * plus its file. */
+#define LIPT_OP_LIST(X)                 \
+    X(MATMUL, matmul)                   \
+    X(ADD, add)                         \
+    X(SUB, sub)                         \
+    X(MUL, mul)                         \
+    X(SCALE, scale)                     \
+    X(SUM, sum)                         \
+    X(MEAN, mean)                       \
+    X(EMBEDDING, embedding)             \
+    X(LAYERNORM, layernorm)             \
+    X(RELU, relu)                       \
+    X(ELU, elu)                         \
+    X(GELU, gelu)                       \
+    X(LIPSWISH, lipswish)               \
+    X(SOFTMAX, softmax)                 \
+    X(CROSS_ENTROPY, cross_entropy)     \
+    X(DROPOUT, dropout)                 \
+    X(ATTENTION_DP, attention_dp)       \
+    X(ATTENTION_L2, attention_l2)       \
+    X(ATTENTION_L2_TIED, attention_l2_tied) \
+    X(SPECTRAL_NORM, spectral_norm)     \
+    X(NORM_INF, norm_inf)               \
+    X(MAX, max)                         \
+    X(SQRT, sqrt)                       \
+    X(CONTRACT_FACTOR, contract_factor)
+
+typedef enum {
+#define LIPT_X_ENUM(E, n) LIPT_OP_##E,
+    LIPT_OP_LIST(LIPT_X_ENUM)
+#undef LIPT_X_ENUM
+    LIPT_OP_COUNT
+} lipt_op_id;
+
+#define LIPT_MAX_INPUTS 4
+#define LIPT_NODE_IARGS 8
+#define LIPT_NODE_FARGS 4
+
+typedef struct lipt_node lipt_node;
+struct lipt_node {
+    lipt_op_id op;
+    int n_in;
+    lipt_tensor *in[LIPT_MAX_INPUTS];
+    lipt_tensor *out;
+    void *saved;                   /* op-specific buffers in the arena (softmax probs, masks, ...) */
+    void *saved2;
+    const int *ids;                /* integer inputs (token ids, targets), arena copy */
+    int iarg[LIPT_NODE_IARGS];     /* op-specific integer arguments (dims, flags) */
+    float farg[LIPT_NODE_FARGS];   /* op-specific float arguments */
+    lipt_node *prev;
+};
+
+typedef struct lipt_ctx lipt_ctx;
+typedef void (*lipt_backward_fn)(lipt_ctx *ctx, lipt_node *node);
+
+typedef struct {
+    const char *name;
+    lipt_backward_fn backward;
+} lipt_op_info;
+
+extern const lipt_op_info lipt_ops[LIPT_OP_COUNT];
+
+/* The explicit context: all mutable state of a computation lives here. */
+struct lipt_ctx {
+    lipt_arena arena;      /* activations, saved buffers, tape nodes; reset every step */
+    lipt_node *tape;       /* last recorded node */
+    size_t n_nodes;
+    int no_grad;           /* > 0: ops record nothing and outputs do not require grad */
+    int training;          /* dropout active when set */
+    lipt_rng rng;          /* dropout masks and other in-graph randomness */
+};
+
+void lipt_ctx_init(lipt_ctx *ctx, size_t arena_bytes, uint64_t seed);
+void lipt_ctx_free(lipt_ctx *ctx);
+/* End of a step: forget the tape and every activation (parameters are untouched). */
+void lipt_ctx_reset(lipt_ctx *ctx);
+
+/* No-grad mode nests: push/pop pairs. */
+static inline void lipt_no_grad_push(lipt_ctx *ctx) { ctx->no_grad++; }
+static inline void lipt_no_grad_pop(lipt_ctx *ctx)  { ctx->no_grad--; }
+
+/* Tensors in the arena. */
+lipt_tensor *lipt_tensor_new(lipt_ctx *ctx, int ndim, const int *shape);   /* uninitialised */
+lipt_tensor *lipt_tensor_zeros(lipt_ctx *ctx, int ndim, const int *shape);
+lipt_tensor *lipt_tensor_like(lipt_ctx *ctx, const lipt_tensor *t);
+lipt_tensor *lipt_tensor_1d(lipt_ctx *ctx, int n0);
+lipt_tensor *lipt_tensor_2d(lipt_ctx *ctx, int n0, int n1);
+lipt_tensor *lipt_tensor_3d(lipt_ctx *ctx, int n0, int n1, int n2);
+/* Wrap existing memory (not owned, no grad) as a tensor struct allocated in the arena. */
+lipt_tensor *lipt_tensor_wrap(lipt_ctx *ctx, float *data, int ndim, const int *shape);
+/* A view with another shape of the same numel; shares data and gradient. Not an op. */
+lipt_tensor *lipt_reshape(lipt_ctx *ctx, lipt_tensor *t, int ndim, const int *shape);
+
+/* Op plumbing, used by src/ops. */
+int        lipt_should_record(const lipt_ctx *ctx, int n, lipt_tensor *const *in);
+lipt_node *lipt_record(lipt_ctx *ctx, lipt_op_id op, lipt_tensor *out, int n, lipt_tensor *const *in);
+/* Gradient buffer of t for accumulation (+=), allocated zeroed on first use; NULL if t needs none. */
+float     *lipt_grad_of(lipt_ctx *ctx, lipt_tensor *t);
+
+/* Reverse pass from a one-element loss: dloss/dloss = 1 (or seed, if given, of loss->numel). */
+void lipt_backward(lipt_ctx *ctx, lipt_tensor *loss);
+void lipt_backward_seeded(lipt_ctx *ctx, lipt_tensor *out, const float *seed);
+
+#endif

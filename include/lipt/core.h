@@ -1,0 +1,72 @@
+/* defines: status codes and error messages, checked allocation, the RNG, thread control. */
+#ifndef LIPT_CORE_H
+#define LIPT_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every fallible library call returns one of these; the message is in a lipt_error. */
+typedef enum {
+    LIPT_OK = 0,
+    LIPT_ERR_ARG,      /* bad argument or value (from a user, a config file or a flag) */
+    LIPT_ERR_IO,       /* file missing, unreadable, short write */
+    LIPT_ERR_FORMAT,   /* file present but malformed: corrupt, truncated, wrong version */
+    LIPT_ERR_NOMEM,    /* allocation failed */
+    LIPT_ERR_NUMERIC,  /* NaN/inf, or an iteration that did not converge */
+    LIPT_ERR_INTERNAL
+} lipt_status;
+
+#define LIPT_ERRMSG_LEN 512
+typedef struct {
+    lipt_status status;
+    char msg[LIPT_ERRMSG_LEN];
+} lipt_error;
+
+/* Record an error (printf-style) and return its status, so callers can write
+ * `return lipt_fail(err, LIPT_ERR_ARG, "...", ...)`. err may be NULL. */
+lipt_status lipt_fail(lipt_error *err, lipt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+const char *lipt_status_name(lipt_status st);
+
+/* Programming errors (shape mismatch in an op, broken invariant): print and abort.
+ * Never used for user input. */
+_Noreturn void lipt_die(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define LIPT_DIE(...) lipt_die(__FILE__, __LINE__, __VA_ARGS__)
+#define LIPT_CHECK(cond, ...) do { if (!(cond)) lipt_die(__FILE__, __LINE__, __VA_ARGS__); } while (0)
+
+/* Allocation that aborts with the size and call site on failure (out of memory is not recoverable here). */
+void *lipt_xmalloc_at(size_t bytes, const char *file, int line);
+void *lipt_xcalloc_at(size_t n, size_t size, const char *file, int line);
+void *lipt_xaligned_at(size_t bytes, const char *file, int line); /* 64-byte aligned, free with free() */
+#define lipt_xmalloc(b) lipt_xmalloc_at((b), __FILE__, __LINE__)
+#define lipt_xcalloc(n, s) lipt_xcalloc_at((n), (s), __FILE__, __LINE__)
+#define lipt_xaligned(b) lipt_xaligned_at((b), __FILE__, __LINE__)
+
+/* xoshiro256** generator: small, fast, state fits in a checkpoint. */
+typedef struct { uint64_t s[4]; } lipt_rng;
+void     lipt_rng_seed(lipt_rng *r, uint64_t seed);
+uint64_t lipt_rng_u64(lipt_rng *r);
+double   lipt_rng_uniform(lipt_rng *r);           /* [0, 1) */
+float    lipt_rng_normal(lipt_rng *r);            /* standard normal */
+uint64_t lipt_rng_below(lipt_rng *r, uint64_t n); /* uniform in [0, n) */
+void     lipt_rng_fill_normal(lipt_rng *r, float *x, size_t n, float std);
+void     lipt_rng_fill_uniform(lipt_rng *r, float *x, size_t n, float lo, float hi);
+
+/* Threads: one knob for OpenMP and OpenBLAS. lipt_threads_init reads LIPT_THREADS
+ * (default: all cores) and applies it; lipt_set_threads applies an explicit count. */
+int  lipt_threads_init(void);
+void lipt_set_threads(int n);
+int  lipt_get_threads(void);
+/* True when a BLAS call made inside our own OpenMP region runs single-threaded
+ * (OpenBLAS built for OpenMP), so kernels may parallelise over heads around GEMMs. */
+int  lipt_blas_nests_safely(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

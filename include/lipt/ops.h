@@ -1,0 +1,79 @@
+/* defines: every differentiable op. Each returns its output tensor (in the context's arena)
+ * and records itself on the tape unless in no-grad mode or no input requires grad.
+ * Shape mismatches are programming errors and abort with a message naming the op.
+ * Layout conventions: a linear map is y = x W with W [in, out]; multi-head tensors are
+ * [B, T, D] with head h in columns h*d .. h*d+d-1 (d = D / H). */
+#ifndef LIPT_OPS_H
+#define LIPT_OPS_H
+
+#include "lipt/autograd.h"
+
+/* Matrix products, all through cblas_sgemm.
+ * 2-D:      a [M,K] (or [K,M] with ta), b [K,N] (or [N,K] with tb)        -> [M,N]
+ * batched:  a [Bt,M,K], b [Bt,K,N] (same flags, per batch item)            -> [Bt,M,N]
+ * linear:   a [..., K] with ndim >= 2 and b 2-D: rows of a times b       -> [..., N]  (ta must be 0) */
+lipt_tensor *lipt_matmul(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b, int ta, int tb);
+
+/* Elementwise with row broadcasting: b has a's shape, or b.numel equals the product of a's
+ * trailing dims (bias rows), or b has one element (a scalar). */
+lipt_tensor *lipt_add(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b);
+lipt_tensor *lipt_sub(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b);
+lipt_tensor *lipt_mul(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b);
+lipt_tensor *lipt_scale(lipt_ctx *ctx, lipt_tensor *a, float s);
+/* Reductions to one element (double accumulation). */
+lipt_tensor *lipt_sum(lipt_ctx *ctx, lipt_tensor *a);
+lipt_tensor *lipt_mean(lipt_ctx *ctx, lipt_tensor *a);
+/* Largest element of a (subgradient to the first argmax). */
+lipt_tensor *lipt_max(lipt_ctx *ctx, lipt_tensor *a);
+lipt_tensor *lipt_sqrt(lipt_ctx *ctx, lipt_tensor *a);
+
+/* Embedding lookup: table [V,D], ids[n] (copied) -> out shape (ndim, shape) with numel n*D.
+ * Backward scatter-adds into the table. Ids outside [0,V) abort (validate user data first). */
+lipt_tensor *lipt_embedding(lipt_ctx *ctx, lipt_tensor *table, const int *ids, int ndim, const int *out_shape);
+
+/* LayerNorm over the last dim: (x - mean) / sqrt(var + eps) * gamma + beta; gamma, beta [D]. */
+lipt_tensor *lipt_layernorm(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *gamma, lipt_tensor *beta, float eps);
+
+/* Activations. ELU with alpha = 1. GELU is the exact erf form (PyTorch's default).
+ * LipSwish: x * sigmoid(beta x) / 1.1 with beta a one-element tensor (may require grad). */
+lipt_tensor *lipt_relu(lipt_ctx *ctx, lipt_tensor *x);
+lipt_tensor *lipt_elu(lipt_ctx *ctx, lipt_tensor *x);
+lipt_tensor *lipt_gelu(lipt_ctx *ctx, lipt_tensor *x);
+lipt_tensor *lipt_lipswish(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *beta);
+
+/* Softmax over the last dim. */
+lipt_tensor *lipt_softmax(lipt_ctx *ctx, lipt_tensor *x);
+/* Fused log-softmax + negative log-likelihood: logits [..., V], targets[rows] -> mean NLL in nats
+ * (one element). If row_nll is non-NULL, each row's NLL is also written there (double). */
+lipt_tensor *lipt_cross_entropy(lipt_ctx *ctx, lipt_tensor *logits, const int *targets, double *row_nll);
+
+/* Inverted dropout with probability p, mask drawn from ctx->rng; identity unless ctx->training. */
+lipt_tensor *lipt_dropout(lipt_ctx *ctx, lipt_tensor *x, float p);
+
+/* Causal (or full) multi-head attention, fused. q, k, v [B,T,D], H heads, d = D/H, s = sqrt(d).
+ * Output [B,T,D]: the heads concatenated, before the output projection.
+ * DP: P = softmax(q kᵀ / s).   L2: P = softmax(-|q_i - k_j|² / s) (SPEC §1, untied).
+ * Row i attends to j <= i when causal (the diagonal is always kept). */
+lipt_tensor *lipt_attention_dp(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal);
+lipt_tensor *lipt_attention_l2(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal);
+/* Tied L2 attention (the Lipschitz one): q = X W^Q [B,T,D], wq = W^Q [D,D], wv = W^V [D,D].
+ * Per head P = softmax(-|q_i - q_j|² / s), values Q_h M_h with M_h = W^{Q,h}ᵀ W^{V,h} / s,
+ * which equals X A_h W^{V,h}. Gradients flow to q, wq and wv. */
+lipt_tensor *lipt_attention_l2_tied(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *wq, lipt_tensor *wv, int H, int causal);
+
+/* Spectral norms of the column blocks of w [R, C] (n_blocks blocks of C/n_blocks columns), by power
+ * iteration with persistent vectors u [n_blocks*R] and v [C] (updated in place, `iters` rounds,
+ * none when iters = 0) -> [n_blocks] (sigma_b = u_bᵀ W_b v_b). Gradient dsigma/dW = u vᵀ (u, v held fixed). */
+lipt_tensor *lipt_spectral_norm(lipt_ctx *ctx, lipt_tensor *w, float *u, float *v, int n_blocks, int iters);
+/* Induced infinity norms of the column blocks of w [R, C]: transpose = 0 gives ‖W_b‖_∞ (max abs row
+ * sum), transpose = 1 gives ‖W_bᵀ‖_∞ (max abs column sum) -> [n_blocks]. Subgradient at the argmax. */
+lipt_tensor *lipt_norm_inf(lipt_ctx *ctx, lipt_tensor *w, int transpose, int n_blocks);
+/* Contraction factor 1 / max(1, x / c) of a one-element x (the soft normaliser of SPEC §1, §3). */
+lipt_tensor *lipt_contract_factor(lipt_ctx *ctx, lipt_tensor *x, float c);
+
+/* Lambert W0 on [-1/e, inf) (Halley iteration, double) and its derivative W/(x(1+W)). Not tensor ops:
+ * the bounds use them on the constant N. */
+double lipt_lambert_w0(double x);
+double lipt_lambert_w0_deriv(double x);
+
+#endif

@@ -1,0 +1,121 @@
+/* The tape: recording, gradient buffers, the reverse walk, arena tensors. */
+#include "lipt/autograd.h"
+
+#include <string.h>
+
+void lipt_ctx_init(lipt_ctx *ctx, size_t arena_bytes, uint64_t seed) {
+    memset(ctx, 0, sizeof *ctx);
+    lipt_arena_init(&ctx->arena, arena_bytes);
+    lipt_rng_seed(&ctx->rng, seed);
+}
+
+void lipt_ctx_free(lipt_ctx *ctx) {
+    lipt_arena_free(&ctx->arena);
+    memset(ctx, 0, sizeof *ctx);
+}
+
+void lipt_ctx_reset(lipt_ctx *ctx) {
+    lipt_arena_reset(&ctx->arena);
+    ctx->tape = NULL;
+    ctx->n_nodes = 0;
+}
+
+static lipt_tensor *tensor_struct(lipt_ctx *ctx, int ndim, const int *shape) {
+    LIPT_CHECK(ndim >= 0 && ndim <= LIPT_MAX_DIMS, "tensor with %d dims (at most %d)", ndim, LIPT_MAX_DIMS);
+    lipt_tensor *t = lipt_arena_alloc(&ctx->arena, sizeof *t);
+    memset(t, 0, sizeof *t);
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        LIPT_CHECK(shape[i] >= 0, "negative dimension %d", shape[i]);
+        t->shape[i] = shape[i];
+    }
+    t->numel = lipt_shape_numel(ndim, shape);
+    return t;
+}
+
+lipt_tensor *lipt_tensor_new(lipt_ctx *ctx, int ndim, const int *shape) {
+    lipt_tensor *t = tensor_struct(ctx, ndim, shape);
+    t->data = lipt_arena_alloc(&ctx->arena, t->numel * sizeof(float));
+    return t;
+}
+
+lipt_tensor *lipt_tensor_zeros(lipt_ctx *ctx, int ndim, const int *shape) {
+    lipt_tensor *t = tensor_struct(ctx, ndim, shape);
+    t->data = lipt_arena_calloc(&ctx->arena, t->numel * sizeof(float));
+    return t;
+}
+
+lipt_tensor *lipt_tensor_like(lipt_ctx *ctx, const lipt_tensor *t) { return lipt_tensor_new(ctx, t->ndim, t->shape); }
+lipt_tensor *lipt_tensor_1d(lipt_ctx *ctx, int n0) { return lipt_tensor_new(ctx, 1, (int[]){n0}); }
+lipt_tensor *lipt_tensor_2d(lipt_ctx *ctx, int n0, int n1) { return lipt_tensor_new(ctx, 2, (int[]){n0, n1}); }
+lipt_tensor *lipt_tensor_3d(lipt_ctx *ctx, int n0, int n1, int n2) { return lipt_tensor_new(ctx, 3, (int[]){n0, n1, n2}); }
+
+lipt_tensor *lipt_tensor_wrap(lipt_ctx *ctx, float *data, int ndim, const int *shape) {
+    lipt_tensor *t = tensor_struct(ctx, ndim, shape);
+    t->data = data;
+    return t;
+}
+
+lipt_tensor *lipt_reshape(lipt_ctx *ctx, lipt_tensor *t, int ndim, const int *shape) {
+    lipt_tensor *v = tensor_struct(ctx, ndim, shape);
+    LIPT_CHECK(v->numel == t->numel, "reshape of %zu elements to %zu", t->numel, v->numel);
+    lipt_tensor *root = t->base ? t->base : t;
+    v->data = t->data;
+    v->grad = root->grad;
+    v->base = root;
+    v->requires_grad = t->requires_grad;
+    v->name = t->name;
+    return v;
+}
+
+int lipt_should_record(const lipt_ctx *ctx, int n, lipt_tensor *const *in) {
+    if (ctx->no_grad > 0) return 0;
+    for (int i = 0; i < n; i++)
+        if (in[i] && in[i]->requires_grad) return 1;
+    return 0;
+}
+
+lipt_node *lipt_record(lipt_ctx *ctx, lipt_op_id op, lipt_tensor *out, int n, lipt_tensor *const *in) {
+    LIPT_CHECK(n <= LIPT_MAX_INPUTS, "op %s with %d inputs", lipt_ops[op].name, n);
+    if (!lipt_should_record(ctx, n, in)) return NULL;
+    lipt_node *node = lipt_arena_alloc(&ctx->arena, sizeof *node);
+    memset(node, 0, sizeof *node);
+    node->op = op;
+    node->n_in = n;
+    for (int i = 0; i < n; i++) node->in[i] = in[i];
+    node->out = out;
+    out->requires_grad = 1;
+    node->prev = ctx->tape;
+    ctx->tape = node;
+    ctx->n_nodes++;
+    return node;
+}
+
+float *lipt_grad_of(lipt_ctx *ctx, lipt_tensor *t) {
+    if (!t || !t->requires_grad) return NULL;
+    lipt_tensor *root = t->base ? t->base : t;
+    if (!root->grad) root->grad = lipt_arena_calloc(&ctx->arena, root->numel * sizeof(float));
+    t->grad = root->grad;
+    return t->grad;
+}
+
+static void walk(lipt_ctx *ctx) {
+    for (lipt_node *n = ctx->tape; n; n = n->prev) {
+        lipt_tensor *root = n->out->base ? n->out->base : n->out;
+        if (!root->grad) continue; /* nothing flowed into this output */
+        n->out->grad = root->grad;
+        lipt_ops[n->op].backward(ctx, n);
+    }
+}
+
+void lipt_backward_seeded(lipt_ctx *ctx, lipt_tensor *out, const float *seed) {
+    float *g = lipt_grad_of(ctx, out);
+    LIPT_CHECK(g, "backward from a tensor that does not require grad");
+    for (size_t i = 0; i < out->numel; i++) g[i] += seed ? seed[i] : 1.0f;
+    walk(ctx);
+}
+
+void lipt_backward(lipt_ctx *ctx, lipt_tensor *loss) {
+    LIPT_CHECK(loss->numel == 1, "backward from a loss of %zu elements (need 1)", loss->numel);
+    lipt_backward_seeded(ctx, loss, NULL);
+}

@@ -1,0 +1,70 @@
+/* Bump arena for activations and the tape. */
+#include "lipt/tensor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct lipt_arena_block {
+    lipt_arena_block *next;  /* older block */
+    size_t size, used;
+    unsigned char *mem;
+};
+
+static lipt_arena_block *block_new(lipt_arena *a, size_t size) {
+    lipt_arena_block *b = lipt_xmalloc(sizeof *b);
+    b->mem = lipt_xaligned(size);
+    b->size = size;
+    b->used = 0;
+    b->next = NULL;
+    a->capacity += size;
+    a->n_block_mallocs++;
+    return b;
+}
+
+void lipt_arena_init(lipt_arena *a, size_t initial_bytes) {
+    memset(a, 0, sizeof *a);
+    if (initial_bytes < 4096) initial_bytes = 4096;
+    a->head = block_new(a, initial_bytes);
+}
+
+void *lipt_arena_alloc(lipt_arena *a, size_t bytes) {
+    size_t need = (bytes + 63) & ~(size_t)63;
+    if (need == 0) need = 64;
+    if (a->head->used + need > a->head->size) {
+        size_t sz = a->head->size * 2;
+        if (sz < need) sz = need;
+        lipt_arena_block *b = block_new(a, sz);
+        b->next = a->head;
+        a->head = b;
+    }
+    void *p = a->head->mem + a->head->used;
+    a->head->used += need;
+    a->used_total += need;
+    if (a->used_total > a->peak) a->peak = a->used_total;
+    return p;
+}
+
+void *lipt_arena_calloc(lipt_arena *a, size_t bytes) {
+    void *p = lipt_arena_alloc(a, bytes);
+    memset(p, 0, bytes);
+    return p;
+}
+
+void lipt_arena_reset(lipt_arena *a) {
+    if (a->head->next) {
+        /* The step needed more than one block: replace them all by one that fits the peak. */
+        size_t total = a->peak + a->peak / 8;
+        lipt_arena_block *b = a->head;
+        while (b) { lipt_arena_block *n = b->next; free(b->mem); free(b); b = n; }
+        a->capacity = 0;
+        a->head = block_new(a, total);
+    }
+    a->head->used = 0;
+    a->used_total = 0;
+}
+
+void lipt_arena_free(lipt_arena *a) {
+    lipt_arena_block *b = a->head;
+    while (b) { lipt_arena_block *n = b->next; free(b->mem); free(b); b = n; }
+    memset(a, 0, sizeof *a);
+}

@@ -1,0 +1,21 @@
+/* STUB: to be replaced by the real kernels. */
+#include "lipt/ops.h"
+
+lipt_tensor *lipt_attention_l2(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal) {
+    (void)ctx;
+    LIPT_DIE("op %s not implemented", "attention_l2");
+}
+void lipt_attention_l2_backward(lipt_ctx *ctx, lipt_node *node) {
+    (void)ctx; (void)node;
+    LIPT_DIE("backward of %s not implemented", "attention_l2");
+}
+
+lipt_tensor *lipt_attention_l2_tied(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *wq, lipt_tensor *wv, int H, int causal) {
+    (void)ctx;
+    LIPT_DIE("op %s not implemented", "attention_l2_tied");
+}
+void lipt_attention_l2_tied_backward(lipt_ctx *ctx, lipt_node *node) {
+    (void)ctx; (void)node;
+    LIPT_DIE("backward of %s not implemented", "attention_l2_tied");
+}
+

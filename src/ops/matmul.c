@@ -1,0 +1,88 @@
+/* matmul: 2-D, batched and linear (rows of an N-D tensor times a matrix), forward and backward,
+ * every product through cblas_sgemm. */
+#include "lipt/ops.h"
+
+#include <cblas.h>
+
+/* C[M,N] (+)= op(A) op(B), row-major. */
+static void gemm(int ta, int tb, int M, int N, int K, const float *A, const float *B, float *C, float beta) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
+                ta ? M : K, B, tb ? K : N, beta, C, N);
+}
+
+/* iarg: 0 ta, 1 tb, 2 batch count, 3 M, 4 N, 5 K */
+lipt_tensor *lipt_matmul(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b, int ta, int tb) {
+    int batch, M, N, K, out_shape[LIPT_MAX_DIMS], out_nd;
+    char sa[64], sb[64];
+    if (b->ndim == 2 && a->ndim >= 2 && !(a->ndim == 2 && ta)) {
+        /* 2-D or linear: flatten a's leading dims into rows */
+        K = a->shape[a->ndim - 1];
+        M = (int)(a->numel / (size_t)(K ? K : 1));
+        int bk = tb ? b->shape[1] : b->shape[0];
+        N = tb ? b->shape[0] : b->shape[1];
+        LIPT_CHECK(bk == K, "matmul: inner dims differ, a %s b %s (tb=%d)", lipt_shape_str(a, sa, 64),
+                   lipt_shape_str(b, sb, 64), tb);
+        batch = 1;
+        out_nd = a->ndim;
+        for (int i = 0; i < a->ndim - 1; i++) out_shape[i] = a->shape[i];
+        out_shape[out_nd - 1] = N;
+    } else if (a->ndim == 2 && b->ndim == 2) {
+        /* 2-D with ta */
+        K = a->shape[0];
+        M = a->shape[1];
+        int bk = tb ? b->shape[1] : b->shape[0];
+        N = tb ? b->shape[0] : b->shape[1];
+        LIPT_CHECK(bk == K, "matmul: inner dims differ, a %s b %s (ta=1 tb=%d)", lipt_shape_str(a, sa, 64),
+                   lipt_shape_str(b, sb, 64), tb);
+        batch = 1;
+        out_nd = 2;
+        out_shape[0] = M;
+        out_shape[1] = N;
+    } else {
+        LIPT_CHECK(a->ndim == 3 && b->ndim == 3 && a->shape[0] == b->shape[0],
+                   "matmul: unsupported shapes a %s b %s", lipt_shape_str(a, sa, 64), lipt_shape_str(b, sb, 64));
+        batch = a->shape[0];
+        M = ta ? a->shape[2] : a->shape[1];
+        K = ta ? a->shape[1] : a->shape[2];
+        int bk = tb ? b->shape[2] : b->shape[1];
+        N = tb ? b->shape[1] : b->shape[2];
+        LIPT_CHECK(bk == K, "matmul: inner dims differ, a %s b %s (ta=%d tb=%d)", lipt_shape_str(a, sa, 64),
+                   lipt_shape_str(b, sb, 64), ta, tb);
+        out_nd = 3;
+        out_shape[0] = batch;
+        out_shape[1] = M;
+        out_shape[2] = N;
+    }
+    lipt_tensor *out = lipt_tensor_new(ctx, out_nd, out_shape);
+    size_t sa_ = (size_t)M * K, sb_ = (size_t)K * N, so = (size_t)M * N;
+    for (int i = 0; i < batch; i++)
+        gemm(ta, tb, M, N, K, a->data + i * sa_, b->data + (b->ndim == 3 ? i * sb_ : 0), out->data + i * so, 0.0f);
+    lipt_node *node = lipt_record(ctx, LIPT_OP_MATMUL, out, 2, (lipt_tensor *[]){a, b});
+    if (node) {
+        int *ia = node->iarg;
+        ia[0] = ta; ia[1] = tb; ia[2] = batch; ia[3] = M; ia[4] = N; ia[5] = K;
+    }
+    return out;
+}
+
+void lipt_matmul_backward(lipt_ctx *ctx, lipt_node *node) {
+    lipt_tensor *a = node->in[0], *b = node->in[1], *out = node->out;
+    int ta = node->iarg[0], tb = node->iarg[1], batch = node->iarg[2];
+    int M = node->iarg[3], N = node->iarg[4], K = node->iarg[5];
+    float *da = lipt_grad_of(ctx, a), *db = lipt_grad_of(ctx, b);
+    size_t sa = (size_t)M * K, sb = (size_t)K * N, so = (size_t)M * N;
+    int b_batched = b->ndim == 3;
+    for (int i = 0; i < batch; i++) {
+        const float *A = a->data + i * sa, *B = b->data + (b_batched ? i * sb : 0), *G = out->grad + i * so;
+        /* C = op(A) op(B), G = dC.  d op(A) = G op(B)ᵀ;  d op(B) = op(A)ᵀ G. */
+        if (da) {
+            if (!ta) gemm(0, !tb, M, K, N, G, B, da + i * sa, 1.0f);   /* dA[M,K] += G[M,N] op(B)ᵀ */
+            else gemm(tb, 1, K, M, N, B, G, da + i * sa, 1.0f);         /* dA[K,M] += op(B) Gᵀ */
+        }
+        if (db) {
+            float *DB = db + (b_batched ? i * sb : 0);
+            if (!tb) gemm(!ta, 0, K, N, M, A, G, DB, 1.0f);             /* dB[K,N] += op(A)ᵀ G */
+            else gemm(1, ta, N, K, M, G, A, DB, 1.0f);                  /* dB[N,K] += Gᵀ op(A) */
+        }
+    }
+}

@@ -1,0 +1,41 @@
+/* defines: shared test helpers: persistent test tensors, the finite-difference gradient check, relative errors. */
+#ifndef LIPT_TESTUTIL_H
+#define LIPT_TESTUTIL_H
+
+#include <check.h>
+#include <stdio.h>
+
+#include "lipt/lipt.h"
+
+/* A test tensor outside any arena (survives lipt_ctx_reset), filled N(0, std²); free with tu_free. */
+lipt_tensor *tu_tensor(lipt_rng *rng, int ndim, const int *shape, float std, int requires_grad);
+void tu_free(lipt_tensor *t);
+
+/* Builds the op's output from the inputs; called many times on fresh tapes. */
+typedef lipt_tensor *(*tu_build_fn)(lipt_ctx *ctx, lipt_tensor **in, void *user);
+
+typedef struct {
+    int n_dirs;        /* random directions per check (default 6) */
+    double eps;        /* central-difference step (default 1e-3) */
+    double tol;        /* worst relative error allowed (default 1e-2) */
+    uint64_t seed;     /* directions and output weights */
+} tu_gradcheck_opts;
+
+/* Checks the backward of `build` against central finite differences of L = Σ_i r_i out_i (r random,
+ * L accumulated in double) along n_dirs random directions over all inputs that require grad.
+ * The context's RNG is re-seeded identically before every evaluation (so dropout masks repeat).
+ * Returns the worst relative error |an - fd| / max(|an|, |fd|, 0.05 |g|), prints it with `label`. */
+double tu_gradcheck(const char *label, tu_build_fn build, void *user, lipt_tensor **in, int n_in,
+                    const tu_gradcheck_opts *opts);
+
+/* max_i |a_i - b_i| / max(max_i |b_i|, floor): relative to the reference's scale. */
+double tu_max_rel_err(const float *a, const double *ref, size_t n, double floor);
+double tu_max_rel_err_f(const float *a, const float *ref, size_t n, double floor);
+
+/* Path of a file in ../shared/data (or $LIPT_SHARED_DATA), or NULL if absent. */
+const char *tu_shared_data(const char *rel, char *buf, size_t len);
+
+/* Runs a suite with CK_NORMAL output and returns the process exit code. */
+int tu_run_suite(Suite *s);
+
+#endif
