@@ -35,6 +35,11 @@ void  *lipt_arena_alloc(lipt_arena *a, size_t bytes);        /* 64-byte aligned,
 void  *lipt_arena_calloc(lipt_arena *a, size_t bytes);       /* zeroed */
 void   lipt_arena_reset(lipt_arena *a);
 void   lipt_arena_free(lipt_arena *a);
+/* Scoped temporaries: everything allocated after a mark is released by lipt_arena_release.
+ * Tape nodes recorded after the mark must not be used afterwards (use in no-grad mode). */
+typedef struct { lipt_arena_block *block; size_t used, used_total; } lipt_arena_mark;
+lipt_arena_mark lipt_arena_get_mark(const lipt_arena *a);
+void   lipt_arena_release(lipt_arena *a, lipt_arena_mark m);
 
 size_t lipt_shape_numel(int ndim, const int *shape);
 /* "[2,3,4]" into buf; returns buf. */

@@ -68,3 +68,20 @@ void lipt_arena_free(lipt_arena *a) {
     while (b) { lipt_arena_block *n = b->next; free(b->mem); free(b); b = n; }
     memset(a, 0, sizeof *a);
 }
+
+lipt_arena_mark lipt_arena_get_mark(const lipt_arena *a) {
+    lipt_arena_mark m = {a->head, a->head->used, a->used_total};
+    return m;
+}
+
+void lipt_arena_release(lipt_arena *a, lipt_arena_mark m) {
+    if (a->head == m.block) {
+        a->head->used = m.used;
+    } else {
+        /* Blocks opened after the mark hold only released data. Keep allocating from the newest
+         * (largest) one from its start; the next reset merges them all, so a loop of
+         * mark/work/release stops calling malloc after its first round. */
+        a->head->used = 0;
+    }
+    a->used_total = m.used_total;
+}
