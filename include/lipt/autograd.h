@@ -106,7 +106,8 @@ lipt_node *lipt_record(lipt_ctx *ctx, lipt_op_id op, lipt_tensor *out, int n, li
 /* Gradient buffer of t for accumulation (+=), allocated zeroed on first use; NULL if t needs none. */
 float     *lipt_grad_of(lipt_ctx *ctx, lipt_tensor *t);
 
-/* Reverse pass from a one-element loss: dloss/dloss = 1 (or seed, if given, of loss->numel). */
+/* Reverse pass from a one-element loss: dloss/dloss = 1 (or seed, if given, of loss->numel).
+ * One backward per tape: intermediate gradients stay accumulated, so reset before the next one. */
 void lipt_backward(lipt_ctx *ctx, lipt_tensor *loss);
 void lipt_backward_seeded(lipt_ctx *ctx, lipt_tensor *out, const float *seed);
 

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The one test command: installs missing build dependencies (Debian/Ubuntu, apt-get, through sudo
+# when not root), builds lipt, runs the Check suites with ctest, then the same suites built with
+# AddressSanitizer + UndefinedBehaviorSanitizer. Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+
+PKGS=(cmake make gcc pkg-config libopenblas-openmp-dev check libsubunit-dev zlib1g-dev)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing: ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { echo "error: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    SUDO=sudo
+  fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+start=$(date +%s)
+echo "== release build (build/)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+build_clean() { # dir: build, fail on errors or on any compiler warning
+  local log="$1/build.log"
+  if ! cmake --build "$1" -j"$JOBS" >"$log" 2>&1; then cat "$log"; echo "error: build failed in $1" >&2; exit 1; fi
+  if grep -q "warning:" "$log"; then grep -B2 -A3 "warning:" "$log"; echo "error: the build is not warning-clean" >&2; exit 1; fi
+}
+build_clean build
+echo "== tests (release)"
+ctest --test-dir build --output-on-failure --timeout 900
+
+echo "== sanitizer build (build-asan/: ASan + UBSan)"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLIPT_SANITIZE=ON >/dev/null
+build_clean build-asan
+echo "== tests (sanitizers)"
+# Check forks per test; ASan reports go to stderr and fail the test via the exit code.
+ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
+UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+LIPT_SANITIZED=1 ctest --test-dir build-asan --output-on-failure --timeout 900
+
+echo "== all tests passed in $(( $(date +%s) - start )) s"

@@ -1,0 +1,199 @@
+/* Core: arena, RNG, parameter slab, reshape views, tape recording, no-grad mode, backward accumulation. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+START_TEST(test_arena_alignment_and_growth) {
+    lipt_arena a;
+    lipt_arena_init(&a, 4096);
+    size_t mallocs0 = a.n_block_mallocs;
+    for (int i = 1; i < 200; i++) {
+        void *p = lipt_arena_alloc(&a, (size_t)i * 37);
+        ck_assert_msg(((uintptr_t)p & 63) == 0, "allocation %d not 64-byte aligned", i);
+        memset(p, 0xab, (size_t)i * 37); /* the sanitizer build catches overruns */
+    }
+    ck_assert_uint_gt(a.n_block_mallocs, mallocs0);
+    size_t peak = a.peak;
+    lipt_arena_reset(&a);
+    size_t after_merge = a.n_block_mallocs;
+    /* the same pattern again fits in the merged block: no more mallocs */
+    for (int round = 0; round < 3; round++) {
+        for (int i = 1; i < 200; i++) lipt_arena_alloc(&a, (size_t)i * 37);
+        lipt_arena_reset(&a);
+    }
+    ck_assert_uint_eq(a.n_block_mallocs, after_merge);
+    ck_assert_uint_ge(a.capacity, peak);
+    lipt_arena_free(&a);
+}
+END_TEST
+
+START_TEST(test_arena_marks) {
+    lipt_arena a;
+    lipt_arena_init(&a, 4096);
+    float *keep = lipt_arena_alloc(&a, 100 * sizeof(float));
+    for (int i = 0; i < 100; i++) keep[i] = (float)i;
+    size_t mallocs = 0;
+    for (int it = 0; it < 50; it++) {
+        lipt_arena_mark m = lipt_arena_get_mark(&a);
+        float *tmp = lipt_arena_alloc(&a, 3000 * sizeof(float)); /* larger than the first block */
+        memset(tmp, 0, 3000 * sizeof(float));
+        lipt_arena_release(&a, m);
+        if (it == 1) mallocs = a.n_block_mallocs;
+    }
+    ck_assert_uint_eq(a.n_block_mallocs, mallocs); /* released memory is reused */
+    for (int i = 0; i < 100; i++) ck_assert(keep[i] == (float)i);
+    lipt_arena_free(&a);
+}
+END_TEST
+
+START_TEST(test_rng) {
+    lipt_rng a, b;
+    lipt_rng_seed(&a, 42);
+    lipt_rng_seed(&b, 42);
+    for (int i = 0; i < 100; i++) ck_assert_uint_eq(lipt_rng_u64(&a), lipt_rng_u64(&b));
+    lipt_rng_seed(&b, 43);
+    ck_assert_uint_ne(lipt_rng_u64(&a), lipt_rng_u64(&b));
+    /* moments of the normal generator */
+    double s = 0, s2 = 0;
+    const int n = 200000;
+    for (int i = 0; i < n; i++) {
+        double x = lipt_rng_normal(&a);
+        s += x;
+        s2 += x * x;
+    }
+    ck_assert_msg(fabs(s / n) < 0.01, "normal mean %g", s / n);
+    ck_assert_msg(fabs(s2 / n - 1) < 0.02, "normal variance %g", s2 / n);
+    int counts[7] = {0};
+    for (int i = 0; i < 70000; i++) counts[lipt_rng_below(&a, 7)]++;
+    for (int i = 0; i < 7; i++) ck_assert_msg(abs(counts[i] - 10000) < 500, "below(7) bucket %d: %d", i, counts[i]);
+}
+END_TEST
+
+START_TEST(test_params_slab) {
+    lipt_params p;
+    lipt_params_init(&p);
+    lipt_tensor *w = lipt_param_add(&p, "w", 2, (int[]){3, 4}, 0);
+    lipt_tensor *b = lipt_param_add(&p, "b", 1, (int[]){4}, LIPT_PARAM_NO_DECAY);
+    lipt_tensor *u = lipt_param_add(&p, "u", 1, (int[]){3}, LIPT_PARAM_BUFFER);
+    lipt_params_finalize(&p);
+    ck_assert_uint_eq(lipt_params_count(&p), 16);
+    ck_assert_ptr_eq(w->data, p.value);
+    ck_assert_ptr_eq(b->data, p.value + 12);
+    ck_assert_ptr_eq(w->grad, p.grad);
+    ck_assert_ptr_eq(u->data, p.buf);
+    ck_assert_ptr_null(u->grad);
+    ck_assert(!u->requires_grad && w->requires_grad);
+    ck_assert_ptr_eq(lipt_param_find(&p, "b"), b);
+    ck_assert_ptr_null(lipt_param_find(&p, "nope"));
+    ck_assert_int_eq(lipt_param_flags(&p, b), LIPT_PARAM_NO_DECAY);
+    for (size_t i = 0; i < w->numel; i++) ck_assert(w->data[i] == 0 && w->grad[i] == 0);
+    lipt_params_free(&p);
+}
+END_TEST
+
+START_TEST(test_tape_records_and_no_grad) {
+    lipt_ctx ctx;
+    lipt_ctx_init(&ctx, 1 << 16, 1);
+    lipt_rng rng;
+    lipt_rng_seed(&rng, 3);
+    lipt_tensor *a = tu_tensor(&rng, 2, (int[]){2, 3}, 1, 1);
+    lipt_tensor *b = tu_tensor(&rng, 2, (int[]){3, 2}, 1, 0);
+    lipt_tensor *c = lipt_matmul(&ctx, a, b, 0, 0);
+    ck_assert_uint_eq(ctx.n_nodes, 1);
+    ck_assert(c->requires_grad);
+    ck_assert_str_eq(lipt_ops[ctx.tape->op].name, "matmul");
+    /* inputs needing no grad: nothing recorded */
+    lipt_tensor *d = lipt_matmul(&ctx, b, b, 1, 0);
+    ck_assert_uint_eq(ctx.n_nodes, 1);
+    ck_assert(!d->requires_grad);
+    /* no-grad mode: nothing recorded even with grad-requiring inputs */
+    lipt_no_grad_push(&ctx);
+    lipt_tensor *e = lipt_matmul(&ctx, a, b, 0, 0);
+    lipt_no_grad_pop(&ctx);
+    ck_assert_uint_eq(ctx.n_nodes, 1);
+    ck_assert(!e->requires_grad);
+    for (size_t i = 0; i < c->numel; i++) ck_assert(c->data[i] == e->data[i]);
+    lipt_ctx_reset(&ctx);
+    ck_assert_uint_eq(ctx.n_nodes, 0);
+    ck_assert_ptr_null(ctx.tape);
+    lipt_ctx_free(&ctx);
+    tu_free(a);
+    tu_free(b);
+}
+END_TEST
+
+/* A tensor used twice accumulates both contributions; a reshape view shares the gradient. */
+START_TEST(test_backward_accumulates_through_views) {
+    lipt_ctx ctx;
+    lipt_ctx_init(&ctx, 1 << 16, 1);
+    lipt_rng rng;
+    lipt_rng_seed(&rng, 5);
+    lipt_tensor *a = tu_tensor(&rng, 2, (int[]){2, 3}, 1, 1);
+    /* c = view(a) view(a)ᵀ with a seen as [1,2,3]: seeded with ones, da[i,k] = 2 * sum_r a[r,k] */
+    lipt_tensor *av = lipt_reshape(&ctx, a, 3, (int[]){1, 2, 3});
+    lipt_tensor *c = lipt_matmul(&ctx, av, a, 0, 1);
+    ck_assert_int_eq(c->ndim, 3);
+    float ones[4] = {1, 1, 1, 1};
+    lipt_backward_seeded(&ctx, c, ones);
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 3; k++) {
+            double ref = 2.0 * (a->data[0 * 3 + k] + a->data[1 * 3 + k]);
+            ck_assert_msg(fabs(a->grad[i * 3 + k] - ref) < 1e-5, "grad[%d,%d] %g vs %g", i, k, a->grad[i * 3 + k], ref);
+        }
+    ck_assert_ptr_eq(av->grad, a->grad);
+    lipt_ctx_free(&ctx);
+    tu_free(a);
+}
+END_TEST
+
+START_TEST(test_op_table) {
+    for (int i = 0; i < LIPT_OP_COUNT; i++) {
+        ck_assert_ptr_nonnull(lipt_ops[i].name);
+        ck_assert_ptr_nonnull(lipt_ops[i].backward);
+        for (int j = 0; j < i; j++) ck_assert_str_ne(lipt_ops[i].name, lipt_ops[j].name);
+    }
+    ck_assert_str_eq(lipt_ops[LIPT_OP_ATTENTION_L2_TIED].name, "attention_l2_tied");
+}
+END_TEST
+
+START_TEST(test_threads_knob) {
+    lipt_set_threads(1);
+    ck_assert_int_eq(lipt_get_threads(), 1);
+    lipt_set_threads(2);
+    ck_assert_int_eq(lipt_get_threads(), 2);
+    setenv("LIPT_THREADS", "1", 1);
+    ck_assert_int_eq(lipt_threads_init(), 1);
+    ck_assert_int_eq(lipt_get_threads(), 1);
+    unsetenv("LIPT_THREADS");
+}
+END_TEST
+
+START_TEST(test_errors) {
+    lipt_error err = {0};
+    lipt_status st = lipt_fail(&err, LIPT_ERR_ARG, "%s:%d: expected %s", "f.cfg", 3, "an integer");
+    ck_assert_int_eq(st, LIPT_ERR_ARG);
+    ck_assert_int_eq(err.status, LIPT_ERR_ARG);
+    ck_assert_str_eq(err.msg, "f.cfg:3: expected an integer");
+    ck_assert_int_eq(lipt_fail(NULL, LIPT_ERR_IO, "x"), LIPT_ERR_IO);
+    ck_assert_str_eq(lipt_status_name(LIPT_ERR_FORMAT), "bad format");
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("core");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_arena_alignment_and_growth);
+    tcase_add_test(tc, test_arena_marks);
+    tcase_add_test(tc, test_rng);
+    tcase_add_test(tc, test_params_slab);
+    tcase_add_test(tc, test_tape_records_and_no_grad);
+    tcase_add_test(tc, test_backward_accumulates_through_views);
+    tcase_add_test(tc, test_op_table);
+    tcase_add_test(tc, test_threads_knob);
+    tcase_add_test(tc, test_errors);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
