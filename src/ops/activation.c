@@ -1,39 +1,131 @@
-/* STUB: to be replaced by the real kernels. */
+/* Activations: ReLU, ELU (alpha 1), exact-erf GELU and LipSwish x·sigmoid(βx)/1.1, each with its backward. */
 #include "lipt/ops.h"
 
+#include <math.h>
+
+/* Below this many elements a loop runs on one thread (exp/erf make these loops heavier than add). */
+#define ACT_PAR_MIN ((size_t)1 << 14)
+
+#define ACT_SQRT1_2 0.70710678118654752440f    /* 1/√2 */
+#define ACT_INV_SQRT_2PI 0.39894228040143267794f /* 1/√(2π) */
+#define LIPSWISH_SCALE 1.1f                     /* max of d/dx x·sigmoid(x) is ~1.0998, so /1.1 makes it 1-Lipschitz */
+
+/* ---------------------------------------------------------------- ReLU */
+
 lipt_tensor *lipt_relu(lipt_ctx *ctx, lipt_tensor *x) {
-    (void)ctx;
-    LIPT_DIE("op %s not implemented", "relu");
+    lipt_tensor *out = lipt_tensor_like(ctx, x);
+    const size_t n = x->numel;
+    const float *xi = x->data;
+    float *o = out->data;
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) o[i] = xi[i] > 0 ? xi[i] : 0.0f;
+    lipt_record(ctx, LIPT_OP_RELU, out, 1, (lipt_tensor *[]){x});
+    return out;
 }
+
+/* Subgradient 0 at x = 0, as in PyTorch. */
 void lipt_relu_backward(lipt_ctx *ctx, lipt_node *node) {
-    (void)ctx; (void)node;
-    LIPT_DIE("backward of %s not implemented", "relu");
+    float *dx = lipt_grad_of(ctx, node->in[0]);
+    if (!dx) return;
+    const size_t n = node->in[0]->numel;
+    const float *xi = node->in[0]->data, *g = node->out->grad;
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        if (xi[i] > 0) dx[i] += g[i];
 }
+
+/* ---------------------------------------------------------------- ELU */
 
 lipt_tensor *lipt_elu(lipt_ctx *ctx, lipt_tensor *x) {
-    (void)ctx;
-    LIPT_DIE("op %s not implemented", "elu");
+    lipt_tensor *out = lipt_tensor_like(ctx, x);
+    const size_t n = x->numel;
+    const float *xi = x->data;
+    float *o = out->data;
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) o[i] = xi[i] > 0 ? xi[i] : expm1f(xi[i]);
+    lipt_record(ctx, LIPT_OP_ELU, out, 1, (lipt_tensor *[]){x});
+    return out;
 }
+
 void lipt_elu_backward(lipt_ctx *ctx, lipt_node *node) {
-    (void)ctx; (void)node;
-    LIPT_DIE("backward of %s not implemented", "elu");
+    float *dx = lipt_grad_of(ctx, node->in[0]);
+    if (!dx) return;
+    const size_t n = node->in[0]->numel;
+    const float *xi = node->in[0]->data, *g = node->out->grad;
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) dx[i] += xi[i] > 0 ? g[i] : g[i] * expf(xi[i]);
 }
+
+/* ---------------------------------------------------------------- GELU */
+
+/* Φ(x) via erfc, which keeps its relative accuracy in the left tail where 1 + erf(x/√2) cancels. */
+static inline float std_normal_cdf(float x) { return 0.5f * erfcf(-x * ACT_SQRT1_2); }
 
 lipt_tensor *lipt_gelu(lipt_ctx *ctx, lipt_tensor *x) {
-    (void)ctx;
-    LIPT_DIE("op %s not implemented", "gelu");
+    lipt_tensor *out = lipt_tensor_like(ctx, x);
+    const size_t n = x->numel;
+    const float *xi = x->data;
+    float *o = out->data;
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) o[i] = xi[i] * std_normal_cdf(xi[i]);
+    lipt_record(ctx, LIPT_OP_GELU, out, 1, (lipt_tensor *[]){x});
+    return out;
 }
+
+/* d/dx x Φ(x) = Φ(x) + x φ(x) */
 void lipt_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
-    (void)ctx; (void)node;
-    LIPT_DIE("backward of %s not implemented", "gelu");
+    float *dx = lipt_grad_of(ctx, node->in[0]);
+    if (!dx) return;
+    const size_t n = node->in[0]->numel;
+    const float *xi = node->in[0]->data, *g = node->out->grad;
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        const float v = xi[i];
+        dx[i] += g[i] * (std_normal_cdf(v) + v * ACT_INV_SQRT_2PI * expf(-0.5f * v * v));
+    }
 }
 
+/* ---------------------------------------------------------------- LipSwish */
+
+/* Overflow-free logistic function. */
+static inline float sigmoidf(float z) {
+    if (z >= 0) return 1.0f / (1.0f + expf(-z));
+    const float e = expf(z);
+    return e / (1.0f + e);
+}
+
+/* farg: 0 β at forward time (backward recomputes the sigmoid instead of saving it) */
 lipt_tensor *lipt_lipswish(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *beta) {
-    (void)ctx;
-    LIPT_DIE("op %s not implemented", "lipswish");
-}
-void lipt_lipswish_backward(lipt_ctx *ctx, lipt_node *node) {
-    (void)ctx; (void)node;
-    LIPT_DIE("backward of %s not implemented", "lipswish");
+    char sb[64];
+    LIPT_CHECK(beta->numel == 1, "lipswish: beta %s must have one element", lipt_shape_str(beta, sb, sizeof sb));
+    const float bt = beta->data[0];
+    lipt_tensor *out = lipt_tensor_like(ctx, x);
+    const size_t n = x->numel;
+    const float *xi = x->data;
+    float *o = out->data;
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) o[i] = xi[i] * sigmoidf(bt * xi[i]) / LIPSWISH_SCALE;
+    lipt_node *node = lipt_record(ctx, LIPT_OP_LIPSWISH, out, 2, (lipt_tensor *[]){x, beta});
+    if (node) node->farg[0] = bt;
+    return out;
 }
 
+/* With s = sigmoid(βx):  dy/dx = (s + βx s(1-s)) / 1.1,  dy/dβ = x² s(1-s) / 1.1 (summed over x in double). */
+void lipt_lipswish_backward(lipt_ctx *ctx, lipt_node *node) {
+    lipt_tensor *x = node->in[0], *beta = node->in[1];
+    float *dx = lipt_grad_of(ctx, x);
+    float *dbeta = lipt_grad_of(ctx, beta);
+    if (!dx && !dbeta) return;
+    const size_t n = x->numel;
+    const float bt = node->farg[0];
+    const float *xi = x->data, *g = node->out->grad;
+    double sb = 0;
+#pragma omp parallel for reduction(+ : sb) if (n >= ACT_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        const float v = xi[i], s = sigmoidf(bt * v), ds = s * (1.0f - s);
+        if (dx) dx[i] += g[i] * (s + bt * v * ds) / LIPSWISH_SCALE;
+        if (dbeta) sb += (double)g[i] * ((double)v * v * ds);
+    }
+    /* after the loop, so x == beta (a one-element x) accumulates both terms */
+    if (dbeta) dbeta[0] += (float)(sb / LIPSWISH_SCALE);
+}

@@ -1,84 +1,277 @@
-/* STUB: to be replaced by the real kernels. */
+/* Elementwise ops with row broadcasting (add, sub, mul), scale, reductions (sum, mean, max), sqrt and the
+ * contraction factor 1/max(1, x/c), each with its backward. */
 #include "lipt/ops.h"
 
-lipt_tensor *lipt_add(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b) {
-    (void)ctx;
-    LIPT_DIE("op %s not implemented", "add");
-}
-void lipt_add_backward(lipt_ctx *ctx, lipt_node *node) {
-    (void)ctx; (void)node;
-    LIPT_DIE("backward of %s not implemented", "add");
+#include <math.h>
+
+/* Below this many elements a loop runs on one thread: a parallel region costs more than it saves. */
+#define EW_PAR_MIN ((size_t)1 << 15)
+/* Columns per block in the broadcast reduction: one block's double accumulators stay in registers/L1. */
+#define EW_RED_COLS 64
+
+/* ---------------------------------------------------------------- broadcasting */
+
+/* b broadcasts onto a when b has a's numel, or one element, or the numel of a trailing run of a's dims. */
+static void check_broadcast(const char *op, const lipt_tensor *a, const lipt_tensor *b) {
+    size_t P = b->numel;
+    int ok = P == a->numel || P == 1;
+    size_t p = 1;
+    for (int k = a->ndim - 1; k >= 0 && !ok; k--) {
+        p *= (size_t)a->shape[k];
+        ok = p == P;
+    }
+    char sa[64], sb[64];
+    LIPT_CHECK(ok, "%s: b %s does not broadcast onto a %s (need a's shape, one element, or a's trailing dims)", op,
+               lipt_shape_str(b, sb, sizeof sb), lipt_shape_str(a, sa, sizeof sa));
 }
 
-lipt_tensor *lipt_sub(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b) {
-    (void)ctx;
-    LIPT_DIE("op %s not implemented", "sub");
-}
-void lipt_sub_backward(lipt_ctx *ctx, lipt_node *node) {
-    (void)ctx; (void)node;
-    LIPT_DIE("backward of %s not implemented", "sub");
+static inline float apply(lipt_op_id op, float x, float y) {
+    return op == LIPT_OP_ADD ? x + y : op == LIPT_OP_SUB ? x - y : x * y;
 }
 
-lipt_tensor *lipt_mul(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b) {
-    (void)ctx;
-    LIPT_DIE("op %s not implemented", "mul");
-}
-void lipt_mul_backward(lipt_ctx *ctx, lipt_node *node) {
-    (void)ctx; (void)node;
-    LIPT_DIE("backward of %s not implemented", "mul");
+/* o[i] = x[i] (op) y[i mod P]; the three cases keep the inner loops free of divisions. */
+static void binary_kernel(lipt_op_id op, float *o, const float *x, const float *y, size_t n, size_t P) {
+    if (P == n) {
+#pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
+        for (size_t i = 0; i < n; i++) o[i] = apply(op, x[i], y[i]);
+    } else if (P == 1) {
+        const float s = y[0];
+#pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
+        for (size_t i = 0; i < n; i++) o[i] = apply(op, x[i], s);
+    } else {
+        const size_t rows = n / P;
+#pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
+        for (size_t r = 0; r < rows; r++)
+            for (size_t j = 0; j < P; j++) o[r * P + j] = apply(op, x[r * P + j], y[j]);
+    }
 }
 
+/* d[i] += g[i] * y[i mod P] */
+static void mul_acc(float *d, const float *g, const float *y, size_t n, size_t P) {
+    if (P == n) {
+#pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
+        for (size_t i = 0; i < n; i++) d[i] += g[i] * y[i];
+    } else if (P == 1) {
+        const float s = y[0];
+#pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
+        for (size_t i = 0; i < n; i++) d[i] += g[i] * s;
+    } else {
+        const size_t rows = n / P;
+#pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
+        for (size_t r = 0; r < rows; r++)
+            for (size_t j = 0; j < P; j++) d[r * P + j] += g[r * P + j] * y[j];
+    }
+}
+
+/* d[i] += sign * g[i] (* w[i] when w is given) */
+static void ew_acc(float *d, const float *g, const float *w, size_t n, float sign) {
+    if (w) {
+#pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
+        for (size_t i = 0; i < n; i++) d[i] += sign * g[i] * w[i];
+    } else {
+#pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
+        for (size_t i = 0; i < n; i++) d[i] += sign * g[i];
+    }
+}
+
+/* db[j] += sign * sum_r g[r*P + j] (* w[r*P + j]), in double: the sums run over every broadcast row. */
+static void reduce_rows(float *db, const float *g, const float *w, size_t rows, size_t P, double sign) {
+    if (P == 1) {
+        double s = 0;
+        if (w) {
+#pragma omp parallel for reduction(+ : s) if (rows >= EW_PAR_MIN) schedule(static)
+            for (size_t i = 0; i < rows; i++) s += (double)g[i] * w[i];
+        } else {
+#pragma omp parallel for reduction(+ : s) if (rows >= EW_PAR_MIN) schedule(static)
+            for (size_t i = 0; i < rows; i++) s += g[i];
+        }
+        db[0] += (float)(sign * s);
+        return;
+    }
+    /* column blocks: each thread owns whole columns, so no two threads write the same db[j] */
+    const size_t nblk = (P + EW_RED_COLS - 1) / EW_RED_COLS;
+#pragma omp parallel for if (rows * P >= EW_PAR_MIN && nblk > 1) schedule(static)
+    for (size_t blk = 0; blk < nblk; blk++) {
+        const size_t j0 = blk * EW_RED_COLS, nj = P - j0 < EW_RED_COLS ? P - j0 : EW_RED_COLS;
+        double acc[EW_RED_COLS] = {0};
+        for (size_t r = 0; r < rows; r++) {
+            const float *gr = g + r * P + j0;
+            if (w) {
+                const float *wr = w + r * P + j0;
+                for (size_t j = 0; j < nj; j++) acc[j] += (double)gr[j] * wr[j];
+            } else {
+                for (size_t j = 0; j < nj; j++) acc[j] += gr[j];
+            }
+        }
+        for (size_t j = 0; j < nj; j++) db[j0 + j] += (float)(sign * acc[j]);
+    }
+}
+
+static lipt_tensor *binary(lipt_ctx *ctx, lipt_op_id op, lipt_tensor *a, lipt_tensor *b) {
+    check_broadcast(lipt_ops[op].name, a, b);
+    lipt_tensor *out = lipt_tensor_like(ctx, a);
+    if (a->numel) binary_kernel(op, out->data, a->data, b->data, a->numel, b->numel);
+    lipt_record(ctx, op, out, 2, (lipt_tensor *[]){a, b});
+    return out;
+}
+
+/* Inputs are read from their data, never from their gradients, so a == b (e.g. x * x) accumulates both terms. */
+static void binary_backward(lipt_ctx *ctx, lipt_node *node) {
+    lipt_tensor *a = node->in[0], *b = node->in[1];
+    const float *g = node->out->grad;
+    const size_t n = a->numel, P = b->numel;
+    if (n == 0) return;
+    const lipt_op_id op = node->op;
+    float *da = lipt_grad_of(ctx, a);
+    if (da) {
+        if (op == LIPT_OP_MUL) mul_acc(da, g, b->data, n, P);
+        else ew_acc(da, g, NULL, n, 1.0f);
+    }
+    float *db = lipt_grad_of(ctx, b);
+    if (db) {
+        const float *w = op == LIPT_OP_MUL ? a->data : NULL;
+        const float sign = op == LIPT_OP_SUB ? -1.0f : 1.0f;
+        if (P == n) ew_acc(db, g, w, n, sign);
+        else reduce_rows(db, g, w, n / P, P, sign);
+    }
+}
+
+lipt_tensor *lipt_add(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b) { return binary(ctx, LIPT_OP_ADD, a, b); }
+void lipt_add_backward(lipt_ctx *ctx, lipt_node *node) { binary_backward(ctx, node); }
+
+lipt_tensor *lipt_sub(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b) { return binary(ctx, LIPT_OP_SUB, a, b); }
+void lipt_sub_backward(lipt_ctx *ctx, lipt_node *node) { binary_backward(ctx, node); }
+
+lipt_tensor *lipt_mul(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b) { return binary(ctx, LIPT_OP_MUL, a, b); }
+void lipt_mul_backward(lipt_ctx *ctx, lipt_node *node) { binary_backward(ctx, node); }
+
+/* ---------------------------------------------------------------- scale */
+
+/* farg: 0 s */
 lipt_tensor *lipt_scale(lipt_ctx *ctx, lipt_tensor *a, float s) {
-    (void)ctx;
-    LIPT_DIE("op %s not implemented", "scale");
+    lipt_tensor *out = lipt_tensor_like(ctx, a);
+    const size_t n = a->numel;
+    const float *x = a->data;
+    float *o = out->data;
+#pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) o[i] = s * x[i];
+    lipt_node *node = lipt_record(ctx, LIPT_OP_SCALE, out, 1, (lipt_tensor *[]){a});
+    if (node) node->farg[0] = s;
+    return out;
 }
+
 void lipt_scale_backward(lipt_ctx *ctx, lipt_node *node) {
-    (void)ctx; (void)node;
-    LIPT_DIE("backward of %s not implemented", "scale");
+    float *da = lipt_grad_of(ctx, node->in[0]);
+    if (da) ew_acc(da, node->out->grad, NULL, node->in[0]->numel, node->farg[0]);
+}
+
+/* ---------------------------------------------------------------- reductions */
+
+static double sum_double(const float *x, size_t n) {
+    double s = 0;
+#pragma omp parallel for reduction(+ : s) if (n >= EW_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) s += x[i];
+    return s;
+}
+
+/* da[i] += v for all i */
+static void fill_acc(float *da, size_t n, float v) {
+#pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) da[i] += v;
 }
 
 lipt_tensor *lipt_sum(lipt_ctx *ctx, lipt_tensor *a) {
-    (void)ctx;
-    LIPT_DIE("op %s not implemented", "sum");
+    lipt_tensor *out = lipt_tensor_1d(ctx, 1);
+    out->data[0] = (float)sum_double(a->data, a->numel);
+    lipt_record(ctx, LIPT_OP_SUM, out, 1, (lipt_tensor *[]){a});
+    return out;
 }
+
 void lipt_sum_backward(lipt_ctx *ctx, lipt_node *node) {
-    (void)ctx; (void)node;
-    LIPT_DIE("backward of %s not implemented", "sum");
+    float *da = lipt_grad_of(ctx, node->in[0]);
+    if (da) fill_acc(da, node->in[0]->numel, node->out->grad[0]);
 }
 
 lipt_tensor *lipt_mean(lipt_ctx *ctx, lipt_tensor *a) {
-    (void)ctx;
-    LIPT_DIE("op %s not implemented", "mean");
-}
-void lipt_mean_backward(lipt_ctx *ctx, lipt_node *node) {
-    (void)ctx; (void)node;
-    LIPT_DIE("backward of %s not implemented", "mean");
+    LIPT_CHECK(a->numel > 0, "mean: empty tensor");
+    lipt_tensor *out = lipt_tensor_1d(ctx, 1);
+    out->data[0] = (float)(sum_double(a->data, a->numel) / (double)a->numel);
+    lipt_record(ctx, LIPT_OP_MEAN, out, 1, (lipt_tensor *[]){a});
+    return out;
 }
 
+void lipt_mean_backward(lipt_ctx *ctx, lipt_node *node) {
+    lipt_tensor *a = node->in[0];
+    float *da = lipt_grad_of(ctx, a);
+    if (da) fill_acc(da, a->numel, (float)((double)node->out->grad[0] / (double)a->numel));
+}
+
+/* saved: the argmax (size_t). A NaN wins, so divergence is not hidden by the max. */
 lipt_tensor *lipt_max(lipt_ctx *ctx, lipt_tensor *a) {
-    (void)ctx;
-    LIPT_DIE("op %s not implemented", "max");
+    LIPT_CHECK(a->numel > 0, "max: empty tensor");
+    const float *x = a->data;
+    size_t best = 0;
+    if (!isnan(x[0]))
+        for (size_t i = 1; i < a->numel; i++) {
+            if (isnan(x[i])) { best = i; break; }
+            if (x[i] > x[best]) best = i; /* strict: ties keep the first argmax */
+        }
+    lipt_tensor *out = lipt_tensor_1d(ctx, 1);
+    out->data[0] = x[best];
+    lipt_node *node = lipt_record(ctx, LIPT_OP_MAX, out, 1, (lipt_tensor *[]){a});
+    if (node) {
+        size_t *idx = lipt_arena_alloc(&ctx->arena, sizeof *idx);
+        *idx = best;
+        node->saved = idx;
+    }
+    return out;
 }
+
 void lipt_max_backward(lipt_ctx *ctx, lipt_node *node) {
-    (void)ctx; (void)node;
-    LIPT_DIE("backward of %s not implemented", "max");
+    float *da = lipt_grad_of(ctx, node->in[0]);
+    if (da) da[*(const size_t *)node->saved] += node->out->grad[0];
 }
+
+/* ---------------------------------------------------------------- sqrt, contraction factor */
 
 lipt_tensor *lipt_sqrt(lipt_ctx *ctx, lipt_tensor *a) {
-    (void)ctx;
-    LIPT_DIE("op %s not implemented", "sqrt");
+    lipt_tensor *out = lipt_tensor_like(ctx, a);
+    const size_t n = a->numel;
+    const float *x = a->data;
+    float *o = out->data;
+#pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) o[i] = sqrtf(x[i]);
+    lipt_record(ctx, LIPT_OP_SQRT, out, 1, (lipt_tensor *[]){a});
+    return out;
 }
+
+/* d sqrt(x) = 1 / (2 sqrt(x)), from the saved output; infinite at x = 0, as in PyTorch. */
 void lipt_sqrt_backward(lipt_ctx *ctx, lipt_node *node) {
-    (void)ctx; (void)node;
-    LIPT_DIE("backward of %s not implemented", "sqrt");
+    float *da = lipt_grad_of(ctx, node->in[0]);
+    if (!da) return;
+    const size_t n = node->in[0]->numel;
+    const float *y = node->out->data, *g = node->out->grad;
+#pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) da[i] += 0.5f * g[i] / y[i];
 }
 
+/* farg: 0 c */
 lipt_tensor *lipt_contract_factor(lipt_ctx *ctx, lipt_tensor *x, float c) {
-    (void)ctx;
-    LIPT_DIE("op %s not implemented", "contract_factor");
-}
-void lipt_contract_factor_backward(lipt_ctx *ctx, lipt_node *node) {
-    (void)ctx; (void)node;
-    LIPT_DIE("backward of %s not implemented", "contract_factor");
+    char sx[64];
+    LIPT_CHECK(x->numel == 1, "contract_factor: x %s must have one element", lipt_shape_str(x, sx, sizeof sx));
+    LIPT_CHECK(c > 0, "contract_factor: c = %g must be positive", (double)c);
+    const double r = (double)x->data[0] / c;
+    lipt_tensor *out = lipt_tensor_like(ctx, x);
+    out->data[0] = r > 1 ? (float)(1.0 / r) : 1.0f;
+    lipt_node *node = lipt_record(ctx, LIPT_OP_CONTRACT_FACTOR, out, 1, (lipt_tensor *[]){x});
+    if (node) node->farg[0] = c;
+    return out;
 }
 
+/* d/dx (c / x) = -c / x² where x / c > 1; the factor is the constant 1 (derivative 0) elsewhere. */
+void lipt_contract_factor_backward(lipt_ctx *ctx, lipt_node *node) {
+    float *dx = lipt_grad_of(ctx, node->in[0]);
+    if (!dx) return;
+    const double x = node->in[0]->data[0], c = node->farg[0];
+    if (x / c > 1) dx[0] += (float)(-(double)node->out->grad[0] * c / (x * x));
+}

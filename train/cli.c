@@ -1,0 +1,244 @@
+/* Option parsing from one table, usage text, errors, JSON output and timing for the lipt subcommands. */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void cli_usage(FILE *f, const char *cmd, const char *summary, const cli_opt *opts, int n_opts) {
+    fprintf(f, "usage: lipt %s [options]\n%s\n\noptions:\n", cmd, summary);
+    for (int i = 0; i < n_opts; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s%s", opts[i].name, opts[i].metavar ? " " : "",
+                 opts[i].metavar ? opts[i].metavar : "");
+        fprintf(f, "  %-26s %s", left, opts[i].help);
+        if (opts[i].def) fprintf(f, " (default %s)", opts[i].def);
+        fputc('\n', f);
+    }
+    fprintf(f, "  %-26s %s\n", "--help", "show this help");
+}
+
+int cli_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "lipt %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 2;
+}
+
+int cli_fail(const char *cmd, const lipt_error *err) {
+    fprintf(stderr, "lipt %s: %s\n", cmd, err->msg[0] ? err->msg : lipt_status_name(err->status));
+    return 1;
+}
+
+static int find_opt(const cli_opt *opts, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(opts[i].name, name) == 0) return i;
+    return -1;
+}
+
+int cli_parse(cli_args *a, const char *cmd, const char *summary, const cli_opt *opts, int n_opts, int argc, char **argv,
+              int allow_extra, int max_pos) {
+    memset(a, 0, sizeof *a);
+    a->opts = opts;
+    a->n_opts = n_opts;
+    if (n_opts > CLI_MAX_OPTS) { cli_error(cmd, "internal: too many options"); return -1; }
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            cli_usage(stdout, cmd, summary, opts, n_opts);
+            return 1;
+        }
+        if (strncmp(arg, "--", 2) != 0) {
+            if (a->n_pos >= max_pos || a->n_pos >= 8) {
+                cli_error(cmd, "unexpected argument '%s' (see lipt %s --help)", arg, cmd);
+                return -1;
+            }
+            a->pos[a->n_pos++] = arg;
+            continue;
+        }
+        const char *name = arg + 2;
+        const char *inline_val = strchr(name, '=');
+        char buf[128];
+        if (inline_val) {
+            size_t len = (size_t)(inline_val - name);
+            if (len >= sizeof buf) len = sizeof buf - 1;
+            memcpy(buf, name, len);
+            buf[len] = 0;
+            name = buf;
+            inline_val++;
+        }
+        int k = find_opt(opts, n_opts, name);
+        if (k < 0) {
+            if (!allow_extra) {
+                cli_error(cmd, "unknown option '--%s' (see lipt %s --help)", name, cmd);
+                return -1;
+            }
+            const char *v = inline_val;
+            if (!v) {
+                if (i + 1 >= argc) { cli_error(cmd, "option '--%s' needs a value", name); return -1; }
+                v = argv[++i];
+            }
+            if (a->n_extra >= CLI_MAX_EXTRA) { cli_error(cmd, "too many options"); return -1; }
+            /* keep a stable copy of the key: buf is on this stack frame */
+            a->extra_key[a->n_extra] = inline_val ? strndup(name, 127) : name;
+            a->extra_val[a->n_extra] = v;
+            a->n_extra++;
+            continue;
+        }
+        if (opts[k].kind == CLI_FLAG) {
+            if (inline_val) { cli_error(cmd, "option '--%s' takes no value", name); return -1; }
+            a->set[k] = 1;
+            a->val[k] = "1";
+            continue;
+        }
+        const char *v = inline_val;
+        if (!v) {
+            if (i + 1 >= argc) { cli_error(cmd, "option '--%s' needs a value (%s)", name, opts[k].metavar ? opts[k].metavar : "value"); return -1; }
+            v = argv[++i];
+        }
+        a->set[k] = 1;
+        a->val[k] = v;
+        /* validate numbers early so errors name the flag */
+        if (opts[k].kind == CLI_INT) {
+            long tmp;
+            if (cli_int(a, opts[k].name, &tmp) < 0) return -1;
+        } else if (opts[k].kind == CLI_FLOAT) {
+            double tmp;
+            if (cli_float(a, opts[k].name, &tmp) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+static int slot(const cli_args *a, const char *name) {
+    int k = find_opt(a->opts, a->n_opts, name);
+    if (k < 0) {
+        fprintf(stderr, "lipt: internal: option --%s not in the table\n", name);
+        abort();
+    }
+    return k;
+}
+
+int cli_has(const cli_args *a, const char *name) { return a->set[slot(a, name)]; }
+
+const char *cli_str(const cli_args *a, const char *name) {
+    int k = slot(a, name);
+    return a->set[k] ? a->val[k] : a->opts[k].def;
+}
+
+int cli_int(const cli_args *a, const char *name, long *out) {
+    const char *s = cli_str(a, name);
+    if (!s) { *out = 0; return 0; }
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || !end || end == s || *end) {
+        fprintf(stderr, "lipt: --%s expects an integer, got '%s'\n", name, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_float(const cli_args *a, const char *name, double *out) {
+    const char *s = cli_str(a, name);
+    if (!s) { *out = 0; return 0; }
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || !end || end == s || *end || !isfinite(v)) {
+        fprintf(stderr, "lipt: --%s expects a number, got '%s'\n", name, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* ---- JSON ---- */
+static void json_sep(json_w *j) {
+    if (!j->first[j->depth]) fputc(',', j->f);
+    j->first[j->depth] = 0;
+}
+static void json_string_raw(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        default:
+            if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+            else fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+void json_begin(json_w *j, FILE *f) {
+    memset(j, 0, sizeof *j);
+    j->f = f;
+    fputc('{', f);
+    j->first[0] = 1;
+}
+void json_end(json_w *j) {
+    fputs("}\n", j->f);
+    fflush(j->f);
+}
+void json_key(json_w *j, const char *k) {
+    json_sep(j);
+    if (k) {
+        json_string_raw(j->f, k);
+        fputc(':', j->f);
+    }
+}
+void json_obj_open(json_w *j, const char *k) {
+    json_key(j, k);
+    fputc('{', j->f);
+    j->first[++j->depth] = 1;
+}
+void json_obj_close(json_w *j) {
+    fputc('}', j->f);
+    j->depth--;
+}
+void json_arr_open(json_w *j, const char *k) {
+    json_key(j, k);
+    fputc('[', j->f);
+    j->first[++j->depth] = 1;
+}
+void json_arr_close(json_w *j) {
+    fputc(']', j->f);
+    j->depth--;
+}
+void json_num(json_w *j, const char *k, double v) {
+    json_key(j, k);
+    if (isfinite(v)) fprintf(j->f, "%.9g", v);
+    else fputs("null", j->f);
+}
+void json_int(json_w *j, const char *k, long long v) {
+    json_key(j, k);
+    fprintf(j->f, "%lld", v);
+}
+void json_str(json_w *j, const char *k, const char *s) {
+    json_key(j, k);
+    json_string_raw(j->f, s ? s : "");
+}
+void json_bool(json_w *j, const char *k, int v) {
+    json_key(j, k);
+    fputs(v ? "true" : "false", j->f);
+}
+
+int cli_stderr_is_tty(void) { return isatty(2); }
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,69 @@
+/* defines: the command-line option table (one table drives parsing and --help), JSON output, progress lines. */
+#ifndef LIPT_CLI_H
+#define LIPT_CLI_H
+
+#include <stdio.h>
+
+#include "lipt/core.h"
+
+typedef enum { CLI_FLAG, CLI_INT, CLI_FLOAT, CLI_STRING } cli_kind;
+
+typedef struct {
+    const char *name;     /* without the leading "--" */
+    cli_kind kind;
+    const char *metavar;  /* shown in --help */
+    const char *help;
+    const char *def;      /* default as text, or NULL */
+} cli_opt;
+
+#define CLI_MAX_OPTS 64
+#define CLI_MAX_EXTRA 64
+
+/* Parsed values: one slot per option of the table, plus unknown "--key value" pairs kept for the
+ * model config (every config key can be set on the command line). */
+typedef struct {
+    const cli_opt *opts;
+    int n_opts;
+    int set[CLI_MAX_OPTS];
+    const char *val[CLI_MAX_OPTS];
+    int n_extra;
+    const char *extra_key[CLI_MAX_EXTRA], *extra_val[CLI_MAX_EXTRA];
+    int n_pos;
+    const char *pos[8];
+} cli_args;
+
+/* Parse argv (after the subcommand name). Returns 0, 1 if --help was printed, or -1 with a one-line error
+ * already printed. allow_extra: unknown --key value pairs are collected instead of rejected. */
+int cli_parse(cli_args *a, const char *cmd, const char *summary, const cli_opt *opts, int n_opts, int argc, char **argv,
+              int allow_extra, int max_pos);
+void cli_usage(FILE *f, const char *cmd, const char *summary, const cli_opt *opts, int n_opts);
+
+int cli_has(const cli_args *a, const char *name);
+const char *cli_str(const cli_args *a, const char *name);      /* value or default (may be NULL) */
+/* Typed getters: print a one-line error and return -1 on a malformed value. */
+int cli_int(const cli_args *a, const char *name, long *out);
+int cli_float(const cli_args *a, const char *name, double *out);
+
+/* Print "lipt CMD: message" on stderr and return the exit status 2 (usage) or 1 (runtime). */
+int cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cli_fail(const char *cmd, const lipt_error *err);
+
+/* Minimal JSON writer for --json output: one object on stdout, keys documented per subcommand. */
+typedef struct { FILE *f; int depth; int first[16]; } json_w;
+void json_begin(json_w *j, FILE *f);
+void json_end(json_w *j);                 /* closes the top object and writes a newline */
+void json_key(json_w *j, const char *k);
+void json_obj_open(json_w *j, const char *k);   /* k NULL inside arrays */
+void json_obj_close(json_w *j);
+void json_arr_open(json_w *j, const char *k);
+void json_arr_close(json_w *j);
+void json_num(json_w *j, const char *k, double v);  /* NaN/inf written as null */
+void json_int(json_w *j, const char *k, long long v);
+void json_str(json_w *j, const char *k, const char *s);
+void json_bool(json_w *j, const char *k, int v);
+
+/* Progress on stderr: \r-updated when stderr is a terminal, nothing otherwise (the JSONL log records all). */
+int cli_stderr_is_tty(void);
+double cli_now(void); /* monotonic seconds */
+
+#endif

@@ -1,0 +1,34 @@
+/* lipt: one binary, subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "lipt/core.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: lipt <command> [options]   (lipt <command> --help for its options)\n\ncommands:\n");
+    for (int i = 0; i < lipt_n_commands; i++) fprintf(f, "  %-11s %s\n", lipt_commands[i].name, lipt_commands[i].summary);
+    fprintf(f, "\nenvironment: LIPT_THREADS (threads for OpenMP and OpenBLAS; --threads overrides), LIPT_DATA (corpus folder)\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("lipt 0.1.0\n");
+        return 0;
+    }
+    for (int i = 0; i < lipt_n_commands; i++)
+        if (strcmp(argv[1], lipt_commands[i].name) == 0) {
+            lipt_threads_init();
+            return lipt_commands[i].run(argc - 2, argv + 2);
+        }
+    fprintf(stderr, "lipt: unknown command '%s' (lipt --help lists them)\n", argv[1]);
+    return 2;
+}
