@@ -27,11 +27,11 @@ lipt_tensor *lipt_mean(lipt_ctx *ctx, lipt_tensor *a);
 lipt_tensor *lipt_max(lipt_ctx *ctx, lipt_tensor *a);
 lipt_tensor *lipt_sqrt(lipt_ctx *ctx, lipt_tensor *a);
 
-/* Embedding lookup: table [V,D], ids[n] (copied) -> out shape (ndim, shape) with numel n*D.
+/* Embedding lookup: table [V,D], ids[n] (copied) -> out shape (ndim, shape) whose last dim is D, numel n*D.
  * Backward scatter-adds into the table. Ids outside [0,V) abort (validate user data first). */
 lipt_tensor *lipt_embedding(lipt_ctx *ctx, lipt_tensor *table, const int *ids, int ndim, const int *out_shape);
 
-/* LayerNorm over the last dim: (x - mean) / sqrt(var + eps) * gamma + beta; gamma, beta [D]. */
+/* LayerNorm over the last dim: (x - mean) / sqrt(var + eps) * gamma + beta; gamma, beta [D] (NULL: 1 and 0). */
 lipt_tensor *lipt_layernorm(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *gamma, lipt_tensor *beta, float eps);
 
 /* Activations. ELU with alpha = 1. GELU is the exact erf form (PyTorch's default).
