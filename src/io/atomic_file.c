@@ -1,0 +1,146 @@
+/* Atomic file replacement (write PATH.tmp, fsync, rename, fsync the directory) and a CRC-32 helper. */
+#include "io/atomic_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+#include <zlib.h>
+
+uint32_t lipt_crc32(uint32_t crc, const void *buf, size_t n) {
+    const unsigned char *p = buf;
+    uLong c = crc;
+    while (n > 0) { /* crc32 takes a uInt length */
+        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        c = crc32(c, p, k);
+        p += k;
+        n -= k;
+    }
+    return (uint32_t)c;
+}
+
+static char *dup_str(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    char *r = lipt_xmalloc(a + b + 1);
+    memcpy(r, s, a);
+    memcpy(r + a, suffix, b + 1);
+    return r;
+}
+
+lipt_status lipt_afile_open(lipt_afile *af, const char *path, size_t fail_after, lipt_error *err) {
+    memset(af, 0, sizeof *af);
+    af->err = err;
+    af->fail_after = fail_after;
+    if (!path || !*path) return af->st = lipt_fail(err, LIPT_ERR_ARG, "no output path given");
+    af->path = dup_str(path, "");
+    af->tmp = dup_str(path, ".tmp");
+    af->f = fopen(af->tmp, "wb");
+    if (!af->f) {
+        int e = errno;
+        af->st = lipt_fail(err, LIPT_ERR_IO, "cannot create %s: %s (does the directory exist and is it writable?)",
+                           af->tmp, strerror(e));
+        lipt_afile_discard(af);
+        return af->st;
+    }
+    return LIPT_OK;
+}
+
+lipt_status lipt_afile_write(lipt_afile *af, const void *buf, size_t n) {
+    if (af->st != LIPT_OK) return af->st;
+    if (n == 0) return LIPT_OK;
+    size_t want = n;
+    int simulate = 0;
+    if (af->fail_after && af->written + n > af->fail_after) {
+        want = af->written < af->fail_after ? (size_t)(af->fail_after - af->written) : 0;
+        simulate = 1;
+    }
+    size_t got = want ? fwrite(buf, 1, want, af->f) : 0;
+    af->written += got;
+    af->pos += got;
+    if (af->pos > af->end) af->end = af->pos;
+    if (simulate)
+        return af->st = lipt_fail(af->err, LIPT_ERR_IO, "write to %s failed after %llu bytes (simulated fault)",
+                                  af->tmp, (unsigned long long)af->written);
+    if (got != want) {
+        int e = errno;
+        return af->st = lipt_fail(af->err, LIPT_ERR_IO, "write to %s failed after %llu bytes: %s (disk full?)",
+                                  af->tmp, (unsigned long long)af->written, strerror(e));
+    }
+    return LIPT_OK;
+}
+
+lipt_status lipt_afile_seek(lipt_afile *af, uint64_t off) {
+    if (af->st != LIPT_OK) return af->st;
+    if (off > af->end || fseeko(af->f, (off_t)off, SEEK_SET) != 0) {
+        int e = errno;
+        return af->st = lipt_fail(af->err, LIPT_ERR_IO, "seek in %s to %llu failed: %s", af->tmp,
+                                  (unsigned long long)off, strerror(e));
+    }
+    af->pos = off;
+    return LIPT_OK;
+}
+
+/* Make the rename itself durable. Some file systems refuse fsync on a directory: not an error then. */
+static void fsync_parent(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char *dir;
+    if (!slash) dir = dup_str(".", "");
+    else if (slash == path) dir = dup_str("/", "");
+    else {
+        size_t n = (size_t)(slash - path);
+        dir = lipt_xmalloc(n + 1);
+        memcpy(dir, path, n);
+        dir[n] = 0;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+lipt_status lipt_afile_commit(lipt_afile *af) {
+    if (af->st != LIPT_OK) {
+        lipt_afile_discard(af);
+        return af->st;
+    }
+    if (fflush(af->f) != 0 || fsync(fileno(af->f)) != 0) {
+        int e = errno;
+        af->st = lipt_fail(af->err, LIPT_ERR_IO, "flushing %s failed: %s (disk full?)", af->tmp, strerror(e));
+        lipt_afile_discard(af);
+        return af->st;
+    }
+    FILE *f = af->f;
+    af->f = NULL;
+    if (fclose(f) != 0) {
+        int e = errno;
+        af->st = lipt_fail(af->err, LIPT_ERR_IO, "closing %s failed: %s", af->tmp, strerror(e));
+        lipt_afile_discard(af);
+        return af->st;
+    }
+    if (rename(af->tmp, af->path) != 0) {
+        int e = errno;
+        af->st = lipt_fail(af->err, LIPT_ERR_IO, "cannot rename %s to %s: %s", af->tmp, af->path, strerror(e));
+        lipt_afile_discard(af);
+        return af->st;
+    }
+    fsync_parent(af->path);
+    free(af->tmp);
+    free(af->path);
+    af->tmp = af->path = NULL;
+    return LIPT_OK;
+}
+
+void lipt_afile_discard(lipt_afile *af) {
+    if (af->f) {
+        fclose(af->f);
+        af->f = NULL;
+    }
+    if (af->tmp) remove(af->tmp);
+    free(af->tmp);
+    free(af->path);
+    af->tmp = af->path = NULL;
+}

@@ -1,0 +1,72 @@
+/* AdamW with decoupled weight decay, following torch.optim.AdamW's single-tensor CPU path. */
+#include "lipt/optim.h"
+
+#include <math.h>
+
+lipt_adamw_config lipt_adamw_defaults(void) {
+    return (lipt_adamw_config){.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2};
+}
+
+lipt_status lipt_adamw_config_check(const lipt_adamw_config *c, lipt_error *err) {
+    if (!isfinite(c->lr) || c->lr < 0) return lipt_fail(err, LIPT_ERR_ARG, "adamw: learning rate %g must be >= 0", c->lr);
+    if (!(c->beta1 >= 0 && c->beta1 < 1))
+        return lipt_fail(err, LIPT_ERR_ARG, "adamw: beta1 %g must be in [0, 1)", c->beta1);
+    if (!(c->beta2 >= 0 && c->beta2 < 1))
+        return lipt_fail(err, LIPT_ERR_ARG, "adamw: beta2 %g must be in [0, 1)", c->beta2);
+    if (!isfinite(c->eps) || c->eps <= 0) return lipt_fail(err, LIPT_ERR_ARG, "adamw: eps %g must be > 0", c->eps);
+    if (!isfinite(c->weight_decay) || c->weight_decay < 0)
+        return lipt_fail(err, LIPT_ERR_ARG, "adamw: weight decay %g must be >= 0", c->weight_decay);
+    return LIPT_OK;
+}
+
+void lipt_adamw_init(lipt_adamw *opt, const lipt_adamw_config *cfg) {
+    opt->cfg = *cfg;
+    opt->t = 0;
+}
+
+/* Below this many floats a parallel region costs more than it saves. */
+#define ADAMW_PAR_MIN 32768
+
+void lipt_adamw_step_lr(lipt_adamw *opt, lipt_params *p, double lr) {
+    LIPT_CHECK(p->finalized, "adamw: parameters not finalized");
+    const lipt_adamw_config *c = &opt->cfg;
+    opt->t++;
+    const double t = (double)opt->t;
+    /* Scalars as PyTorch derives them: in double, then rounded to float when they meet a float tensor. */
+    const double bc1 = 1.0 - pow(c->beta1, t);
+    const double bc2 = 1.0 - pow(c->beta2, t);
+    const float decay_f = (float)(1.0 - lr * c->weight_decay);
+    const int do_decay = c->weight_decay != 0.0;
+    const float w1 = (float)(1.0 - c->beta1);          /* lerp weight */
+    const int w1_small = fabsf(w1) < 0.5f;               /* torch's is_lerp_weight_small */
+    const float b2 = (float)c->beta2;
+    const float omb2 = (float)(1.0 - c->beta2);
+    const float bc2_sqrt = (float)sqrt(bc2);
+    const float eps = (float)c->eps;
+    const float neg_step = (float)(-(lr / bc1));
+    float *restrict val = p->value, *restrict grad = p->grad, *restrict m = p->m, *restrict v = p->v;
+
+#pragma omp parallel if (p->n_train >= ADAMW_PAR_MIN)
+    for (int k = 0; k < p->n; k++) {
+        if (p->flags[k] & LIPT_PARAM_BUFFER) continue;
+        const lipt_tensor *tk = p->list[k];
+        const long lo = (long)(tk->data - val), hi = lo + (long)tk->numel;
+        const int decay = do_decay && !(p->flags[k] & LIPT_PARAM_NO_DECAY);
+        /* nowait: elements are independent, so threads may run ahead into the next tensor. */
+#pragma omp for schedule(static) nowait
+        for (long i = lo; i < hi; i++) {
+            float g = grad[i];
+            float x = val[i];
+            if (decay) x = x * decay_f;
+            float mi = m[i], vi = v[i];
+            mi = w1_small ? mi + w1 * (g - mi) : g - (g - mi) * (1.0f - w1);
+            vi = vi * b2;
+            vi = vi + omb2 * g * g;
+            float denom = sqrtf(vi) / bc2_sqrt + eps;
+            x = x + neg_step * mi / denom;
+            m[i] = mi;
+            v[i] = vi;
+            val[i] = x;
+        }
+    }
+}
