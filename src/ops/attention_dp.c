@@ -1,12 +1,205 @@
-/* STUB: to be replaced by the real kernels. */
-#include "lipt/ops.h"
+/* Fused multi-head attention kernels (shared with L2, see attention_impl.h) and the dot-product attention op. */
+#include "attention_impl.h"
 
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+/* Work (T*T*d summed over heads) above which the (batch, head) loop runs in parallel, and the
+ * number of row elements above which a softmax block is split over threads in the serial case. */
+#define ATTN_PAR_MIN_WORK 65536.0
+#define ATTN_ROWS_PAR_MIN 16384
+
+/* Causal rows are processed in blocks so that a block of rows [i0, i1) only touches columns [0, i1):
+ * roughly halves the GEMM work of the masked triangle for long sequences. */
+static int row_block(int T, int causal) { return (causal && T >= 128) ? 64 : (T > 0 ? T : 1); }
+
+static void gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                 float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+                lda, B, ldb, beta, C, ldc);
+}
+
+static int use_par(const lipt_attn_job *j) {
+    const int BH = j->B * j->H, d = j->D / j->H;
+    return BH > 1 && (double)BH * j->T * j->T * d >= ATTN_PAR_MIN_WORK && lipt_blas_nests_safely();
+}
+
+void lipt_attn_check_qkv(const char *op, const lipt_tensor *q, const lipt_tensor *k, const lipt_tensor *v, int H) {
+    char a[64], b[64], c[64];
+    LIPT_CHECK(q->ndim == 3, "%s: q must be [B,T,D], got %s", op, lipt_shape_str(q, a, 64));
+    LIPT_CHECK(lipt_same_shape(q, k) && lipt_same_shape(q, v), "%s: q %s, k %s, v %s differ", op,
+               lipt_shape_str(q, a, 64), lipt_shape_str(k, b, 64), lipt_shape_str(v, c, 64));
+    LIPT_CHECK(H >= 1 && q->shape[2] >= 1 && q->shape[2] % H == 0, "%s: D = %d not divisible into %d heads", op,
+               q->shape[2], H);
+}
+
+/* Rows [i0, i1) of P hold logits in columns [0, nc); turn them into probabilities over the
+ * unmasked columns (j <= i when causal) and write exact zeros to the rest of the row. kn, if
+ * given, is subtracted per column first (the |k_j|²/s term of L2). */
+static void softmax_rows(float *P, int T, int i0, int i1, int nc, int causal, const float *kn) {
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && (long)(i1 - i0) * nc >= ATTN_ROWS_PAR_MIN)
+    for (int i = i0; i < i1; i++) {
+        float *row = P + (size_t)i * T;
+        const int n = causal ? i + 1 : T;
+        if (kn)
+            for (int j = 0; j < n; j++) row[j] -= kn[j];
+        float mx = row[0];
+        for (int j = 1; j < n; j++) mx = row[j] > mx ? row[j] : mx;
+        double sum = 0;
+        for (int j = 0; j < n; j++) {
+            const float e = expf(row[j] - mx);
+            row[j] = e;
+            sum += e;
+        }
+        const double inv = 1.0 / sum;
+        for (int j = 0; j < n; j++) row[j] = (float)(row[j] * inv);
+        if (n < T) memset(row + n, 0, (size_t)(T - n) * sizeof(float));
+    }
+}
+
+/* G holds dP in rows [i0, i1), columns [0, nc); overwrite with dL = P ⊙ (dP − rowsum(dP ⊙ P)),
+ * zero at masked entries. */
+static void softmax_grad_rows(const float *P, float *G, int T, int i0, int i1, int nc, int causal) {
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && (long)(i1 - i0) * nc >= ATTN_ROWS_PAR_MIN)
+    for (int i = i0; i < i1; i++) {
+        const float *p = P + (size_t)i * T;
+        float *g = G + (size_t)i * T;
+        const int n = causal ? i + 1 : T;
+        double c = 0;
+        for (int j = 0; j < n; j++) c += (double)p[j] * g[j];
+        const float cf = (float)c;
+        for (int j = 0; j < n; j++) g[j] = p[j] * (g[j] - cf);
+        for (int j = n; j < nc; j++) g[j] = 0.0f;
+    }
+}
+
+/* |k_j|² / s for the T rows of one head slice, in double then rounded. */
+static void row_norms(const float *kh, int T, int D, int d, double inv_s, float *kn) {
+    for (int t = 0; t < T; t++) {
+        const float *r = kh + (size_t)t * D;
+        double acc = 0;
+        for (int c = 0; c < d; c++) acc += (double)r[c] * r[c];
+        kn[t] = (float)(acc * inv_s);
+    }
+}
+
+static void head_forward(const lipt_attn_job *j, int bh, float *P, float *kn, float *out) {
+    const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H;
+    const size_t off = (size_t)b * T * D + (size_t)h * d;
+    const float *qh = j->q + off, *kh = j->k + off, *vh = j->v + off;
+    float *oh = out + off;
+    const double inv_s = 1.0 / sqrt((double)d);
+    const float alpha = (float)((j->l2 ? 2.0 : 1.0) * inv_s);
+    if (j->l2) row_norms(kh, T, D, d, inv_s, kn);
+    const int rb = row_block(T, j->causal);
+    for (int i0 = 0; i0 < T; i0 += rb) {
+        const int i1 = i0 + rb < T ? i0 + rb : T, m = i1 - i0, nc = j->causal ? i1 : T;
+        gemm(0, 1, m, nc, d, alpha, qh + (size_t)i0 * D, D, kh, D, 0.0f, P + (size_t)i0 * T, T);
+        softmax_rows(P, T, i0, i1, nc, j->causal, j->l2 ? kn : NULL);
+        gemm(0, 0, m, d, nc, 1.0f, P + (size_t)i0 * T, T, vh, D, 0.0f, oh + (size_t)i0 * D, D);
+    }
+}
+
+void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float *P_saved) {
+    const int BH = j->B * j->H;
+    const size_t TT = (size_t)j->T * j->T;
+    if (BH == 0 || j->T == 0) return;
+    lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
+    const int nthr = omp_get_max_threads();
+    /* Without a tape the probabilities are needed only while a head is computed: one buffer per thread. */
+    float *Pscr = P_saved ? NULL : lipt_arena_alloc(&ctx->arena, (size_t)nthr * TT * sizeof(float));
+    float *kn = lipt_arena_alloc(&ctx->arena, (size_t)nthr * j->T * sizeof(float));
+#pragma omp parallel for schedule(static) if (use_par(j))
+    for (int bh = 0; bh < BH; bh++) {
+        const int tid = omp_get_thread_num();
+        float *P = P_saved ? P_saved + (size_t)bh * TT : Pscr + (size_t)tid * TT;
+        head_forward(j, bh, P, kn + (size_t)tid * j->T, out);
+    }
+    lipt_arena_release(&ctx->arena, mark);
+}
+
+/* One (batch, head): with G = dL the logit gradient,
+ *   dv = Pᵀ dO,  dP = dO vᵀ,  dq = a G k,  dk = a Gᵀ q  (a = 1/s for DP, 2/s for L2),
+ *   and for L2 also dk_j -= a k_j Σ_i G_ij (from the -|k_j|² term). */
+static void head_backward(const lipt_attn_job *j, int bh, const float *P, const float *dout, float *G, double *cs,
+                          float *dq, float *dk, float *dv) {
+    const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H;
+    const size_t off = (size_t)b * T * D + (size_t)h * d;
+    const float *qh = j->q + off, *kh = j->k + off, *vh = j->v + off, *dOh = dout + off;
+    float *dqh = dq ? dq + off : NULL, *dkh = dk ? dk + off : NULL, *dvh = dv ? dv + off : NULL;
+    const double a = (j->l2 ? 2.0 : 1.0) / sqrt((double)d);
+    const float alpha = (float)a;
+    const int need_g = dqh || dkh, need_cs = j->l2 && dkh;
+    if (need_cs) memset(cs, 0, (size_t)T * sizeof(double));
+    const int rb = row_block(T, j->causal);
+    for (int i0 = 0; i0 < T; i0 += rb) {
+        const int i1 = i0 + rb < T ? i0 + rb : T, m = i1 - i0, nc = j->causal ? i1 : T;
+        const float *Pb = P + (size_t)i0 * T;
+        const float *dOb = dOh + (size_t)i0 * D;
+        if (dvh) gemm(1, 0, nc, d, m, 1.0f, Pb, T, dOb, D, 1.0f, dvh, D);
+        if (!need_g) continue;
+        float *Gb = G + (size_t)i0 * T;
+        gemm(0, 1, m, nc, d, 1.0f, dOb, D, vh, D, 0.0f, Gb, T);
+        softmax_grad_rows(P, G, T, i0, i1, nc, j->causal);
+        if (dqh) gemm(0, 0, m, d, nc, alpha, Gb, T, kh, D, 1.0f, dqh + (size_t)i0 * D, D);
+        if (dkh) gemm(1, 0, nc, d, m, alpha, Gb, T, qh + (size_t)i0 * D, D, 1.0f, dkh, D);
+        if (need_cs)
+            for (int i = i0; i < i1; i++) {
+                const float *g = G + (size_t)i * T;
+                const int n = j->causal ? i + 1 : T;
+                for (int c = 0; c < n; c++) cs[c] += g[c];
+            }
+    }
+    if (need_cs)
+        for (int t = 0; t < T; t++) {
+            const float f = (float)(a * cs[t]);
+            const float *kr = kh + (size_t)t * D;
+            float *dr = dkh + (size_t)t * D;
+            for (int c = 0; c < d; c++) dr[c] -= f * kr[c];
+        }
+}
+
+void lipt_attn_backward(lipt_ctx *ctx, const lipt_attn_job *j, const float *P, const float *dout, float *dq,
+                        float *dk, float *dv) {
+    const int BH = j->B * j->H;
+    const size_t TT = (size_t)j->T * j->T;
+    if ((!dq && !dk && !dv) || BH == 0 || j->T == 0) return;
+    lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
+    const int nthr = omp_get_max_threads();
+    float *G = (dq || dk) ? lipt_arena_alloc(&ctx->arena, (size_t)nthr * TT * sizeof(float)) : NULL;
+    double *cs = lipt_arena_alloc(&ctx->arena, (size_t)nthr * j->T * sizeof(double));
+#pragma omp parallel for schedule(static) if (use_par(j))
+    for (int bh = 0; bh < BH; bh++) {
+        const int tid = omp_get_thread_num();
+        head_backward(j, bh, P + (size_t)bh * TT, dout, G ? G + (size_t)tid * TT : NULL, cs + (size_t)tid * j->T,
+                      dq, dk, dv);
+    }
+    lipt_arena_release(&ctx->arena, mark);
+}
+
+/* saved: P [B,H,T,T]. iarg: 0 H, 1 causal. */
 lipt_tensor *lipt_attention_dp(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal) {
-    (void)ctx;
-    LIPT_DIE("op %s not implemented", "attention_dp");
-}
-void lipt_attention_dp_backward(lipt_ctx *ctx, lipt_node *node) {
-    (void)ctx; (void)node;
-    LIPT_DIE("backward of %s not implemented", "attention_dp");
+    lipt_attn_check_qkv("attention_dp", q, k, v, H);
+    lipt_tensor *out = lipt_tensor_new(ctx, 3, q->shape);
+    lipt_node *node = lipt_record(ctx, LIPT_OP_ATTENTION_DP, out, 3, (lipt_tensor *[]){q, k, v});
+    const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], H, causal != 0, 0, q->data, k->data, v->data};
+    float *P = node ? lipt_arena_alloc(&ctx->arena, (size_t)job.B * H * job.T * job.T * sizeof(float)) : NULL;
+    lipt_attn_forward(ctx, &job, out->data, P);
+    if (node) {
+        node->saved = P;
+        node->iarg[0] = H;
+        node->iarg[1] = job.causal;
+    }
+    return out;
 }
 
+void lipt_attention_dp_backward(lipt_ctx *ctx, lipt_node *node) {
+    lipt_tensor *q = node->in[0], *k = node->in[1], *v = node->in[2];
+    float *dq = lipt_grad_of(ctx, q), *dk = lipt_grad_of(ctx, k), *dv = lipt_grad_of(ctx, v);
+    const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], node->iarg[0], node->iarg[1], 0,
+                               q->data, k->data, v->data};
+    lipt_attn_backward(ctx, &job, node->saved, node->out->grad, dq, dk, dv);
+}

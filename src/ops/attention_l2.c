@@ -1,21 +1,108 @@
-/* STUB: to be replaced by the real kernels. */
-#include "lipt/ops.h"
+/* L2 multi-head attention ops: untied (q, k, v) and tied (the Lipschitz one, values Q_h M_h). */
+#include "attention_impl.h"
 
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+static void gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                 float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+                lda, B, ldb, beta, C, ldc);
+}
+
+/* saved: P [B,H,T,T]. iarg: 0 H, 1 causal. */
 lipt_tensor *lipt_attention_l2(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal) {
-    (void)ctx;
-    LIPT_DIE("op %s not implemented", "attention_l2");
+    lipt_attn_check_qkv("attention_l2", q, k, v, H);
+    lipt_tensor *out = lipt_tensor_new(ctx, 3, q->shape);
+    lipt_node *node = lipt_record(ctx, LIPT_OP_ATTENTION_L2, out, 3, (lipt_tensor *[]){q, k, v});
+    const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], H, causal != 0, 1, q->data, k->data, v->data};
+    float *P = node ? lipt_arena_alloc(&ctx->arena, (size_t)job.B * H * job.T * job.T * sizeof(float)) : NULL;
+    lipt_attn_forward(ctx, &job, out->data, P);
+    if (node) {
+        node->saved = P;
+        node->iarg[0] = H;
+        node->iarg[1] = job.causal;
+    }
+    return out;
 }
+
 void lipt_attention_l2_backward(lipt_ctx *ctx, lipt_node *node) {
-    (void)ctx; (void)node;
-    LIPT_DIE("backward of %s not implemented", "attention_l2");
+    lipt_tensor *q = node->in[0], *k = node->in[1], *v = node->in[2];
+    float *dq = lipt_grad_of(ctx, q), *dk = lipt_grad_of(ctx, k), *dv = lipt_grad_of(ctx, v);
+    const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], node->iarg[0], node->iarg[1], 1,
+                               q->data, k->data, v->data};
+    lipt_attn_backward(ctx, &job, node->saved, node->out->grad, dq, dk, dv);
 }
 
-lipt_tensor *lipt_attention_l2_tied(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *wq, lipt_tensor *wv, int H, int causal) {
-    (void)ctx;
-    LIPT_DIE("op %s not implemented", "attention_l2_tied");
+/* Tied: keys are the queries, and values V_h = Q_h M_h with M_h = W^{Q,h}ᵀ W^{V,h} / s, W^{·,h} the
+ * D×d column block h of W (row stride D). VM holds V [B,T,D] (same layout as q) then M [H,d,d]. */
+static void tied_values(const lipt_tensor *q, const lipt_tensor *wq, const lipt_tensor *wv, int H, float *VM) {
+    const int BT = q->shape[0] * q->shape[1], D = q->shape[2], d = D / H;
+    const float inv_s = (float)(1.0 / sqrt((double)d));
+    float *V = VM, *M = VM + (size_t)BT * D;
+    for (int h = 0; h < H; h++) {
+        float *Mh = M + (size_t)h * d * d;
+        gemm(1, 0, d, d, D, inv_s, wq->data + (size_t)h * d, D, wv->data + (size_t)h * d, D, 0.0f, Mh, d);
+        gemm(0, 0, BT, d, d, 1.0f, q->data + (size_t)h * d, D, Mh, d, 0.0f, V + (size_t)h * d, D);
+    }
 }
+
+/* saved: P [B,H,T,T]; saved2: V [B,T,D] then M [H,d,d]. iarg: 0 H, 1 causal. */
+lipt_tensor *lipt_attention_l2_tied(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *wq, lipt_tensor *wv, int H,
+                                    int causal) {
+    char a[64], b[64], c[64];
+    LIPT_CHECK(q->ndim == 3, "attention_l2_tied: q must be [B,T,D], got %s", lipt_shape_str(q, a, 64));
+    const int B = q->shape[0], T = q->shape[1], D = q->shape[2];
+    LIPT_CHECK(H >= 1 && D >= 1 && D % H == 0, "attention_l2_tied: D = %d not divisible into %d heads", D, H);
+    LIPT_CHECK(wq->ndim == 2 && wq->shape[0] == D && wq->shape[1] == D && wv->ndim == 2 && wv->shape[0] == D &&
+                   wv->shape[1] == D,
+               "attention_l2_tied: q %s needs wq, wv [%d,%d], got %s and %s", lipt_shape_str(q, a, 64), D, D,
+               lipt_shape_str(wq, b, 64), lipt_shape_str(wv, c, 64));
+    const int d = D / H;
+    lipt_tensor *out = lipt_tensor_new(ctx, 3, q->shape);
+    lipt_node *node = lipt_record(ctx, LIPT_OP_ATTENTION_L2_TIED, out, 3, (lipt_tensor *[]){q, wq, wv});
+    /* Without a tape V and M are scratch, released before returning (out was allocated before the mark). */
+    lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
+    float *VM = lipt_arena_alloc(&ctx->arena, ((size_t)B * T * D + (size_t)H * d * d) * sizeof(float));
+    tied_values(q, wq, wv, H, VM);
+    float *P = node ? lipt_arena_alloc(&ctx->arena, (size_t)B * H * T * T * sizeof(float)) : NULL;
+    const lipt_attn_job job = {B, T, D, H, causal != 0, 1, q->data, q->data, VM};
+    lipt_attn_forward(ctx, &job, out->data, P);
+    if (node) {
+        node->saved = P;
+        node->saved2 = VM;
+        node->iarg[0] = H;
+        node->iarg[1] = job.causal;
+    } else {
+        lipt_arena_release(&ctx->arena, mark);
+    }
+    return out;
+}
+
+/* With dV the gradient of the values (from the attention kernel):
+ *   dq += dV M_hᵀ (values) and the logit part (kernel with k = q, so dq gets both the query and key roles);
+ *   dM_h = Q_hᵀ dV_h summed over the batch;  dW^{Q,h} += W^{V,h} dM_hᵀ / s;  dW^{V,h} += W^{Q,h} dM_h / s. */
 void lipt_attention_l2_tied_backward(lipt_ctx *ctx, lipt_node *node) {
-    (void)ctx; (void)node;
-    LIPT_DIE("backward of %s not implemented", "attention_l2_tied");
+    lipt_tensor *q = node->in[0], *wq = node->in[1], *wv = node->in[2];
+    float *dq = lipt_grad_of(ctx, q), *dwq = lipt_grad_of(ctx, wq), *dwv = lipt_grad_of(ctx, wv);
+    if (!dq && !dwq && !dwv) return;
+    const int B = q->shape[0], T = q->shape[1], D = q->shape[2], H = node->iarg[0], d = D / H, BT = B * T;
+    const float inv_s = (float)(1.0 / sqrt((double)d));
+    const float *V = node->saved2, *M = V + (size_t)BT * D;
+    lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
+    float *dV = lipt_arena_calloc(&ctx->arena, (size_t)BT * D * sizeof(float));
+    const lipt_attn_job job = {B, T, D, H, node->iarg[1], 1, q->data, q->data, V};
+    lipt_attn_backward(ctx, &job, node->saved, node->out->grad, dq, dq, dV);
+    float *dM = (dwq || dwv) ? lipt_arena_alloc(&ctx->arena, (size_t)d * d * sizeof(float)) : NULL;
+    for (int h = 0; h < H; h++) {
+        const float *Mh = M + (size_t)h * d * d, *dVh = dV + (size_t)h * d;
+        if (dq) gemm(0, 1, BT, d, d, 1.0f, dVh, D, Mh, d, 1.0f, dq + (size_t)h * d, D);
+        if (!dM) continue;
+        gemm(1, 0, d, d, BT, 1.0f, q->data + (size_t)h * d, D, dVh, D, 0.0f, dM, d);
+        if (dwq) gemm(0, 1, D, d, d, inv_s, wv->data + (size_t)h * d, D, dM, d, 1.0f, dwq + (size_t)h * d, D);
+        if (dwv) gemm(0, 0, D, d, d, inv_s, wq->data + (size_t)h * d, D, dM, d, 1.0f, dwv + (size_t)h * d, D);
+    }
+    lipt_arena_release(&ctx->arena, mark);
 }
-

@@ -1,0 +1,27 @@
+/* Private: the per-(batch, head) attention kernels shared by attention_dp.c and attention_l2.c. */
+#ifndef LIPT_OPS_ATTENTION_IMPL_H
+#define LIPT_OPS_ATTENTION_IMPL_H
+
+#include "lipt/ops.h"
+
+/* One multi-head attention over [B,T,D] tensors, head h in columns h*d .. h*d+d-1 (row stride D).
+ * Logits per head: DP  q_i·k_j / s;  L2  (2 q_i·k_j - |k_j|²) / s, which is -|q_i - k_j|² / s
+ * up to the row constant -|q_i|² / s (it cancels in the softmax and its gradient is zero). */
+typedef struct {
+    int B, T, D, H, causal, l2;
+    const float *q, *k, *v;
+} lipt_attn_job;
+
+/* Aborts unless q, k, v are [B,T,D] alike with D divisible by H. */
+void lipt_attn_check_qkv(const char *op, const lipt_tensor *q, const lipt_tensor *k, const lipt_tensor *v, int H);
+
+/* out [B,T,D] = heads of P v. P_saved: B*H*T*T floats to keep the probabilities for backward
+ * (masked entries exactly 0), or NULL to use released scratch instead. */
+void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *job, float *out, float *P_saved);
+
+/* Accumulates (+=) the gradients of q, k, v (each may be NULL, and they may alias) from dout [B,T,D]
+ * and the saved P. Scratch comes from the arena and is released before returning. */
+void lipt_attn_backward(lipt_ctx *ctx, const lipt_attn_job *job, const float *P, const float *dout, float *dq,
+                        float *dk, float *dv);
+
+#endif
