@@ -1,0 +1,89 @@
+/* defines: lipt_config, the model hyper-parameters, and its `key = value` text format (files, flags, checkpoints). */
+#ifndef LIPT_CONFIG_H
+#define LIPT_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lipt/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    LIPT_ATTN_DP = 0,          /* "dp": softmax(q kᵀ / s) */
+    LIPT_ATTN_L2,              /* "l2": untied L2, W^K != W^Q */
+    LIPT_ATTN_L2_TIED,         /* "l2-tied": W^K = W^Q (Lipschitz) */
+    LIPT_ATTN_CONTRACTIVE_L2   /* "contractive-l2": tied L2 divided by max(1, UB/c) (invertible model) */
+} lipt_attn_kind;
+
+typedef enum {
+    LIPT_FFN_STANDARD = 0,     /* "standard": W2 act(W1 x + b1) + b2 after a LayerNorm */
+    LIPT_FFN_CONTRACTIVE       /* "contractive": W1, W2 spectrally normalised to c, no LayerNorm (invertible model) */
+} lipt_ffn_kind;
+
+typedef enum { LIPT_ACT_GELU = 0, LIPT_ACT_RELU, LIPT_ACT_ELU, LIPT_ACT_LIPSWISH } lipt_act_kind;
+
+typedef enum {
+    LIPT_LIPNORM_INF = 0,      /* "inf": lipt_bound_l2_inf normalises the contractive attention */
+    LIPT_LIPNORM_2             /* "2":   lipt_bound_l2_2 (power iteration on persistent vectors) */
+} lipt_lipnorm_kind;
+
+typedef struct {
+    int vocab_size;            /* tokens (50 for PTB char, 256 byte-level) */
+    int d_model;               /* width D */
+    int n_heads;               /* H, divides d_model */
+    int d_ff;                  /* feed-forward hidden width */
+    int n_layers;              /* blocks (0 allowed: embedding + head only) */
+    int seq_len;               /* longest sequence; the contractive attention bound uses N = seq_len */
+    lipt_attn_kind attention;
+    lipt_ffn_kind ffn;
+    lipt_act_kind activation;
+    float dropout;             /* in [0, 1), after each residual branch, training only */
+    float c;                   /* contraction coefficient in (0, 1), default 0.9 */
+    lipt_lipnorm_kind lip_norm;
+    int power_iters;           /* power-iteration rounds per optimizer step (lipt_model_refresh_norms) */
+    uint64_t init_seed;        /* parameter initialisation */
+    float ln_eps;              /* LayerNorm epsilon, in (0, 1) */
+} lipt_config;
+
+/* Defaults: a small DP model (vocab 256, d_model 128, 4 heads, d_ff 512, 2 layers, seq_len 128, gelu,
+ * dropout 0, c 0.9, lip_norm inf, power_iters 1, init_seed 1234, ln_eps 1e-5). */
+void lipt_config_default(lipt_config *cfg);
+
+/* Read a `key = value` file over the defaults: `#` starts a comment, blank lines are skipped, keys may use
+ * '-' for '_', each key at most once. Errors (LIPT_ERR_IO, LIPT_ERR_ARG) name the file, the line, the key
+ * and the accepted keys or values. The result is validated (lipt_config_validate). */
+lipt_status lipt_config_load(lipt_config *cfg, const char *path, lipt_error *err);
+/* The same from text in memory; `source` names it in messages (e.g. a checkpoint path). cfg starts from
+ * the defaults. */
+lipt_status lipt_config_parse(lipt_config *cfg, const char *text, const char *source, lipt_error *err);
+
+/* Set one key from a string (command-line overrides `--key value`). Checks the value alone; call
+ * lipt_config_validate after the last override for the checks that involve several keys. */
+lipt_status lipt_config_set(lipt_config *cfg, const char *key, const char *value, lipt_error *err);
+
+/* Checks between keys: n_heads divides d_model; attention = contractive-l2 and ffn = contractive go
+ * together (the invertible model); ffn = contractive needs a 1-Lipschitz activation (not gelu). */
+lipt_status lipt_config_validate(const lipt_config *cfg, lipt_error *err);
+
+/* Every key in the file format, one per line, floats to round-trip exactly. Returns the length the text
+ * needs (excluding the NUL), like snprintf: the text is complete when that is < len. */
+size_t lipt_config_to_text(const lipt_config *cfg, char *buf, size_t len);
+
+/* Value names, for messages and JSON. */
+const char *lipt_attn_name(lipt_attn_kind k);
+const char *lipt_ffn_name(lipt_ffn_kind k);
+const char *lipt_act_name(lipt_act_kind k);
+const char *lipt_lipnorm_name(lipt_lipnorm_kind k);
+
+/* The invertible model: contractive-l2 attention with the contractive feed-forward. */
+static inline int lipt_config_invertible(const lipt_config *cfg) {
+    return cfg->attention == LIPT_ATTN_CONTRACTIVE_L2 && cfg->ffn == LIPT_FFN_CONTRACTIVE;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,119 @@
+/* defines: lipt_model, the Transformer language model of every variant (SPEC §1, §3), its forward pass,
+ * residual branches for the Jacobian and inversion tools, spectral-norm refresh, and model inversion. */
+#ifndef LIPT_MODEL_H
+#define LIPT_MODEL_H
+
+#include "lipt/config.h"
+#include "lipt/invert.h"
+#include "lipt/ops.h"
+#include "lipt/params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One block. Pointers are NULL when the variant has no such parameter. Parameter names are
+ * "layers.<i>.<field>" with the field names below (e.g. "layers.0.attn.wq", "layers.3.ffn.w1"). */
+typedef struct {
+    lipt_tensor *ln1_g, *ln1_b;            /* "ln1.gamma", "ln1.beta"   [D]  (not in the invertible model) */
+    lipt_tensor *wq, *wk, *wv, *wo, *bo;   /* "attn.wq" ... [D,D], "attn.bo" [D]; wk only for dp and l2 */
+    lipt_tensor *ln2_g, *ln2_b;            /* "ln2.gamma", "ln2.beta"   [D]  (not in the invertible model) */
+    lipt_tensor *w1, *b1, *w2, *b2;        /* "ffn.w1" [D,F], "ffn.b1" [F], "ffn.w2" [F,D], "ffn.b2" [D] */
+    lipt_tensor *beta;                     /* "ffn.beta" [1], LipSwish only */
+    /* buffers (LIPT_PARAM_BUFFER): power-iteration vectors */
+    lipt_tensor *sn1_u, *sn1_v, *sn2_u, *sn2_v;  /* "ffn.sn1.u" [D], "ffn.sn1.v" [F], "ffn.sn2.u" [F], "ffn.sn2.v" [D]
+                                                  * (contractive ffn) */
+    lipt_tensor *bv[6];                    /* "attn.bound.{uq,vq,uv,vv,uo,vo}" (contractive-l2 with lip_norm 2) */
+} lipt_layer;
+
+typedef struct {
+    lipt_config cfg;
+    lipt_params params;            /* every parameter and buffer, in registration (= checkpoint) order */
+    lipt_tensor *tok_emb;          /* "tok_emb" [V,D] */
+    lipt_tensor *pos_emb;          /* "pos_emb" [seq_len,D] */
+    lipt_layer *layers;            /* n_layers */
+    lipt_tensor *lnf_g, *lnf_b;    /* "ln_f.gamma", "ln_f.beta" [D] */
+    lipt_tensor *head_w, *head_b;  /* "head.w" [D,V], "head.b" [V] */
+    int invertible;                /* lipt_config_invertible(&cfg) */
+    lipt_ctx scratch;              /* private context for norm refresh and reports (not for forward passes) */
+} lipt_model;
+
+/* Build the model of a validated config: register and allocate the parameters, initialise them from
+ * cfg->init_seed (models/README.md lists the scheme per variant) and converge the power-iteration
+ * vectors (lipt_model_refresh_norms with 100 rounds). */
+lipt_status lipt_model_init(lipt_model *m, const lipt_config *cfg, lipt_error *err);
+void lipt_model_free(lipt_model *m);
+/* Re-draw every parameter and buffer from `seed` (what lipt_model_init does), then refresh the norms. */
+void lipt_model_init_weights(lipt_model *m, uint64_t seed);
+
+/* Run `iters` power-iteration rounds on every spectral-norm vector (contractive ffn weights; the 2-norm
+ * attention bound). Call after each optimizer step with cfg.power_iters, and with many rounds (e.g. 100)
+ * after loading weights or before reporting bounds. No-op for the non-contractive variants. */
+void lipt_model_refresh_norms(lipt_model *m, int iters);
+
+/* Ids in [0, vocab_size) and 1 <= T <= seq_len: LIPT_ERR_ARG naming the first bad position otherwise. */
+lipt_status lipt_model_check_ids(const lipt_model *m, const int *ids, int B, int T, lipt_error *err);
+
+/* The language model: ids [B*T] (row-major [B,T]) -> logits [B,T,V], and the mean cross-entropy (nats)
+ * against targets [B*T] when targets is non-NULL (else *loss = NULL). Records on ctx's tape unless in
+ * no-grad mode; dropout is active when ctx->training. loss may be NULL when targets is NULL. */
+lipt_status lipt_model_forward(lipt_ctx *ctx, const lipt_model *m, const int *ids, int B, int T, const int *targets,
+                               lipt_tensor **logits, lipt_tensor **loss, lipt_error *err);
+
+/* Pieces of the forward pass (ids must be valid: see lipt_model_check_ids; they abort otherwise).
+ * embed: token + positional embedding [B,T,D]. block: x + g_attn(x), then + g_ffn (dropout after each
+ * branch when training). hidden: embed then every block (before the final LayerNorm). logits: ln_f + head. */
+lipt_tensor *lipt_model_embed(lipt_ctx *ctx, const lipt_model *m, const int *ids, int B, int T);
+lipt_tensor *lipt_model_block(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x);
+lipt_tensor *lipt_model_hidden(lipt_ctx *ctx, const lipt_model *m, const int *ids, int B, int T);
+lipt_tensor *lipt_model_logits(lipt_ctx *ctx, const lipt_model *m, lipt_tensor *h);
+
+/* A residual branch g of block `layer` (which: 0 attention, 1 feed-forward) on x [B,T,D], without dropout:
+ * the block computes x + g(x). For the pre-LN variants g includes its LayerNorm: g(x) = MHA(LN1(x)).
+ * For the invertible model g has Lipschitz constant <= c (in the lip_norm norm for attention, 2-norm per
+ * token for the feed-forward). */
+enum { LIPT_BRANCH_ATTN = 0, LIPT_BRANCH_FFN = 1 };
+lipt_tensor *lipt_model_branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x);
+
+/* A lipt_branch_fn adaptor for lipt_fixed_point_invert and the Jacobian tools. */
+typedef struct { const lipt_model *model; int layer, which; } lipt_branch_ref;
+lipt_tensor *lipt_model_branch_fn(lipt_ctx *ctx, lipt_tensor *x, void *branch_ref);
+
+/* Lipschitz normalisers of one block at the current weights and power-iteration vectors (no iterations run). */
+typedef struct {
+    double attn_bound;    /* UB of the unnormalised attention F (lip_norm norm); 0 for non-contractive */
+    double attn_factor;   /* 1 / max(1, UB / c) */
+    double sigma1, sigma2;     /* power-iteration estimates of ‖W1‖₂, ‖W2‖₂ (contractive ffn) */
+    double ffn_factor1, ffn_factor2; /* 1 / max(1, sigma / c) */
+} lipt_layer_lipschitz;
+void lipt_model_layer_lipschitz(lipt_model *m, int layer, lipt_layer_lipschitz *out);
+
+/* Model inversion (SPEC §3): forward in no-grad mode to the last hidden state, undo the blocks from the top
+ * (feed-forward map, then attention map, each by lipt_fixed_point_invert), subtract the positional
+ * embedding, take the nearest token embedding per position (Euclidean). One sequence ids[T]. */
+typedef struct {
+    int n_layers, T, max_iter;
+    int *iters;           /* [2*n_layers]: iterations of map (layer l, branch b) at 2*l + b */
+    int *converged;       /* [2*n_layers] */
+    double *err;          /* [2*n_layers*max_iter]: per-iteration change, map m at m*max_iter (first iters[m]) */
+    int total_iters;
+    int *tokens;          /* [T] recovered tokens (valid only when status is LIPT_OK) */
+    int tokens_correct;   /* positions where tokens[t] == ids[t] */
+    int exact;            /* tokens_correct == T */
+    double max_abs_input_err;  /* max |x0_recovered - (tok_emb[ids] + pos_emb)| */
+    int failed_layer, failed_branch;  /* the map that did not converge, or -1 */
+    double failed_err;    /* its last change */
+} lipt_model_invert_result;
+
+/* Returns LIPT_OK with the result filled; LIPT_ERR_ARG for a model that is not invertible or bad ids;
+ * LIPT_ERR_NUMERIC when a map does not converge (the message names the layer, branch, iterations and last
+ * error; the result holds the trace up to there). Free the result with lipt_model_invert_result_free in
+ * every case. opts NULL: tol 1e-6, max_iter 100. */
+lipt_status lipt_model_invert(lipt_ctx *ctx, const lipt_model *m, const int *ids, int T, const lipt_fp_opts *opts,
+                              lipt_model_invert_result *res, lipt_error *err);
+void lipt_model_invert_result_free(lipt_model_invert_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,298 @@
+/* Model config: defaults, the `key = value` parser with file:line errors, overrides, validation, text output. */
+#include "lipt/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every key, in file order (also the order of lipt_config_to_text). */
+enum {
+    K_VOCAB, K_DMODEL, K_HEADS, K_DFF, K_LAYERS, K_SEQ, K_ATTN, K_FFN, K_ACT, K_DROPOUT, K_C, K_LIPNORM,
+    K_POWER, K_SEED, K_LNEPS, K_COUNT
+};
+static const char *const key_names[K_COUNT] = {
+    "vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn", "activation",
+    "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps"};
+#define ACCEPTED_KEYS \
+    "vocab_size, d_model, n_heads, d_ff, n_layers, seq_len, attention, ffn, activation, dropout, c, lip_norm, " \
+    "power_iters, init_seed, ln_eps"
+
+static const char *const attn_names[] = {"dp", "l2", "l2-tied", "contractive-l2"};
+static const char *const ffn_names[] = {"standard", "contractive"};
+static const char *const act_names[] = {"gelu", "relu", "elu", "lipswish"};
+static const char *const lipnorm_names[] = {"inf", "2"};
+#define NAMES(a) (int)(sizeof(a) / sizeof((a)[0]))
+
+const char *lipt_attn_name(lipt_attn_kind k) { return (unsigned)k < 4 ? attn_names[k] : "?"; }
+const char *lipt_ffn_name(lipt_ffn_kind k) { return (unsigned)k < 2 ? ffn_names[k] : "?"; }
+const char *lipt_act_name(lipt_act_kind k) { return (unsigned)k < 4 ? act_names[k] : "?"; }
+const char *lipt_lipnorm_name(lipt_lipnorm_kind k) { return (unsigned)k < 2 ? lipnorm_names[k] : "?"; }
+
+void lipt_config_default(lipt_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->vocab_size = 256;
+    cfg->d_model = 128;
+    cfg->n_heads = 4;
+    cfg->d_ff = 512;
+    cfg->n_layers = 2;
+    cfg->seq_len = 128;
+    cfg->attention = LIPT_ATTN_DP;
+    cfg->ffn = LIPT_FFN_STANDARD;
+    cfg->activation = LIPT_ACT_GELU;
+    cfg->dropout = 0.0f;
+    cfg->c = 0.9f;
+    cfg->lip_norm = LIPT_LIPNORM_INF;
+    cfg->power_iters = 1;
+    cfg->init_seed = 1234;
+    cfg->ln_eps = 1e-5f;
+}
+
+/* '-' and '_' are the same in keys (flags are often spelled --d-model). */
+static int key_index(const char *key) {
+    for (int k = 0; k < K_COUNT; k++) {
+        const char *a = key_names[k], *b = key;
+        while (*a && *b && (*a == *b || (*a == '_' && *b == '-'))) a++, b++;
+        if (!*a && !*b) return k;
+    }
+    return -1;
+}
+
+static lipt_status parse_int(const char *where, const char *key, const char *v, long lo, long hi, int *out,
+                             lipt_error *err) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || errno || x < lo || x > hi)
+        return lipt_fail(err, LIPT_ERR_ARG, "%s%s = '%s': expected an integer in [%ld, %ld]", where, key, v, lo, hi);
+    *out = (int)x;
+    return LIPT_OK;
+}
+
+/* A float in the interval lo..hi, each end open or closed. */
+static lipt_status parse_float(const char *where, const char *key, const char *v, double lo, int lo_open, double hi,
+                               int hi_open, float *out, lipt_error *err) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    int ok = *v && !*end && !errno && isfinite(x) && (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
+    if (!ok)
+        return lipt_fail(err, LIPT_ERR_ARG, "%s%s = '%s': expected a number in %c%g, %g%c", where, key, v,
+                         lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
+    *out = (float)x;
+    return LIPT_OK;
+}
+
+static lipt_status parse_enum(const char *where, const char *key, const char *v, const char *const *names, int n,
+                              int *out, lipt_error *err) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(v, names[i]) == 0) {
+            *out = i;
+            return LIPT_OK;
+        }
+    char list[128] = "";
+    for (int i = 0; i < n; i++) {
+        strncat(list, names[i], sizeof list - strlen(list) - 1);
+        if (i + 1 < n) strncat(list, ", ", sizeof list - strlen(list) - 1);
+    }
+    return lipt_fail(err, LIPT_ERR_ARG, "%s%s = '%s' is not one of: %s", where, key, v, list);
+}
+
+/* Set key k from the string v; `where` prefixes messages ("file:line: " or ""). */
+static lipt_status set_key(lipt_config *cfg, int k, const char *v, const char *where, lipt_error *err) {
+    const char *key = key_names[k];
+    int e;
+    lipt_status st = LIPT_OK;
+    switch (k) {
+    case K_VOCAB: return parse_int(where, key, v, 2, 1 << 24, &cfg->vocab_size, err);
+    case K_DMODEL: return parse_int(where, key, v, 1, 1 << 16, &cfg->d_model, err);
+    case K_HEADS: return parse_int(where, key, v, 1, 1 << 12, &cfg->n_heads, err);
+    case K_DFF: return parse_int(where, key, v, 1, 1 << 18, &cfg->d_ff, err);
+    case K_LAYERS: return parse_int(where, key, v, 0, 1024, &cfg->n_layers, err);
+    case K_SEQ: return parse_int(where, key, v, 1, 1 << 20, &cfg->seq_len, err);
+    case K_POWER: return parse_int(where, key, v, 0, 10000, &cfg->power_iters, err);
+    case K_ATTN:
+        if ((st = parse_enum(where, key, v, attn_names, NAMES(attn_names), &e, err)) == LIPT_OK)
+            cfg->attention = (lipt_attn_kind)e;
+        return st;
+    case K_FFN:
+        if ((st = parse_enum(where, key, v, ffn_names, NAMES(ffn_names), &e, err)) == LIPT_OK)
+            cfg->ffn = (lipt_ffn_kind)e;
+        return st;
+    case K_ACT:
+        if ((st = parse_enum(where, key, v, act_names, NAMES(act_names), &e, err)) == LIPT_OK)
+            cfg->activation = (lipt_act_kind)e;
+        return st;
+    case K_LIPNORM:
+        if ((st = parse_enum(where, key, v, lipnorm_names, NAMES(lipnorm_names), &e, err)) == LIPT_OK)
+            cfg->lip_norm = (lipt_lipnorm_kind)e;
+        return st;
+    case K_DROPOUT: return parse_float(where, key, v, 0.0, 0, 1.0, 1, &cfg->dropout, err);
+    case K_C: return parse_float(where, key, v, 0.0, 1, 1.0, 1, &cfg->c, err);
+    case K_LNEPS: return parse_float(where, key, v, 0.0, 1, 1.0, 1, &cfg->ln_eps, err);
+    case K_SEED: {
+        char *end;
+        errno = 0;
+        unsigned long long x = strtoull(v, &end, 10);
+        if (!*v || *end || errno || v[0] == '-')
+            return lipt_fail(err, LIPT_ERR_ARG, "%s%s = '%s': expected a non-negative integer below 2^64", where, key,
+                             v);
+        cfg->init_seed = (uint64_t)x;
+        return LIPT_OK;
+    }
+    }
+    return lipt_fail(err, LIPT_ERR_INTERNAL, "config key %d without a setter", k);
+}
+
+lipt_status lipt_config_set(lipt_config *cfg, const char *key, const char *value, lipt_error *err) {
+    int k = key_index(key);
+    if (k < 0) return lipt_fail(err, LIPT_ERR_ARG, "unknown config key '%s' (accepted: %s)", key, ACCEPTED_KEYS);
+    return set_key(cfg, k, value, "", err);
+}
+
+/* Cross-key checks. line[k] > 0 is the line that set key k (then messages say "source:line: "). */
+static lipt_status validate(const lipt_config *cfg, const char *source, const int *line, lipt_error *err) {
+    char where[300] = "";
+    /* The message names the line of the later of the keys involved (the one that made the pair wrong). */
+#define WHERE2(a, b)                                                                                   \
+    do {                                                                                               \
+        int l_ = line ? (line[a] > line[b] ? line[a] : line[b]) : 0;                                   \
+        if (source && l_ > 0) snprintf(where, sizeof where, "%s:%d: ", source, l_);                    \
+        else if (source) snprintf(where, sizeof where, "%s: ", source);                                \
+        else where[0] = 0;                                                                             \
+    } while (0)
+    if (cfg->d_model % cfg->n_heads != 0) {
+        WHERE2(K_HEADS, K_DMODEL);
+        return lipt_fail(err, LIPT_ERR_ARG, "%sn_heads = %d must divide d_model = %d", where, cfg->n_heads,
+                         cfg->d_model);
+    }
+    if (cfg->attention == LIPT_ATTN_CONTRACTIVE_L2 && cfg->ffn != LIPT_FFN_CONTRACTIVE) {
+        WHERE2(K_ATTN, K_FFN);
+        return lipt_fail(err, LIPT_ERR_ARG,
+                         "%sattention = contractive-l2 is the invertible model and needs ffn = contractive (got ffn = %s)",
+                         where, lipt_ffn_name(cfg->ffn));
+    }
+    if (cfg->ffn == LIPT_FFN_CONTRACTIVE && cfg->attention != LIPT_ATTN_CONTRACTIVE_L2) {
+        WHERE2(K_ATTN, K_FFN);
+        return lipt_fail(err, LIPT_ERR_ARG,
+                         "%sffn = contractive is the invertible model's feed-forward and needs attention = "
+                         "contractive-l2 (got attention = %s)",
+                         where, lipt_attn_name(cfg->attention));
+    }
+    if (cfg->ffn == LIPT_FFN_CONTRACTIVE && cfg->activation == LIPT_ACT_GELU) {
+        WHERE2(K_ACT, K_FFN);
+        return lipt_fail(err, LIPT_ERR_ARG,
+                         "%sactivation = gelu is not 1-Lipschitz (its Lipschitz constant is about 1.13), so ffn = "
+                         "contractive cannot use it: accepted activations are relu, elu, lipswish",
+                         where);
+    }
+#undef WHERE2
+    return LIPT_OK;
+}
+
+lipt_status lipt_config_validate(const lipt_config *cfg, lipt_error *err) { return validate(cfg, NULL, NULL, err); }
+
+static char *trim(char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1])) *--e = 0;
+    return s;
+}
+
+lipt_status lipt_config_parse(lipt_config *cfg, const char *text, const char *source, lipt_error *err) {
+    lipt_config_default(cfg);
+    if (!source) source = "<config>";
+    int line_of[K_COUNT] = {0};
+    char buf[1024], where[300];
+    int lineno = 0;
+    const char *p = text;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        lineno++;
+        if (n >= sizeof buf)
+            return lipt_fail(err, LIPT_ERR_FORMAT, "%s:%d: line longer than %zu characters", source, lineno,
+                             sizeof buf - 1);
+        memcpy(buf, p, n);
+        buf[n] = 0;
+        p += n + (nl ? 1 : 0);
+        char *hash = strchr(buf, '#');
+        if (hash) *hash = 0;
+        char *s = trim(buf);
+        if (!*s) continue;
+        snprintf(where, sizeof where, "%s:%d: ", source, lineno);
+        char *eq = strchr(s, '=');
+        if (!eq)
+            return lipt_fail(err, LIPT_ERR_ARG, "%sexpected 'key = value', got '%s'", where, s);
+        *eq = 0;
+        char *key = trim(s), *val = trim(eq + 1);
+        if (!*key) return lipt_fail(err, LIPT_ERR_ARG, "%smissing key before '='", where);
+        int k = key_index(key);
+        if (k < 0)
+            return lipt_fail(err, LIPT_ERR_ARG, "%sunknown key '%s' (accepted: %s)", where, key, ACCEPTED_KEYS);
+        if (!*val) return lipt_fail(err, LIPT_ERR_ARG, "%s%s has no value", where, key_names[k]);
+        if (line_of[k])
+            return lipt_fail(err, LIPT_ERR_ARG, "%s%s set twice (first at line %d)", where, key_names[k], line_of[k]);
+        lipt_status st = set_key(cfg, k, val, where, err);
+        if (st != LIPT_OK) return st;
+        line_of[k] = lineno;
+    }
+    return validate(cfg, source, line_of, err);
+}
+
+lipt_status lipt_config_load(lipt_config *cfg, const char *path, lipt_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return lipt_fail(err, LIPT_ERR_IO, "%s: cannot open config: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *text = lipt_xmalloc(cap);
+    size_t got;
+    while ((got = fread(text + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 == cap) {
+            if (cap >= (1u << 24)) {
+                fclose(f);
+                free(text);
+                return lipt_fail(err, LIPT_ERR_FORMAT, "%s: config larger than 16 MiB", path);
+            }
+            cap *= 2;
+            char *t = realloc(text, cap);
+            if (!t) {
+                fclose(f);
+                free(text);
+                return lipt_fail(err, LIPT_ERR_NOMEM, "%s: out of memory reading config", path);
+            }
+            text = t;
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(text);
+        return lipt_fail(err, LIPT_ERR_IO, "%s: read error", path);
+    }
+    text[n] = 0;
+    if (memchr(text, 0, n)) {
+        free(text);
+        return lipt_fail(err, LIPT_ERR_FORMAT, "%s: NUL byte in config (not a text file?)", path);
+    }
+    lipt_status st = lipt_config_parse(cfg, text, path, err);
+    free(text);
+    return st;
+}
+
+size_t lipt_config_to_text(const lipt_config *cfg, char *buf, size_t len) {
+    /* %.9g prints every float32 so that strtod + (float) gives it back exactly. */
+    int n = snprintf(buf, len,
+                     "vocab_size = %d\nd_model = %d\nn_heads = %d\nd_ff = %d\nn_layers = %d\nseq_len = %d\n"
+                     "attention = %s\nffn = %s\nactivation = %s\ndropout = %.9g\nc = %.9g\nlip_norm = %s\n"
+                     "power_iters = %d\ninit_seed = %" PRIu64 "\nln_eps = %.9g\n",
+                     cfg->vocab_size, cfg->d_model, cfg->n_heads, cfg->d_ff, cfg->n_layers, cfg->seq_len,
+                     lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn), lipt_act_name(cfg->activation),
+                     (double)cfg->dropout, (double)cfg->c, lipt_lipnorm_name(cfg->lip_norm), cfg->power_iters,
+                     cfg->init_seed, (double)cfg->ln_eps);
+    return n < 0 ? 0 : (size_t)n;
+}

@@ -1,0 +1,153 @@
+/* The Transformer's forward pass: embeddings, attention and feed-forward branches per variant, blocks, head, loss. */
+#include "lipt/model.h"
+
+#include <string.h>
+
+#include "lipt/bounds.h"
+
+static lipt_tensor *linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_tensor *b) {
+    lipt_tensor *y = lipt_matmul(ctx, x, w, 0, 0);
+    return b ? lipt_add(ctx, y, b) : y;
+}
+
+lipt_status lipt_model_check_ids(const lipt_model *m, const int *ids, int B, int T, lipt_error *err) {
+    if (B < 1) return lipt_fail(err, LIPT_ERR_ARG, "batch size %d (need at least 1)", B);
+    if (T < 1 || T > m->cfg.seq_len)
+        return lipt_fail(err, LIPT_ERR_ARG, "sequence length %d outside [1, seq_len = %d]", T, m->cfg.seq_len);
+    for (size_t i = 0; i < (size_t)B * T; i++)
+        if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size)
+            return lipt_fail(err, LIPT_ERR_ARG, "token id %d at position %zu (batch row %zu) outside [0, vocab_size = %d)",
+                             ids[i], i % (size_t)T, i / (size_t)T, m->cfg.vocab_size);
+    return LIPT_OK;
+}
+
+lipt_tensor *lipt_model_embed(lipt_ctx *ctx, const lipt_model *m, const int *ids, int B, int T) {
+    const int D = m->cfg.d_model;
+    LIPT_CHECK(B >= 1 && T >= 1 && T <= m->cfg.seq_len, "model embed: B %d T %d (seq_len %d)", B, T, m->cfg.seq_len);
+    lipt_tensor *tok = lipt_embedding(ctx, m->tok_emb, ids, 3, (int[]){B, T, D});
+    int *pos = lipt_arena_alloc(&ctx->arena, (size_t)T * sizeof(int));
+    for (int t = 0; t < T; t++) pos[t] = t;
+    /* [T,D] positional rows broadcast over the batch (lipt_add's trailing-dims rule) */
+    lipt_tensor *pe = lipt_embedding(ctx, m->pos_emb, pos, 2, (int[]){T, D});
+    return lipt_add(ctx, tok, pe);
+}
+
+/* The normaliser 1/max(1, s/c) as a one-element tensor, differentiated through s. */
+static lipt_tensor *contract(lipt_ctx *ctx, lipt_tensor *s, float c) { return lipt_contract_factor(ctx, s, c); }
+
+/* Multi-head attention of x (already layer-normed for the pre-LN variants), with its output projection. */
+static lipt_tensor *attention(lipt_ctx *ctx, const lipt_model *m, const lipt_layer *L, lipt_tensor *x) {
+    const lipt_config *c = &m->cfg;
+    const int H = c->n_heads;
+    lipt_tensor *q = lipt_matmul(ctx, x, L->wq, 0, 0), *a;
+    switch (c->attention) {
+    case LIPT_ATTN_DP:
+        a = lipt_attention_dp(ctx, q, lipt_matmul(ctx, x, L->wk, 0, 0), lipt_matmul(ctx, x, L->wv, 0, 0), H, 1);
+        break;
+    case LIPT_ATTN_L2:
+        a = lipt_attention_l2(ctx, q, lipt_matmul(ctx, x, L->wk, 0, 0), lipt_matmul(ctx, x, L->wv, 0, 0), H, 1);
+        break;
+    case LIPT_ATTN_L2_TIED:
+    case LIPT_ATTN_CONTRACTIVE_L2:
+    default:
+        a = lipt_attention_l2_tied(ctx, q, L->wq, L->wv, H, 1);
+        break;
+    }
+    lipt_tensor *f = lipt_matmul(ctx, a, L->wo, 0, 0);
+    if (c->attention == LIPT_ATTN_CONTRACTIVE_L2) {
+        /* F / max(1, UB/c) with UB for N = seq_len: the bound grows with N, so it covers every shorter
+         * (causal) sequence. The bias is a constant shift, outside the bounded map. */
+        lipt_tensor *ub;
+        if (c->lip_norm == LIPT_LIPNORM_2) {
+            lipt_bound_vectors v = {L->bv[0]->data, L->bv[1]->data, L->bv[2]->data,
+                                    L->bv[3]->data, L->bv[4]->data, L->bv[5]->data};
+            ub = lipt_bound_l2_2(ctx, L->wq, L->wv, L->wo, H, c->seq_len, &v, 0);
+        } else {
+            ub = lipt_bound_l2_inf(ctx, L->wq, L->wv, L->wo, H, c->seq_len);
+        }
+        f = lipt_mul(ctx, f, contract(ctx, ub, c->c));
+    }
+    return lipt_add(ctx, f, L->bo);
+}
+
+static lipt_tensor *activation(lipt_ctx *ctx, const lipt_model *m, const lipt_layer *L, lipt_tensor *x) {
+    switch (m->cfg.activation) {
+    case LIPT_ACT_RELU: return lipt_relu(ctx, x);
+    case LIPT_ACT_ELU: return lipt_elu(ctx, x);
+    case LIPT_ACT_LIPSWISH: return lipt_lipswish(ctx, x, L->beta);
+    case LIPT_ACT_GELU:
+    default: return lipt_gelu(ctx, x);
+    }
+}
+
+/* W2 act(W1 x + b1) + b2 per token; contractive: each W / max(1, sigma(W)/c), sigma from the persistent
+ * power-iteration vectors (no rounds here: lipt_model_refresh_norms runs them), dsigma/dW = u vᵀ. */
+static lipt_tensor *feed_forward(lipt_ctx *ctx, const lipt_model *m, const lipt_layer *L, lipt_tensor *x) {
+    lipt_tensor *w1 = L->w1, *w2 = L->w2;
+    if (m->cfg.ffn == LIPT_FFN_CONTRACTIVE) {
+        float c = m->cfg.c;
+        w1 = lipt_mul(ctx, w1, contract(ctx, lipt_spectral_norm(ctx, L->w1, L->sn1_u->data, L->sn1_v->data, 1, 0), c));
+        w2 = lipt_mul(ctx, w2, contract(ctx, lipt_spectral_norm(ctx, L->w2, L->sn2_u->data, L->sn2_v->data, 1, 0), c));
+    }
+    lipt_tensor *h = activation(ctx, m, L, linear(ctx, x, w1, L->b1));
+    return linear(ctx, h, w2, L->b2);
+}
+
+lipt_tensor *lipt_model_branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x) {
+    LIPT_CHECK(layer >= 0 && layer < m->cfg.n_layers, "model branch: layer %d of %d", layer, m->cfg.n_layers);
+    LIPT_CHECK(which == LIPT_BRANCH_ATTN || which == LIPT_BRANCH_FFN, "model branch: which = %d", which);
+    LIPT_CHECK(x->ndim == 3 && x->shape[2] == m->cfg.d_model && x->shape[1] <= m->cfg.seq_len,
+               "model branch: x must be [B,T<=%d,%d]", m->cfg.seq_len, m->cfg.d_model);
+    const lipt_layer *L = &m->layers[layer];
+    const float eps = m->cfg.ln_eps;
+    if (which == LIPT_BRANCH_ATTN) {
+        lipt_tensor *in = m->invertible ? x : lipt_layernorm(ctx, x, L->ln1_g, L->ln1_b, eps);
+        return attention(ctx, m, L, in);
+    }
+    lipt_tensor *in = m->invertible ? x : lipt_layernorm(ctx, x, L->ln2_g, L->ln2_b, eps);
+    return feed_forward(ctx, m, L, in);
+}
+
+lipt_tensor *lipt_model_branch_fn(lipt_ctx *ctx, lipt_tensor *x, void *branch_ref) {
+    const lipt_branch_ref *r = branch_ref;
+    return lipt_model_branch(ctx, r->model, r->layer, r->which, x);
+}
+
+lipt_tensor *lipt_model_block(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x) {
+    const float p = m->cfg.dropout;
+    for (int which = LIPT_BRANCH_ATTN; which <= LIPT_BRANCH_FFN; which++) {
+        lipt_tensor *g = lipt_model_branch(ctx, m, layer, which, x);
+        if (p > 0 && ctx->training) g = lipt_dropout(ctx, g, p);
+        x = lipt_add(ctx, x, g);
+    }
+    return x;
+}
+
+lipt_tensor *lipt_model_hidden(lipt_ctx *ctx, const lipt_model *m, const int *ids, int B, int T) {
+    lipt_tensor *x = lipt_model_embed(ctx, m, ids, B, T);
+    for (int l = 0; l < m->cfg.n_layers; l++) x = lipt_model_block(ctx, m, l, x);
+    return x;
+}
+
+lipt_tensor *lipt_model_logits(lipt_ctx *ctx, const lipt_model *m, lipt_tensor *h) {
+    lipt_tensor *n = lipt_layernorm(ctx, h, m->lnf_g, m->lnf_b, m->cfg.ln_eps);
+    return linear(ctx, n, m->head_w, m->head_b);
+}
+
+lipt_status lipt_model_forward(lipt_ctx *ctx, const lipt_model *m, const int *ids, int B, int T, const int *targets,
+                               lipt_tensor **logits, lipt_tensor **loss, lipt_error *err) {
+    lipt_status st = lipt_model_check_ids(m, ids, B, T, err);
+    if (st == LIPT_OK && targets) {
+        st = lipt_model_check_ids(m, targets, B, T, err);
+        if (st != LIPT_OK && err) {
+            char msg[LIPT_ERRMSG_LEN];
+            memcpy(msg, err->msg, sizeof msg);
+            return lipt_fail(err, st, "targets: %.500s", msg);
+        }
+    }
+    if (st != LIPT_OK) return st;
+    lipt_tensor *lg = lipt_model_logits(ctx, m, lipt_model_hidden(ctx, m, ids, B, T));
+    if (logits) *logits = lg;
+    if (loss) *loss = targets ? lipt_cross_entropy(ctx, lg, targets, NULL) : NULL;
+    return LIPT_OK;
+}

@@ -1,0 +1,202 @@
+/* The Transformer's parameters: registration per variant, initialisation, power-iteration refresh, normaliser reports. */
+#include "lipt/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lipt/bounds.h"
+
+static lipt_tensor *add_param(lipt_params *p, int layer, const char *field, int ndim, const int *shape, int flags) {
+    char name[96];
+    if (layer >= 0) snprintf(name, sizeof name, "layers.%d.%s", layer, field);
+    else snprintf(name, sizeof name, "%s", field);
+    return lipt_param_add(p, name, ndim, shape, flags);
+}
+
+static const char *const bound_vec_names[6] = {"attn.bound.uq", "attn.bound.vq", "attn.bound.uv",
+                                               "attn.bound.vv", "attn.bound.uo", "attn.bound.vo"};
+
+/* Registration order is the checkpoint order: tok_emb, pos_emb, each layer (its buffers last), ln_f, head. */
+static void register_params(lipt_model *m) {
+    const lipt_config *c = &m->cfg;
+    lipt_params *p = &m->params;
+    const int D = c->d_model, F = c->d_ff, V = c->vocab_size, H = c->n_heads;
+    const int ND = LIPT_PARAM_NO_DECAY, BUF = LIPT_PARAM_BUFFER;
+    m->tok_emb = add_param(p, -1, "tok_emb", 2, (int[]){V, D}, ND);
+    m->pos_emb = add_param(p, -1, "pos_emb", 2, (int[]){c->seq_len, D}, ND);
+    for (int l = 0; l < c->n_layers; l++) {
+        lipt_layer *L = &m->layers[l];
+        if (!m->invertible) {
+            L->ln1_g = add_param(p, l, "ln1.gamma", 1, (int[]){D}, ND);
+            L->ln1_b = add_param(p, l, "ln1.beta", 1, (int[]){D}, ND);
+        }
+        L->wq = add_param(p, l, "attn.wq", 2, (int[]){D, D}, 0);
+        if (c->attention == LIPT_ATTN_DP || c->attention == LIPT_ATTN_L2)
+            L->wk = add_param(p, l, "attn.wk", 2, (int[]){D, D}, 0);
+        L->wv = add_param(p, l, "attn.wv", 2, (int[]){D, D}, 0);
+        L->wo = add_param(p, l, "attn.wo", 2, (int[]){D, D}, 0);
+        L->bo = add_param(p, l, "attn.bo", 1, (int[]){D}, ND);
+        if (!m->invertible) {
+            L->ln2_g = add_param(p, l, "ln2.gamma", 1, (int[]){D}, ND);
+            L->ln2_b = add_param(p, l, "ln2.beta", 1, (int[]){D}, ND);
+        }
+        L->w1 = add_param(p, l, "ffn.w1", 2, (int[]){D, F}, 0);
+        L->b1 = add_param(p, l, "ffn.b1", 1, (int[]){F}, ND);
+        L->w2 = add_param(p, l, "ffn.w2", 2, (int[]){F, D}, 0);
+        L->b2 = add_param(p, l, "ffn.b2", 1, (int[]){D}, ND);
+        if (c->activation == LIPT_ACT_LIPSWISH) L->beta = add_param(p, l, "ffn.beta", 1, (int[]){1}, ND);
+        if (c->ffn == LIPT_FFN_CONTRACTIVE) {
+            L->sn1_u = add_param(p, l, "ffn.sn1.u", 1, (int[]){D}, BUF);
+            L->sn1_v = add_param(p, l, "ffn.sn1.v", 1, (int[]){F}, BUF);
+            L->sn2_u = add_param(p, l, "ffn.sn2.u", 1, (int[]){F}, BUF);
+            L->sn2_v = add_param(p, l, "ffn.sn2.v", 1, (int[]){D}, BUF);
+        }
+        if (c->attention == LIPT_ATTN_CONTRACTIVE_L2 && c->lip_norm == LIPT_LIPNORM_2) {
+            /* sizes from bounds.h: uq [H*D], vq [D], uv [H*D], vv [D], uo [D], vo [D] */
+            const int n[6] = {H * D, D, H * D, D, D, D};
+            for (int i = 0; i < 6; i++) L->bv[i] = add_param(p, l, bound_vec_names[i], 1, (int[]){n[i]}, BUF);
+        }
+    }
+    m->lnf_g = add_param(p, -1, "ln_f.gamma", 1, (int[]){D}, ND);
+    m->lnf_b = add_param(p, -1, "ln_f.beta", 1, (int[]){D}, ND);
+    m->head_w = add_param(p, -1, "head.w", 2, (int[]){D, V}, 0);
+    m->head_b = add_param(p, -1, "head.b", 1, (int[]){V}, ND);
+    lipt_params_finalize(p);
+}
+
+lipt_status lipt_model_init(lipt_model *m, const lipt_config *cfg, lipt_error *err) {
+    memset(m, 0, sizeof *m);
+    lipt_status st = lipt_config_validate(cfg, err);
+    if (st != LIPT_OK) return st;
+    m->cfg = *cfg;
+    m->invertible = lipt_config_invertible(cfg);
+    m->layers = lipt_xcalloc((size_t)(cfg->n_layers ? cfg->n_layers : 1), sizeof *m->layers);
+    lipt_params_init(&m->params);
+    register_params(m);
+    lipt_ctx_init(&m->scratch, 1 << 16, cfg->init_seed);
+    lipt_model_init_weights(m, cfg->init_seed);
+    return LIPT_OK;
+}
+
+void lipt_model_free(lipt_model *m) {
+    if (!m) return;
+    lipt_params_free(&m->params);
+    free(m->layers);
+    lipt_ctx_free(&m->scratch);
+    memset(m, 0, sizeof *m);
+}
+
+static void fill_const(lipt_tensor *t, float v) {
+    if (t)
+        for (size_t i = 0; i < t->numel; i++) t->data[i] = v;
+}
+
+static void fill_normal(lipt_rng *r, lipt_tensor *t, double std) {
+    if (t) lipt_rng_fill_normal(r, t->data, t->numel, (float)std);
+}
+
+/* A random unit vector: a non-degenerate start for power iteration. */
+static void fill_unit(lipt_rng *r, lipt_tensor *t) {
+    if (!t) return;
+    lipt_rng_fill_normal(r, t->data, t->numel, 1.0f);
+    double s = 0;
+    for (size_t i = 0; i < t->numel; i++) s += (double)t->data[i] * t->data[i];
+    s = s > 0 ? 1.0 / sqrt(s) : 1.0;
+    for (size_t i = 0; i < t->numel; i++) t->data[i] = (float)(t->data[i] * s);
+}
+
+static lipt_bound_vectors bound_vectors(const lipt_layer *L) {
+    lipt_bound_vectors v = {L->bv[0]->data, L->bv[1]->data, L->bv[2]->data,
+                            L->bv[3]->data, L->bv[4]->data, L->bv[5]->data};
+    return v;
+}
+
+void lipt_model_init_weights(lipt_model *m, uint64_t seed) {
+    const lipt_config *c = &m->cfg;
+    const int D = c->d_model, H = c->n_heads, d = D / H;
+    lipt_rng rng;
+    lipt_rng_seed(&rng, seed);
+    memset(m->params.slab, 0, (4 * m->params.n_train + m->params.n_buf) * sizeof(float));
+    /* Without LayerNorm in the branches nothing rescales the residual stream, so the invertible model's
+     * token + position sum starts with unit-variance entries (the scale LN gives the pre-LN variants'
+     * branch inputs): each std 1/sqrt(2). */
+    const double emb_std = m->invertible ? sqrt(0.5) : 0.02;
+    const double out_std = 0.02 / sqrt(2.0 * (c->n_layers > 0 ? c->n_layers : 1)); /* GPT-2 residual scaling */
+    /* L2 logits -|q_i - q_j|^2 / sqrt(d) with unit-scale inputs: q entries have variance D std^2 = d^{-1/2},
+     * so |q_i - q_j|^2 ~ 2 d^{1/2} and the logits start near -2 (SPEC §1), not -2 sqrt(d). */
+    const double l2_std = 1.0 / (sqrt((double)D) * pow((double)d, 0.25));
+    fill_normal(&rng, m->tok_emb, emb_std);
+    fill_normal(&rng, m->pos_emb, emb_std);
+    for (int l = 0; l < c->n_layers; l++) {
+        lipt_layer *L = &m->layers[l];
+        fill_const(L->ln1_g, 1.0f);
+        fill_const(L->ln2_g, 1.0f);
+        double qk_std = c->attention == LIPT_ATTN_DP ? 0.02 : l2_std;
+        fill_normal(&rng, L->wq, qk_std);
+        fill_normal(&rng, L->wk, qk_std);
+        fill_normal(&rng, L->wv, 0.02);
+        fill_normal(&rng, L->wo, out_std);
+        fill_normal(&rng, L->w1, 0.02);
+        fill_normal(&rng, L->w2, out_std);
+        fill_const(L->beta, 1.0f);
+        fill_unit(&rng, L->sn1_u);
+        fill_unit(&rng, L->sn1_v);
+        fill_unit(&rng, L->sn2_u);
+        fill_unit(&rng, L->sn2_v);
+        if (L->bv[0]) {
+            lipt_bound_vectors v = bound_vectors(L);
+            lipt_bound_vectors_init(&v, D, H, seed * 1000003u + (uint64_t)l);
+        }
+    }
+    fill_const(m->lnf_g, 1.0f);
+    fill_normal(&rng, m->head_w, 0.02);
+    lipt_model_refresh_norms(m, 100);
+}
+
+void lipt_model_refresh_norms(lipt_model *m, int iters) {
+    const lipt_config *c = &m->cfg;
+    if (iters <= 0 || !m->invertible) return;
+    lipt_ctx *ctx = &m->scratch;
+    lipt_no_grad_push(ctx);
+    for (int l = 0; l < c->n_layers; l++) {
+        lipt_layer *L = &m->layers[l];
+        lipt_spectral_norm(ctx, L->w1, L->sn1_u->data, L->sn1_v->data, 1, iters);
+        lipt_spectral_norm(ctx, L->w2, L->sn2_u->data, L->sn2_v->data, 1, iters);
+        if (L->bv[0]) {
+            lipt_bound_vectors v = bound_vectors(L);
+            lipt_bound_l2_2(ctx, L->wq, L->wv, L->wo, c->n_heads, c->seq_len, &v, iters);
+        }
+        lipt_ctx_reset(ctx);
+    }
+    lipt_no_grad_pop(ctx);
+}
+
+void lipt_model_layer_lipschitz(lipt_model *m, int layer, lipt_layer_lipschitz *out) {
+    const lipt_config *c = &m->cfg;
+    LIPT_CHECK(layer >= 0 && layer < c->n_layers, "layer %d of %d", layer, c->n_layers);
+    memset(out, 0, sizeof *out);
+    out->attn_factor = out->ffn_factor1 = out->ffn_factor2 = 1.0;
+    if (!m->invertible) return;
+    lipt_layer *L = &m->layers[layer];
+    lipt_ctx *ctx = &m->scratch;
+    lipt_no_grad_push(ctx);
+    lipt_tensor *ub;
+    if (c->lip_norm == LIPT_LIPNORM_2) {
+        lipt_bound_vectors v = bound_vectors(L);
+        ub = lipt_bound_l2_2(ctx, L->wq, L->wv, L->wo, c->n_heads, c->seq_len, &v, 0);
+    } else {
+        ub = lipt_bound_l2_inf(ctx, L->wq, L->wv, L->wo, c->n_heads, c->seq_len);
+    }
+    out->attn_bound = ub->data[0];
+    out->attn_factor = lipt_contract_factor(ctx, ub, c->c)->data[0];
+    lipt_tensor *s1 = lipt_spectral_norm(ctx, L->w1, L->sn1_u->data, L->sn1_v->data, 1, 0);
+    lipt_tensor *s2 = lipt_spectral_norm(ctx, L->w2, L->sn2_u->data, L->sn2_v->data, 1, 0);
+    out->sigma1 = s1->data[0];
+    out->sigma2 = s2->data[0];
+    out->ffn_factor1 = lipt_contract_factor(ctx, s1, c->c)->data[0];
+    out->ffn_factor2 = lipt_contract_factor(ctx, s2, c->c)->data[0];
+    lipt_ctx_reset(ctx);
+    lipt_no_grad_pop(ctx);
+}
