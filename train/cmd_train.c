@@ -1,0 +1,468 @@
+/* lipt train: the training loop (AdamW, schedules, clipping, periodic evaluation, best and last
+ * checkpoints, resume, SIGINT/SIGTERM save, divergence stop, JSONL metrics). */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "evaluate.h"
+#include "lipt/checkpoint.h"
+#include "lipt/data.h"
+#include "lipt/model.h"
+#include "lipt/optim.h"
+#include "run.h"
+
+#define LN2 0.69314718055994530942
+
+/* Options stored in the checkpoint ("persist") are restored on --resume unless given again. */
+static const cli_opt train_opts[] = {
+    {"config", CLI_STRING, "FILE", "model config (key = value); any config key can also be given as --key value", NULL},
+    {"data", CLI_STRING, "NAME|PATH", "corpus: ptb, enwik8, text8, tinyshakespeare, warandpeace or a file", "ptb"},
+    {"out", CLI_STRING, "DIR", "run directory (checkpoints, metrics.jsonl, config.cfg)", "runs/train"},
+    {"steps", CLI_INT, "N", "total optimizer steps", "1000"},
+    {"batch", CLI_INT, "B", "sequences per step", "32"},
+    {"lr", CLI_FLOAT, "LR", "peak learning rate", "1e-3"},
+    {"schedule", CLI_STRING, "KIND", "learning rate: invsqrt (warmup then 1/sqrt), constant, cosine", "invsqrt"},
+    {"warmup", CLI_INT, "N", "linear warmup steps", "100"},
+    {"min-lr", CLI_FLOAT, "LR", "cosine floor", "0"},
+    {"beta1", CLI_FLOAT, "B1", "Adam beta1", "0.9"},
+    {"beta2", CLI_FLOAT, "B2", "Adam beta2", "0.98"},
+    {"adam-eps", CLI_FLOAT, "EPS", "Adam epsilon", "1e-8"},
+    {"weight-decay", CLI_FLOAT, "WD", "decoupled weight decay (not on biases, norms, embeddings)", "0"},
+    {"clip", CLI_FLOAT, "NORM", "global gradient-norm clipping (0: off)", "1.0"},
+    {"seed", CLI_INT, "S", "data order and dropout seed (init: the config's init_seed)", "0"},
+    {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS (default LIPT_THREADS or all cores)", NULL},
+    {"eval-every", CLI_INT, "N", "evaluate on the validation subset every N steps (0: only at the end)", "200"},
+    {"eval-symbols", CLI_INT, "N", "validation symbols per periodic evaluation (0: all)", "200000"},
+    {"final-eval", CLI_STRING, "SPLITS", "full evaluation at the end: valid,test | valid | test | none", "valid,test"},
+    {"save-every", CLI_INT, "N", "write last.ckpt every N steps (0: at evaluations and the end)", "0"},
+    {"log-every", CLI_INT, "N", "metrics.jsonl line every N steps", "10"},
+    {"vocab", CLI_STRING, "KIND", "vocabulary: auto, bytes, built (from the training split)", "auto"},
+    {"resume", CLI_FLAG, NULL, "continue from --ckpt FILE or DIR/last.ckpt (same loss curve as an uninterrupted run)", NULL},
+    {"ckpt", CLI_STRING, "FILE", "checkpoint to resume from", NULL},
+    {"json", CLI_FLAG, NULL, "print the final summary as one JSON object on stdout", NULL},
+    {"quiet", CLI_FLAG, NULL, "no progress output", NULL},
+};
+#define N_TRAIN_OPTS ((int)(sizeof train_opts / sizeof train_opts[0]))
+static const char *persisted[] = {"data", "steps", "batch", "lr", "schedule", "warmup", "min-lr", "beta1", "beta2",
+                                  "adam-eps", "weight-decay", "clip", "seed", "eval-every", "eval-symbols",
+                                  "final-eval", "save-every", "log-every", "vocab"};
+#define N_PERSISTED ((int)(sizeof persisted / sizeof persisted[0]))
+
+/* Signal flag: the one piece of process-global state, because a signal handler can only reach globals. */
+static volatile sig_atomic_t stop_signal = 0;
+static void on_signal(int sig) { stop_signal = sig; }
+
+typedef struct {
+    const char *out;
+    char last_path[1200], best_path[1200], metrics_path[1200];
+    lipt_model model;
+    lipt_vocab vocab;
+    lipt_adamw opt;
+    lipt_ctx ctx;
+    lipt_batcher batcher;
+    int64_t step;
+    double best_bpc;
+    int64_t best_step;
+    char opts_text[4096];
+} trainer;
+
+static lipt_status save_ckpt(trainer *t, const char *path, lipt_error *err) {
+    char cfg_text[4096];
+    lipt_config_to_text(&t->model.cfg, cfg_text, sizeof cfg_text);
+    uint8_t vocab_blob[512];
+    size_t vlen = lipt_vocab_to_blob(&t->vocab, vocab_blob, sizeof vocab_blob);
+    run_extra x = {t->batcher.st, t->best_bpc, t->best_step, t->opts_text};
+    size_t xlen;
+    unsigned char *xb = run_extra_pack(&x, &xlen);
+    lipt_ckpt_contents c = {0};
+    c.config_text = cfg_text;
+    c.vocab = vocab_blob;
+    c.vocab_len = vlen;
+    c.params = &t->model.params;
+    c.with_optimizer = 1;
+    c.adam_t = t->opt.t;
+    c.step = t->step;
+    c.rngs = &t->ctx.rng;
+    c.n_rngs = 1;
+    c.extra = xb;
+    c.extra_len = xlen;
+    lipt_status st = lipt_ckpt_save(path, &c, err);
+    free(xb);
+    return st;
+}
+
+/* Keep metrics.jsonl lines up to `step` (a resumed run rewrites what came after its checkpoint). */
+static void truncate_metrics(const char *path, int64_t step) {
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char tmp[1300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *g = fopen(tmp, "w");
+    if (!g) { fclose(f); return; }
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        const char *s = strstr(line, "\"step\":");
+        long long v = s ? atoll(s + 7) : 0;
+        if (v <= step) fputs(line, g);
+    }
+    fclose(f);
+    fclose(g);
+    rename(tmp, path);
+}
+
+static void fmt_eta(double sec, char *buf, size_t n) {
+    if (!isfinite(sec) || sec < 0) sec = 0;
+    long s = (long)sec;
+    if (s >= 3600) snprintf(buf, n, "%ldh%02ldm", s / 3600, (s / 60) % 60);
+    else snprintf(buf, n, "%ldm%02lds", s / 60, s % 60);
+}
+
+static int parse_final_eval(const char *s, int *valid, int *test) {
+    *valid = *test = 0;
+    if (strcmp(s, "none") == 0) return 0;
+    if (strcmp(s, "valid,test") == 0 || strcmp(s, "test,valid") == 0) { *valid = *test = 1; return 0; }
+    if (strcmp(s, "valid") == 0) { *valid = 1; return 0; }
+    if (strcmp(s, "test") == 0) { *test = 1; return 0; }
+    return -1;
+}
+
+int cmd_train(int argc, char **argv) {
+    const char *C = "train";
+    cli_args a;
+    int pr = cli_parse(&a, C, "Train a character-level Transformer (any attention variant) on a corpus.", train_opts,
+                       N_TRAIN_OPTS, argc, argv, 1, 0);
+    if (pr) return pr > 0 ? 0 : 2;
+    lipt_error err = {0};
+    trainer t;
+    memset(&t, 0, sizeof t);
+    t.out = cli_str(&a, "out");
+    snprintf(t.last_path, sizeof t.last_path, "%s/last.ckpt", t.out);
+    snprintf(t.best_path, sizeof t.best_path, "%s/best.ckpt", t.out);
+    snprintf(t.metrics_path, sizeof t.metrics_path, "%s/metrics.jsonl", t.out);
+    long threads = 0;
+    if (cli_int(&a, "threads", &threads) < 0) return 2;
+    if (cli_has(&a, "threads")) {
+        if (threads < 1 || threads > 1024) return cli_error(C, "--threads must be in [1, 1024], got %ld", threads);
+        lipt_set_threads((int)threads);
+    }
+    int resume = cli_has(&a, "resume");
+    const char *resume_path = cli_has(&a, "ckpt") ? cli_str(&a, "ckpt") : t.last_path;
+    if (cli_has(&a, "ckpt") && !resume) return cli_error(C, "--ckpt is for --resume (use lipt eval to evaluate a checkpoint)");
+
+    /* ---- configuration: from the checkpoint when resuming, else config file + overrides ---- */
+    lipt_config cfg;
+    lipt_ckpt ck;
+    memset(&ck, 0, sizeof ck);
+    run_extra rx;
+    memset(&rx, 0, sizeof rx);
+    if (resume) {
+        if (lipt_ckpt_open(resume_path, &ck, &err) != LIPT_OK) return cli_fail(C, &err);
+        if (cli_has(&a, "config") || a.n_extra) {
+            lipt_ckpt_close(&ck);
+            return cli_error(C, "--resume takes the model config from %s; drop --config and model keys", resume_path);
+        }
+        if (lipt_config_parse(&cfg, ck.config_text, resume_path, &err) != LIPT_OK ||
+            lipt_vocab_from_blob(&t.vocab, ck.vocab, ck.vocab_len, &err) != LIPT_OK ||
+            run_extra_unpack(&rx, ck.extra, ck.extra_len, &err) != LIPT_OK) {
+            lipt_ckpt_close(&ck);
+            return cli_fail(C, &err);
+        }
+        /* stored training options fill in whatever was not given again */
+        const char *p = rx.opts_text;
+        while (p && *p) {
+            const char *eq = strchr(p, '='), *nl = strchr(p, '\n');
+            if (!eq || !nl || eq > nl) break;
+            char key[64];
+            size_t kl = (size_t)(eq - p) < sizeof key - 1 ? (size_t)(eq - p) : sizeof key - 1;
+            memcpy(key, p, kl);
+            key[kl] = 0;
+            for (int k = 0; k < a.n_opts; k++)
+                if (strcmp(a.opts[k].name, key) == 0 && !a.set[k]) {
+                    a.set[k] = 1;
+                    a.val[k] = strndup(eq + 1, (size_t)(nl - eq - 1));
+                }
+            p = nl + 1;
+        }
+    } else {
+        lipt_config_default(&cfg);
+        if (cli_has(&a, "config") && lipt_config_load(&cfg, cli_str(&a, "config"), &err) != LIPT_OK) return cli_fail(C, &err);
+        for (int i = 0; i < a.n_extra; i++)
+            if (lipt_config_set(&cfg, a.extra_key[i], a.extra_val[i], &err) != LIPT_OK) {
+                return cli_error(C, "--%s: %s (not a lipt train option either: see lipt train --help)",
+                                 a.extra_key[i], err.msg);
+            }
+    }
+
+    /* ---- training options ---- */
+    long steps, batch, warmup, seed, eval_every, eval_symbols, save_every, log_every;
+    double lr, min_lr, beta1, beta2, aeps, wd, clip;
+    if (cli_int(&a, "steps", &steps) || cli_int(&a, "batch", &batch) || cli_int(&a, "warmup", &warmup) ||
+        cli_int(&a, "seed", &seed) || cli_int(&a, "eval-every", &eval_every) ||
+        cli_int(&a, "eval-symbols", &eval_symbols) || cli_int(&a, "save-every", &save_every) ||
+        cli_int(&a, "log-every", &log_every) || cli_float(&a, "lr", &lr) || cli_float(&a, "min-lr", &min_lr) ||
+        cli_float(&a, "beta1", &beta1) || cli_float(&a, "beta2", &beta2) || cli_float(&a, "adam-eps", &aeps) ||
+        cli_float(&a, "weight-decay", &wd) || cli_float(&a, "clip", &clip)) {
+        if (resume) lipt_ckpt_close(&ck);
+        return 2;
+    }
+    int bad = 0;
+    if (steps < 0) bad = cli_error(C, "--steps must be >= 0, got %ld", steps);
+    else if (batch < 1 || batch > 65536) bad = cli_error(C, "--batch must be in [1, 65536], got %ld", batch);
+    else if (warmup < 0) bad = cli_error(C, "--warmup must be >= 0, got %ld", warmup);
+    else if (eval_every < 0 || save_every < 0 || log_every < 1 || eval_symbols < 0)
+        bad = cli_error(C, "--eval-every, --save-every, --eval-symbols must be >= 0 and --log-every >= 1");
+    else if (clip < 0) bad = cli_error(C, "--clip must be >= 0, got %g", clip);
+    int final_valid, final_test;
+    if (!bad && parse_final_eval(cli_str(&a, "final-eval"), &final_valid, &final_test) < 0)
+        bad = cli_error(C, "--final-eval must be valid,test | valid | test | none, got '%s'", cli_str(&a, "final-eval"));
+    lipt_lr_schedule sched = {0};
+    if (!bad && lipt_lr_kind_parse(cli_str(&a, "schedule"), &sched.kind, &err) != LIPT_OK) bad = cli_fail(C, &err);
+    sched.lr = lr;
+    sched.warmup = warmup;
+    sched.total = steps;
+    sched.min_lr = min_lr;
+    if (!bad && lipt_lr_schedule_check(&sched, &err) != LIPT_OK) bad = cli_fail(C, &err);
+    lipt_adamw_config acfg = {lr, beta1, beta2, aeps, wd};
+    if (!bad && lipt_adamw_config_check(&acfg, &err) != LIPT_OK) bad = cli_fail(C, &err);
+    lipt_vocab_kind vkind = LIPT_VOCAB_AUTO;
+    const char *vs = cli_str(&a, "vocab");
+    if (!bad) {
+        if (strcmp(vs, "auto") == 0) vkind = LIPT_VOCAB_AUTO;
+        else if (strcmp(vs, "bytes") == 0) vkind = LIPT_VOCAB_BYTES;
+        else if (strcmp(vs, "built") == 0) vkind = LIPT_VOCAB_BUILT;
+        else bad = cli_error(C, "--vocab must be auto, bytes or built, got '%s'", vs);
+    }
+    if (bad) {
+        if (resume) lipt_ckpt_close(&ck);
+        return bad;
+    }
+    size_t off = 0;
+    for (int i = 0; i < N_PERSISTED; i++) {
+        const char *v = cli_str(&a, persisted[i]);
+        off += (size_t)snprintf(t.opts_text + off, sizeof t.opts_text - off, "%s=%s\n", persisted[i], v ? v : "");
+    }
+
+    /* ---- data ---- */
+    lipt_dataset ds;
+    lipt_data_opts dopts = {0};
+    dopts.vocab = vkind;
+    if (resume) dopts.use_vocab = &t.vocab;
+    const char *data_spec = cli_str(&a, "data");
+    int quiet = cli_has(&a, "quiet");
+    if (lipt_dataset_load(data_spec, &dopts, &ds, &err) != LIPT_OK) {
+        if (resume) lipt_ckpt_close(&ck);
+        return cli_fail(C, &err);
+    }
+    if (!resume) t.vocab = ds.vocab;
+    char desc[1024];
+    lipt_dataset_describe(&ds, desc, sizeof desc);
+    if (!quiet) fprintf(stderr, "data: %s\n", desc);
+    if (!resume) {
+        if (cfg.vocab_size != t.vocab.size && !quiet)
+            fprintf(stderr, "note: vocab_size set to %d, the vocabulary of %s\n", t.vocab.size, data_spec);
+        cfg.vocab_size = t.vocab.size;
+    }
+    int rc = 1;
+    int model_ok = 0, ctx_ok = 0;
+    if (lipt_config_validate(&cfg, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto done; }
+    if (ds.len[LIPT_TRAIN] < (size_t)cfg.seq_len + 1) {
+        rc = cli_error(C, "the training split has %zu symbols, fewer than seq_len + 1 = %d", ds.len[LIPT_TRAIN], cfg.seq_len + 1);
+        goto done;
+    }
+    if (lipt_model_init(&t.model, &cfg, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto done; }
+    model_ok = 1;
+    lipt_adamw_init(&t.opt, &acfg);
+    lipt_ctx_init(&t.ctx, (size_t)64 << 20, (uint64_t)seed * 2654435761u + 1);
+    ctx_ok = 1;
+    if (lipt_batcher_init(&t.batcher, ds.tok[LIPT_TRAIN], ds.len[LIPT_TRAIN], (int)batch, cfg.seq_len, (uint64_t)seed,
+                          &err) != LIPT_OK) {
+        rc = cli_fail(C, &err);
+        goto done;
+    }
+    t.best_bpc = INFINITY;
+    t.best_step = -1;
+    if (resume) {
+        if (lipt_ckpt_load_params(&ck, &t.model.params, 1, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto done; }
+        if (!ck.has_optimizer || ck.n_rngs < 1) {
+            rc = cli_error(C, "%s has no optimizer state: it cannot be resumed", resume_path);
+            goto done;
+        }
+        t.opt.t = ck.adam_t;
+        t.step = ck.step;
+        t.ctx.rng = ck.rngs[0];
+        t.batcher.st = rx.batcher;
+        t.best_bpc = rx.best_bpc;
+        t.best_step = rx.best_step;
+        if (!quiet) fprintf(stderr, "resumed from %s at step %lld\n", resume_path, (long long)t.step);
+        lipt_ckpt_close(&ck);
+        resume = 2; /* closed */
+    }
+    if (run_mkdir(t.out, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto done; }
+    {
+        char path[1300], text[4096];
+        snprintf(path, sizeof path, "%s/config.cfg", t.out);
+        lipt_config_to_text(&cfg, text, sizeof text);
+        FILE *f = fopen(path, "w");
+        if (f) { fputs(text, f); fclose(f); }
+    }
+    if (t.step > 0) truncate_metrics(t.metrics_path, t.step);
+    else remove(t.metrics_path);
+    FILE *log = fopen(t.metrics_path, "a");
+    if (!log) { rc = cli_error(C, "cannot write %s", t.metrics_path); goto done; }
+    if (!quiet)
+        fprintf(stderr, "model: %s attention, %s ffn, %d layers, d_model %d, %d heads, d_ff %d, seq_len %d: %zu parameters; %d threads\n",
+                lipt_attn_name(cfg.attention), lipt_ffn_name(cfg.ffn), cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.d_ff,
+                cfg.seq_len, lipt_params_count(&t.model.params), lipt_get_threads());
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    const int T = cfg.seq_len, B = (int)batch;
+    int32_t *in = malloc(sizeof(int32_t) * (size_t)B * T), *tg = malloc(sizeof(int32_t) * (size_t)B * T);
+    eval_opts eo = {T, T, B, (size_t)eval_symbols, 0};
+    size_t nvalid;
+    const lipt_tok *vtok = lipt_dataset_eval_tokens(&ds, LIPT_VALID, &nvalid);
+    int tty = cli_stderr_is_tty() && !quiet;
+    double t_start = cli_now(), t_last = t_start, loss_ema = NAN;
+    int64_t first_step = t.step;
+    double last_eval_bpc = NAN;
+    rc = 0;
+    while (t.step < steps && !stop_signal) {
+        double t0 = cli_now();
+        lipt_batcher_next(&t.batcher, in, tg, NULL);
+        t.ctx.training = 1;
+        lipt_tensor *loss = NULL;
+        if (lipt_model_forward(&t.ctx, &t.model, in, B, T, tg, NULL, &loss, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
+        double l = loss->data[0];
+        if (!isfinite(l)) {
+            fprintf(stderr, "\nlipt train: step %lld: the loss is %g: training diverged (try a lower --lr or warmup). "
+                            "The last good checkpoint is intact: %s\n", (long long)t.step + 1, l, t.last_path);
+            rc = 1;
+            break;
+        }
+        lipt_params_zero_grad(&t.model.params);
+        lipt_backward(&t.ctx, loss);
+        double gnorm = lipt_clip_grad_norm(&t.model.params, clip);
+        lipt_ctx_reset(&t.ctx);
+        if (!isfinite(gnorm)) {
+            fprintf(stderr, "\nlipt train: step %lld: the gradient norm is %g: training diverged. "
+                            "The last good checkpoint is intact: %s\n", (long long)t.step + 1, gnorm, t.last_path);
+            rc = 1;
+            break;
+        }
+        double cur_lr = lipt_lr_at(&sched, t.step);
+        lipt_adamw_step_lr(&t.opt, &t.model.params, cur_lr);
+        lipt_model_refresh_norms(&t.model, cfg.power_iters);
+        t.step++;
+        double now = cli_now(), dt = now - t0;
+        loss_ema = isfinite(loss_ema) ? 0.95 * loss_ema + 0.05 * l : l;
+        double tok_s = (double)B * T / dt;
+        if (t.step % log_every == 0 || t.step == steps)
+            fprintf(log, "{\"step\":%lld,\"loss\":%.6f,\"bpc\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6g,\"tok_per_s\":%.1f,\"elapsed_s\":%.3f}\n",
+                    (long long)t.step, l, l / LN2, cur_lr, gnorm, tok_s, now - t_start);
+        if (tty && (now - t_last > 0.25 || t.step == steps)) {
+            char eta[32];
+            double per = (now - t_start) / (double)(t.step - first_step);
+            fmt_eta(per * (double)(steps - t.step), eta, sizeof eta);
+            fprintf(stderr, "\rstep %lld/%ld  loss %.4f  bpc %.4f  lr %.2e  |g| %.2f  %.0f tok/s  ETA %s   ",
+                    (long long)t.step, steps, loss_ema, loss_ema / LN2, cur_lr, gnorm, tok_s, eta);
+            t_last = now;
+        }
+        int do_eval = eval_every > 0 && t.step % eval_every == 0 && t.step < steps;
+        if (do_eval) {
+            eval_result er;
+            if (evaluate(&t.ctx, &t.model, vtok, nvalid, &eo, &er, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
+            last_eval_bpc = er.bpc;
+            fprintf(log, "{\"step\":%lld,\"eval\":\"valid\",\"symbols\":%zu,\"nll\":%.6f,\"bpc\":%.6f,\"eval_s\":%.2f}\n",
+                    (long long)t.step, er.symbols, er.nll, er.bpc, er.seconds);
+            fflush(log);
+            if (!quiet)
+                fprintf(stderr, "%sstep %lld: valid bpc %.4f on %zu symbols (train loss %.4f, %.0f tok/s)\n", tty ? "\n" : "",
+                        (long long)t.step, er.bpc, er.symbols, loss_ema, tok_s);
+            if (er.bpc < t.best_bpc) {
+                t.best_bpc = er.bpc;
+                t.best_step = t.step;
+                if (save_ckpt(&t, t.best_path, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
+            }
+        }
+        if ((save_every > 0 && t.step % save_every == 0) || (save_every == 0 && do_eval)) {
+            if (save_ckpt(&t, t.last_path, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
+            fflush(log);
+        }
+    }
+    if (tty) fputc('\n', stderr);
+    fflush(log);
+    if (rc == 0 && stop_signal) {
+        if (save_ckpt(&t, t.last_path, &err) != LIPT_OK) rc = cli_fail(C, &err);
+        else {
+            fprintf(stderr, "lipt train: %s at step %lld: saved %s; continue with: lipt train --out %s --resume\n",
+                    stop_signal == SIGINT ? "interrupted" : "terminated", (long long)t.step, t.last_path, t.out);
+            rc = 128 + stop_signal;
+        }
+    } else if (rc == 0) {
+        if (save_ckpt(&t, t.last_path, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto closelog; }
+        double train_s = cli_now() - t_start;
+        eval_result ev = {0}, et = {0};
+        eval_opts fo = {T, T, B, 0, tty};
+        char proto[96];
+        eval_protocol_str(&fo, proto, sizeof proto);
+        if (final_valid) {
+            if (!quiet) fprintf(stderr, "final evaluation on the whole validation split (%s)\n", proto);
+            if (evaluate(&t.ctx, &t.model, vtok, nvalid, &fo, &ev, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto closelog; }
+            fprintf(log, "{\"step\":%lld,\"eval\":\"valid_full\",\"symbols\":%zu,\"nll\":%.6f,\"bpc\":%.6f,\"eval_s\":%.2f}\n",
+                    (long long)t.step, ev.symbols, ev.nll, ev.bpc, ev.seconds);
+            if (ev.bpc < t.best_bpc) {
+                t.best_bpc = ev.bpc;
+                t.best_step = t.step;
+                if (save_ckpt(&t, t.best_path, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto closelog; }
+            }
+        }
+        if (final_test) {
+            size_t ntest;
+            const lipt_tok *ttok = lipt_dataset_eval_tokens(&ds, LIPT_TEST, &ntest);
+            if (!quiet) fprintf(stderr, "final evaluation on the whole test split (%s)\n", proto);
+            if (evaluate(&t.ctx, &t.model, ttok, ntest, &fo, &et, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto closelog; }
+            fprintf(log, "{\"step\":%lld,\"eval\":\"test_full\",\"symbols\":%zu,\"nll\":%.6f,\"bpc\":%.6f,\"eval_s\":%.2f}\n",
+                    (long long)t.step, et.symbols, et.nll, et.bpc, et.seconds);
+        }
+        if (!quiet) {
+            fprintf(stderr, "done: %lld steps in %.1f s", (long long)(t.step - first_step), train_s);
+            if (final_valid) fprintf(stderr, "; valid bpc %.4f", ev.bpc);
+            if (final_test) fprintf(stderr, "; test bpc %.4f", et.bpc);
+            fprintf(stderr, "; checkpoints %s, %s\n", t.last_path, t.best_path);
+        }
+        if (cli_has(&a, "json")) {
+            json_w j;
+            json_begin(&j, stdout);
+            json_int(&j, "steps", t.step);
+            json_num(&j, "train_seconds", train_s);
+            json_num(&j, "last_periodic_valid_bpc", last_eval_bpc);
+            json_num(&j, "valid_bpc", final_valid ? ev.bpc : NAN);
+            json_num(&j, "valid_nll", final_valid ? ev.nll : NAN);
+            json_num(&j, "test_bpc", final_test ? et.bpc : NAN);
+            json_num(&j, "test_nll", final_test ? et.nll : NAN);
+            json_num(&j, "best_valid_bpc", t.best_bpc);
+            json_int(&j, "best_step", t.best_step);
+            json_str(&j, "protocol", proto);
+            json_str(&j, "last_ckpt", t.last_path);
+            json_end(&j);
+        }
+    }
+closelog:
+    fclose(log);
+    free(in);
+    free(tg);
+done:
+    if (resume == 1) lipt_ckpt_close(&ck);
+    if (ctx_ok) lipt_ctx_free(&t.ctx);
+    if (model_ok) lipt_model_free(&t.model);
+    lipt_dataset_free(&ds);
+    return rc;
+}

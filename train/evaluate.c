@@ -1,0 +1,82 @@
+/* Bits per character over a split: windows from the data layer's iterator, batched, no-grad. */
+#include "evaluate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define LN2 0.69314718055994530942
+
+void eval_protocol_str(const eval_opts *o, char *buf, size_t len) {
+    if (o->stride >= o->T) snprintf(buf, len, "non-overlapping windows of %d", o->T);
+    else snprintf(buf, len, "sliding windows of %d, stride %d", o->T, o->stride);
+}
+
+lipt_status evaluate(lipt_ctx *ctx, const lipt_model *m, const lipt_tok *tok, size_t n, const eval_opts *o,
+                     eval_result *r, lipt_error *err) {
+    memset(r, 0, sizeof *r);
+    if (o->T < 1 || o->T > m->cfg.seq_len)
+        return lipt_fail(err, LIPT_ERR_ARG, "evaluation window %d must be in [1, seq_len = %d]", o->T, m->cfg.seq_len);
+    if (o->max_symbols && n > o->max_symbols + 1) n = o->max_symbols + 1;
+    lipt_eval_iter it;
+    lipt_status st = lipt_eval_iter_init(&it, n, o->T, o->stride, err);
+    if (st != LIPT_OK) return st;
+    int B = o->batch > 0 ? o->batch : 1;
+    size_t total_windows = lipt_eval_iter_count(&it);
+    int32_t *in = malloc(sizeof(int32_t) * (size_t)B * o->T), *tg = malloc(sizeof(int32_t) * (size_t)B * o->T);
+    double *row = malloc(sizeof(double) * (size_t)B * o->T);
+    lipt_eval_window *w = malloc(sizeof *w * (size_t)B);
+    if (!in || !tg || !row || !w) {
+        free(in); free(tg); free(row); free(w);
+        return lipt_fail(err, LIPT_ERR_NOMEM, "evaluation buffers");
+    }
+    double t0 = cli_now(), last_print = 0;
+    int training = ctx->training;
+    ctx->training = 0;
+    lipt_no_grad_push(ctx);
+    lipt_eval_window pending;
+    int have_pending = lipt_eval_iter_next(&it, &pending);
+    while (have_pending) {
+        /* a batch of consecutive windows of one length */
+        int nb = 0, len = pending.len;
+        while (have_pending && nb < B && pending.len == len) {
+            w[nb] = pending;
+            lipt_eval_window_fill(tok, &w[nb], in + (size_t)nb * len, tg + (size_t)nb * len);
+            nb++;
+            have_pending = lipt_eval_iter_next(&it, &pending);
+        }
+        lipt_ctx_reset(ctx);
+        lipt_tensor *h = lipt_model_hidden(ctx, m, in, nb, len);
+        lipt_tensor *logits = lipt_model_logits(ctx, m, h);
+        lipt_cross_entropy(ctx, logits, tg, row);
+        for (int b = 0; b < nb; b++)
+            for (int t = w[b].score_from; t < len; t++) {
+                r->nll_sum += row[(size_t)b * len + t];
+                r->symbols++;
+            }
+        r->windows += (size_t)nb;
+        if (o->progress) {
+            double now = cli_now();
+            if (now - last_print > 0.5 || !have_pending) {
+                double rate = r->symbols / fmax(now - t0, 1e-9);
+                fprintf(stderr, "\r  eval %zu/%zu windows  bpc %.4f  %.0f sym/s   ", r->windows, total_windows,
+                        r->nll_sum / fmax(1, r->symbols) / LN2, rate);
+                last_print = now;
+            }
+        }
+    }
+    if (o->progress) fputc('\n', stderr);
+    lipt_no_grad_pop(ctx);
+    lipt_ctx_reset(ctx);
+    ctx->training = training;
+    r->seconds = cli_now() - t0;
+    r->nll = r->symbols ? r->nll_sum / r->symbols : NAN;
+    r->bpc = r->nll / LN2;
+    free(in); free(tg); free(row); free(w);
+    if (!isfinite(r->nll_sum))
+        return lipt_fail(err, LIPT_ERR_NUMERIC, "evaluation produced a non-finite loss (the model's weights may have diverged)");
+    return LIPT_OK;
+}

@@ -1,0 +1,32 @@
+/* defines: bits-per-character evaluation of a model over a token array, with a stated context protocol. */
+#ifndef LIPT_EVALUATE_H
+#define LIPT_EVALUATE_H
+
+#include "lipt/data.h"
+#include "lipt/model.h"
+
+typedef struct {
+    int T;              /* window length (<= seq_len) */
+    int stride;         /* == T: non-overlapping windows; < T: sliding, each later window scores its last `stride` targets */
+    int batch;          /* windows per forward pass */
+    size_t max_symbols; /* score only the first max_symbols symbols of the split (0: all) */
+    int progress;       /* \r progress on stderr */
+} eval_opts;
+
+typedef struct {
+    double nll_sum;     /* nats, summed over scored symbols */
+    size_t symbols;     /* scored symbols */
+    size_t windows;
+    double seconds;
+    double nll;         /* mean nats per symbol */
+    double bpc;         /* nll / ln 2 */
+} eval_result;
+
+/* tok, n: a split with its one context symbol in front (lipt_dataset_eval_tokens). No-grad; resets ctx. */
+lipt_status evaluate(lipt_ctx *ctx, const lipt_model *m, const lipt_tok *tok, size_t n, const eval_opts *o,
+                     eval_result *r, lipt_error *err);
+
+/* "non-overlapping windows of 128" / "sliding windows of 128, stride 64" */
+void eval_protocol_str(const eval_opts *o, char *buf, size_t len);
+
+#endif
