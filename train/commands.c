@@ -4,9 +4,13 @@
 #include "commands.h"
 
 int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 const lipt_command lipt_commands[] = {
     {"train", cmd_train, "train a model on a corpus (resumable; checkpoints, metrics.jsonl)"},
+    {"eval", cmd_eval, "bits per character of a checkpoint over a whole split"},
+    {"export", cmd_export, "write a checkpoint's weights as safetensors"},
     {NULL, NULL, NULL}, /* sentinel: commands are added above it */
 };
 const int lipt_n_commands = (int)(sizeof lipt_commands / sizeof lipt_commands[0]) - 1;

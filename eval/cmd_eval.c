@@ -1,0 +1,132 @@
+/* lipt eval: bits per character (and NLL in nats) of a checkpoint over a whole split, with the context
+ * protocol stated and selectable. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "evaluate.h"
+#include "run.h"
+
+static const cli_opt eval_opts_table[] = {
+    {"ckpt", CLI_STRING, "FILE", "checkpoint to evaluate (required)", NULL},
+    {"data", CLI_STRING, "NAME|PATH", "corpus (default: the one the checkpoint was trained on)", NULL},
+    {"split", CLI_STRING, "SPLIT", "train, valid or test", "valid"},
+    {"window", CLI_INT, "T", "context window (default: the model's seq_len)", NULL},
+    {"stride", CLI_INT, "S", "window stride; = window: non-overlapping windows, < window: sliding (scores the last S)", NULL},
+    {"batch", CLI_INT, "B", "windows per forward pass", "16"},
+    {"max-symbols", CLI_INT, "N", "score only the first N symbols of the split (0: all)", "0"},
+    {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS", NULL},
+    {"json", CLI_FLAG, NULL, "print one JSON object on stdout: split, symbols, nll, bpc, protocol, window, stride, seconds", NULL},
+    {"quiet", CLI_FLAG, NULL, "no progress output", NULL},
+};
+
+/* The corpus a training run used, from the options stored in its checkpoint ("data=..." line). */
+static int stored_data(const char *path, char *out, size_t n) {
+    lipt_ckpt ck;
+    lipt_error e;
+    if (lipt_ckpt_open(path, &ck, &e) != LIPT_OK) return -1;
+    run_extra x;
+    int ok = -1;
+    if (run_extra_unpack(&x, ck.extra, ck.extra_len, &e) == LIPT_OK) {
+        const char *p = strstr(x.opts_text, "data=");
+        if (p && (p == x.opts_text || p[-1] == '\n')) {
+            p += 5;
+            size_t l = strcspn(p, "\n");
+            if (l > 0 && l < n) {
+                memcpy(out, p, l);
+                out[l] = 0;
+                ok = 0;
+            }
+        }
+    }
+    lipt_ckpt_close(&ck);
+    return ok;
+}
+
+int cmd_eval(int argc, char **argv) {
+    const char *C = "eval";
+    cli_args a;
+    int pr = cli_parse(&a, C, "Evaluate a checkpoint: bits per character over a whole split.", eval_opts_table,
+                       (int)(sizeof eval_opts_table / sizeof eval_opts_table[0]), argc, argv, 0, 0);
+    if (pr) return pr > 0 ? 0 : 2;
+    if (!cli_has(&a, "ckpt")) return cli_error(C, "--ckpt FILE is required");
+    long threads, window = 0, stride = 0, batch, maxsym;
+    if (cli_int(&a, "threads", &threads) || cli_int(&a, "window", &window) || cli_int(&a, "stride", &stride) ||
+        cli_int(&a, "batch", &batch) || cli_int(&a, "max-symbols", &maxsym))
+        return 2;
+    if (cli_has(&a, "threads")) {
+        if (threads < 1 || threads > 1024) return cli_error(C, "--threads must be in [1, 1024], got %ld", threads);
+        lipt_set_threads((int)threads);
+    }
+    const char *split_name = cli_str(&a, "split");
+    int split = strcmp(split_name, "train") == 0 ? LIPT_TRAIN
+              : strcmp(split_name, "valid") == 0 ? LIPT_VALID
+              : strcmp(split_name, "test") == 0  ? LIPT_TEST : -1;
+    if (split < 0) return cli_error(C, "--split must be train, valid or test, got '%s'", split_name);
+    if (batch < 1 || batch > 4096) return cli_error(C, "--batch must be in [1, 4096], got %ld", batch);
+    if (maxsym < 0) return cli_error(C, "--max-symbols must be >= 0");
+    const char *ckpt = cli_str(&a, "ckpt");
+    lipt_error err = {0};
+    lipt_model m;
+    lipt_vocab vocab;
+    int64_t step;
+    if (run_load_model(ckpt, &m, &vocab, &step, &err) != LIPT_OK) return cli_fail(C, &err);
+    int T = cli_has(&a, "window") ? (int)window : m.cfg.seq_len;
+    int S = cli_has(&a, "stride") ? (int)stride : T;
+    int rc = 0;
+    if (T < 1 || T > m.cfg.seq_len) { rc = cli_error(C, "--window must be in [1, seq_len = %d], got %d", m.cfg.seq_len, T); goto out_model; }
+    if (S < 1 || S > T) { rc = cli_error(C, "--stride must be in [1, window = %d], got %d", T, S); goto out_model; }
+    char data_buf[1024];
+    const char *data = cli_str(&a, "data");
+    if (!data) {
+        if (stored_data(ckpt, data_buf, sizeof data_buf) < 0) {
+            rc = cli_error(C, "%s does not say which corpus it was trained on: give --data", ckpt);
+            goto out_model;
+        }
+        data = data_buf;
+    }
+    lipt_dataset ds;
+    lipt_data_opts dopts = {0};
+    dopts.use_vocab = &vocab;
+    if (lipt_dataset_load(data, &dopts, &ds, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto out_model; }
+    int quiet = cli_has(&a, "quiet");
+    if (!quiet) {
+        char desc[1024];
+        lipt_dataset_describe(&ds, desc, sizeof desc);
+        fprintf(stderr, "data: %s\n", desc);
+    }
+    size_t n;
+    const lipt_tok *tok = lipt_dataset_eval_tokens(&ds, split, &n);
+    eval_opts eo = {T, S, (int)batch, (size_t)maxsym, !quiet && cli_stderr_is_tty()};
+    char proto[96];
+    eval_protocol_str(&eo, proto, sizeof proto);
+    lipt_ctx ctx;
+    lipt_ctx_init(&ctx, (size_t)32 << 20, 1);
+    eval_result r;
+    if (evaluate(&ctx, &m, tok, n, &eo, &r, &err) != LIPT_OK) rc = cli_fail(C, &err);
+    else if (cli_has(&a, "json")) {
+        json_w j;
+        json_begin(&j, stdout);
+        json_str(&j, "ckpt", ckpt);
+        json_int(&j, "step", step);
+        json_str(&j, "data", data);
+        json_str(&j, "split", split_name);
+        json_int(&j, "symbols", (long long)r.symbols);
+        json_num(&j, "nll", r.nll);
+        json_num(&j, "bpc", r.bpc);
+        json_str(&j, "protocol", proto);
+        json_int(&j, "window", T);
+        json_int(&j, "stride", S);
+        json_num(&j, "seconds", r.seconds);
+        json_end(&j);
+    } else {
+        printf("%s split of %s: %zu symbols, %s\nNLL %.4f nats/symbol, BPC %.4f  (%.1f s)\n", split_name, data, r.symbols,
+               proto, r.nll, r.bpc, r.seconds);
+    }
+    lipt_ctx_free(&ctx);
+    lipt_dataset_free(&ds);
+out_model:
+    lipt_model_free(&m);
+    return rc;
+}
