@@ -41,6 +41,8 @@ static const cli_opt train_opts[] = {
     {"save-every", CLI_INT, "N", "write last.ckpt every N steps (0: at evaluations and the end)", "0"},
     {"log-every", CLI_INT, "N", "metrics.jsonl line every N steps", "10"},
     {"vocab", CLI_STRING, "KIND", "vocabulary: auto, bytes, built (from the training split)", "auto"},
+    {"data-split", CLI_STRING, "HOW", "auto, standard (PTB files; enwik8/text8 90M/5M/5M) or fractions F0,F1,F2", "auto"},
+    {"unk", CLI_FLAG, NULL, "reserve an unknown-symbol id for symbols unseen in training (default: unseen is an error)", NULL},
     {"resume", CLI_FLAG, NULL, "continue from --ckpt FILE or DIR/last.ckpt (same loss curve as an uninterrupted run)", NULL},
     {"ckpt", CLI_STRING, "FILE", "checkpoint to resume from", NULL},
     {"json", CLI_FLAG, NULL, "print the final summary as one JSON object on stdout", NULL},
@@ -49,7 +51,7 @@ static const cli_opt train_opts[] = {
 #define N_TRAIN_OPTS ((int)(sizeof train_opts / sizeof train_opts[0]))
 static const char *persisted[] = {"data", "steps", "batch", "lr", "schedule", "warmup", "min-lr", "beta1", "beta2",
                                   "adam-eps", "weight-decay", "clip", "seed", "eval-every", "eval-symbols",
-                                  "final-eval", "save-every", "log-every", "vocab"};
+                                  "final-eval", "save-every", "log-every", "vocab", "data-split", "unk"};
 #define N_PERSISTED ((int)(sizeof persisted / sizeof persisted[0]))
 
 /* Signal flag: the one piece of process-global state, because a signal handler can only reach globals. */
@@ -67,8 +69,17 @@ typedef struct {
     int64_t step;
     double best_bpc;
     int64_t best_step;
+    int64_t saved_step;   /* step of the last checkpoint written or resumed from; -1: none yet */
     char opts_text[4096];
 } trainer;
+
+/* After a failure: where the last good state is. */
+static void last_good(const trainer *t, char *buf, size_t n) {
+    if (t->saved_step >= 0)
+        snprintf(buf, n, "the last good checkpoint is intact: %s (step %lld)", t->last_path, (long long)t->saved_step);
+    else
+        snprintf(buf, n, "no checkpoint had been written yet");
+}
 
 static lipt_status save_ckpt(trainer *t, const char *path, lipt_error *err) {
     char cfg_text[4096];
@@ -92,6 +103,7 @@ static lipt_status save_ckpt(trainer *t, const char *path, lipt_error *err) {
     c.extra_len = xlen;
     lipt_status st = lipt_ckpt_save(path, &c, err);
     free(xb);
+    if (st == LIPT_OK && path == t->last_path) t->saved_step = t->step;
     return st;
 }
 
@@ -228,14 +240,11 @@ int cmd_train(int argc, char **argv) {
     if (!bad && lipt_lr_schedule_check(&sched, &err) != LIPT_OK) bad = cli_fail(C, &err);
     lipt_adamw_config acfg = {lr, beta1, beta2, aeps, wd};
     if (!bad && lipt_adamw_config_check(&acfg, &err) != LIPT_OK) bad = cli_fail(C, &err);
-    lipt_vocab_kind vkind = LIPT_VOCAB_AUTO;
-    const char *vs = cli_str(&a, "vocab");
-    if (!bad) {
-        if (strcmp(vs, "auto") == 0) vkind = LIPT_VOCAB_AUTO;
-        else if (strcmp(vs, "bytes") == 0) vkind = LIPT_VOCAB_BYTES;
-        else if (strcmp(vs, "built") == 0) vkind = LIPT_VOCAB_BUILT;
-        else bad = cli_error(C, "--vocab must be auto, bytes or built, got '%s'", vs);
-    }
+    lipt_data_opts dopts = {0};
+    if (!bad && (lipt_data_parse_vocab(cli_str(&a, "vocab"), &dopts, &err) != LIPT_OK ||
+                 lipt_data_parse_split(cli_str(&a, "data-split"), &dopts, &err) != LIPT_OK))
+        bad = cli_fail(C, &err);
+    dopts.unk = cli_has(&a, "unk") && strcmp(cli_str(&a, "unk"), "1") == 0;
     if (bad) {
         if (resume) lipt_ckpt_close(&ck);
         return bad;
@@ -243,13 +252,12 @@ int cmd_train(int argc, char **argv) {
     size_t off = 0;
     for (int i = 0; i < N_PERSISTED; i++) {
         const char *v = cli_str(&a, persisted[i]);
-        off += (size_t)snprintf(t.opts_text + off, sizeof t.opts_text - off, "%s=%s\n", persisted[i], v ? v : "");
+        if (!v) continue; /* unset flags are not stored */
+        off += (size_t)snprintf(t.opts_text + off, sizeof t.opts_text - off, "%s=%s\n", persisted[i], v);
     }
 
     /* ---- data ---- */
     lipt_dataset ds;
-    lipt_data_opts dopts = {0};
-    dopts.vocab = vkind;
     if (resume) dopts.use_vocab = &t.vocab;
     const char *data_spec = cli_str(&a, "data");
     int quiet = cli_has(&a, "quiet");
@@ -285,6 +293,7 @@ int cmd_train(int argc, char **argv) {
     }
     t.best_bpc = INFINITY;
     t.best_step = -1;
+    t.saved_step = -1;
     if (resume) {
         if (lipt_ckpt_load_params(&ck, &t.model.params, 1, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto done; }
         if (!ck.has_optimizer || ck.n_rngs < 1) {
@@ -297,6 +306,7 @@ int cmd_train(int argc, char **argv) {
         t.batcher.st = rx.batcher;
         t.best_bpc = rx.best_bpc;
         t.best_step = rx.best_step;
+        t.saved_step = t.step;
         if (!quiet) fprintf(stderr, "resumed from %s at step %lld\n", resume_path, (long long)t.step);
         lipt_ckpt_close(&ck);
         resume = 2; /* closed */
@@ -342,8 +352,10 @@ int cmd_train(int argc, char **argv) {
         if (lipt_model_forward(&t.ctx, &t.model, in, B, T, tg, NULL, &loss, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
         double l = loss->data[0];
         if (!isfinite(l)) {
-            fprintf(stderr, "\nlipt train: step %lld: the loss is %g: training diverged (try a lower --lr or warmup). "
-                            "The last good checkpoint is intact: %s\n", (long long)t.step + 1, l, t.last_path);
+            char lg[1400];
+            last_good(&t, lg, sizeof lg);
+            fprintf(stderr, "%slipt train: step %lld: the loss is %g: training diverged (try a lower --lr or more warmup); %s\n",
+                    tty ? "\n" : "", (long long)t.step + 1, l, lg);
             rc = 1;
             break;
         }
@@ -352,8 +364,10 @@ int cmd_train(int argc, char **argv) {
         double gnorm = lipt_clip_grad_norm(&t.model.params, clip);
         lipt_ctx_reset(&t.ctx);
         if (!isfinite(gnorm)) {
-            fprintf(stderr, "\nlipt train: step %lld: the gradient norm is %g: training diverged. "
-                            "The last good checkpoint is intact: %s\n", (long long)t.step + 1, gnorm, t.last_path);
+            char lg[1400];
+            last_good(&t, lg, sizeof lg);
+            fprintf(stderr, "%slipt train: step %lld: the gradient norm is %g: training diverged; %s\n", tty ? "\n" : "",
+                    (long long)t.step + 1, gnorm, lg);
             rc = 1;
             break;
         }

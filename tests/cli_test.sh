@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# End-to-end tests of the lipt binary: a short train -> eval -> invert -> sample run on the tiny config,
+# resume equality, SIGINT save, and every corrupt-checkpoint and bad-input case: each must give a one-line
+# error and a non-zero exit, never a crash. Usage: cli_test.sh LIPT_BINARY
+set -u
+LIPT=${1:?usage: cli_test.sh path/to/lipt}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+pass() { echo "ok   $*"; }
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+
+# Corpus: PTB from ../shared/data when present, else a synthetic text (the test then says so).
+if "$LIPT" train --help >/dev/null 2>&1 && [ -f "${LIPT_SHARED_DATA:-$(dirname "$0")/../../shared/data}/ptb/ptb.char.train.txt" ]; then
+  DATA=ptb
+else
+  echo "note: ../shared/data/ptb absent: using a synthetic corpus"
+  python3 -c 'import random; r=random.Random(0); print("\n".join(" ".join(r.choice(["the","cat","sat","on","a","mat","dog"]) for _ in range(12)) for _ in range(4000)))' > "$TMP/synth.txt" 2>/dev/null \
+    || for i in $(seq 1 4000); do echo "the cat sat on the mat and the dog sat on a log $i"; done > "$TMP/synth.txt"
+  DATA="$TMP/synth.txt"
+fi
+CFG="$(dirname "$0")/../models/tiny.cfg"
+COMMON=(--config "$CFG" --data "$DATA" --batch 4 --eval-symbols 2000 --final-eval none --log-every 1 --quiet --threads 1)
+
+# expect_error NAME CMD...: non-zero exit, exactly one line on stderr, no crash (exit < 128), nothing on stdout.
+expect_error() {
+  local name=$1; shift
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  local lines
+  lines=$(wc -l <"$TMP/err")
+  if [ $rc -eq 0 ]; then fail "$name: exit 0"; return; fi
+  if [ $rc -ge 128 ]; then fail "$name: crashed (exit $rc): $(head -c 300 "$TMP/err")"; return; fi
+  if [ "$lines" -ne 1 ]; then fail "$name: $lines lines on stderr: $(head -c 400 "$TMP/err")"; return; fi
+  pass "$name: exit $rc: $(cat "$TMP/err")"
+}
+
+# ---- train -> eval -> invert -> sample
+if "$LIPT" train "${COMMON[@]}" --out "$TMP/run" --steps 40 --eval-every 20 --dropout 0.1; then pass "train"; else fail "train"; fi
+[ -f "$TMP/run/last.ckpt" ] && [ -f "$TMP/run/best.ckpt" ] && [ -s "$TMP/run/metrics.jsonl" ] && pass "run files" || fail "run files"
+out=$("$LIPT" eval --ckpt "$TMP/run/last.ckpt" --split test --max-symbols 3000 --json --quiet)
+echo "$out" | grep -q '"bpc":[0-9]' && pass "eval --json: $out" || fail "eval --json: $out"
+out=$("$LIPT" invert --ckpt "$TMP/run/last.ckpt" --data "$DATA" --split test --windows 2 --json)
+echo "$out" | grep -q '"all_exact":true' && pass "invert recovers 2 test windows exactly" || fail "invert: $out"
+if "$LIPT" sample --help >/dev/null 2>&1; then
+  out=$("$LIPT" sample --ckpt "$TMP/run/last.ckpt" --length 40 --seed 1 --json 2>/dev/null)
+  echo "$out" | grep -q '"text"' && pass "sample --json" || fail "sample: $out"
+fi
+"$LIPT" export --ckpt "$TMP/run/last.ckpt" --out "$TMP/w.safetensors" 2>/dev/null && [ -s "$TMP/w.safetensors" ] && pass "export" || fail "export"
+
+# ---- resume: 20 + 20 steps give the same loss curve as 40 (dropout on, same threads)
+"$LIPT" train "${COMMON[@]}" --out "$TMP/half" --steps 20 --eval-every 10 --dropout 0.1 &&
+"$LIPT" train --out "$TMP/half" --steps 40 --resume --quiet --threads 1
+if diff <(grep -v '"eval"' "$TMP/run/metrics.jsonl" | sed 's/,"tok_per_s.*//') \
+        <(grep -v '"eval"' "$TMP/half/metrics.jsonl" | sed 's/,"tok_per_s.*//') >/dev/null; then
+  pass "resume gives the identical loss curve"
+else
+  fail "resume loss curve differs"
+fi
+
+# ---- SIGINT saves and exits cleanly
+"$LIPT" train "${COMMON[@]}" --out "$TMP/sig" --steps 1000000 --eval-every 0 2>"$TMP/sig.err" &
+pid=$!
+sleep 2
+kill -INT $pid
+wait $pid
+rc=$?
+if [ $rc -eq 130 ] && grep -q "interrupted at step" "$TMP/sig.err" && "$LIPT" eval --ckpt "$TMP/sig/last.ckpt" --max-symbols 500 --quiet >/dev/null; then
+  pass "SIGINT: saved a loadable checkpoint, exit 130"
+else
+  fail "SIGINT: rc $rc: $(cat "$TMP/sig.err")"
+fi
+
+# ---- divergence: resumed with an absurd learning rate, training stops with a clear message and the
+# last good checkpoint (step 40) stays intact and loadable
+cp -r "$TMP/run" "$TMP/div"
+"$LIPT" train --out "$TMP/div" --resume --steps 80 --lr 1e30 --warmup 0 --clip 0 --schedule constant --quiet 2>"$TMP/div.err"
+rc=$?
+if [ $rc -eq 1 ] && grep -q "diverged.*intact.*step 40" "$TMP/div.err" && cmp -s "$TMP/div/last.ckpt" "$TMP/run/last.ckpt"; then
+  pass "divergence detected, checkpoint intact: $(head -c 200 "$TMP/div.err")"
+else
+  fail "divergence: rc $rc: $(tail -c 300 "$TMP/div.err")"
+fi
+
+# ---- corrupt checkpoints
+CK="$TMP/run/last.ckpt"
+: >"$TMP/empty.ckpt"
+head -c 200 "$CK" >"$TMP/trunc1.ckpt"
+size=$(stat -c %s "$CK")
+head -c $((size - 7)) "$CK" >"$TMP/trunc2.ckpt"
+cp "$CK" "$TMP/flip.ckpt"
+printf '\x55' | dd of="$TMP/flip.ckpt" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
+cp "$CK" "$TMP/ver.ckpt"
+printf '\x07' | dd of="$TMP/ver.ckpt" bs=1 seek=8 conv=notrunc 2>/dev/null
+echo "this is not a checkpoint" >"$TMP/foreign.ckpt"
+for f in empty trunc1 trunc2 flip ver foreign; do
+  expect_error "eval of $f checkpoint" "$LIPT" eval --ckpt "$TMP/$f.ckpt" --quiet
+  expect_error "resume from $f checkpoint" "$LIPT" train --out "$TMP/r_$f" --resume --ckpt "$TMP/$f.ckpt" --quiet
+done
+expect_error "missing checkpoint" "$LIPT" eval --ckpt "$TMP/nope.ckpt"
+expect_error "directory as checkpoint" "$LIPT" invert --ckpt "$TMP" --text abc
+
+# ---- bad flags and values
+expect_error "unknown command" "$LIPT" frobnicate
+expect_error "unknown flag" "$LIPT" eval --frob 1
+expect_error "non-integer --steps" "$LIPT" train --steps ten
+expect_error "negative --batch" "$LIPT" train --batch -3 --quiet
+expect_error "bad config value" "$LIPT" train --attention bogus --quiet
+expect_error "bad config key" "$LIPT" train --d_modle 64 --quiet
+expect_error "heads do not divide" "$LIPT" train --config "$CFG" --n_heads 3 --data "$DATA" --quiet
+expect_error "missing config file" "$LIPT" train --config "$TMP/none.cfg" --quiet
+printf 'd_model = 64\nn_heads = two\n' >"$TMP/bad.cfg"
+expect_error "bad config line" "$LIPT" train --config "$TMP/bad.cfg" --quiet
+expect_error "missing corpus" "$LIPT" train --data "$TMP/none.txt" --quiet
+expect_error "bad split" "$LIPT" eval --ckpt "$CK" --split banana
+expect_error "window too long" "$LIPT" eval --ckpt "$CK" --window 100000 --quiet
+expect_error "eval without --ckpt" "$LIPT" eval
+expect_error "unseen symbol in --text" "$LIPT" invert --ckpt "$CK" --text "ABC~~"
+expect_error "text too long" "$LIPT" invert --ckpt "$CK" --text "$(printf 'a%.0s' $(seq 1 500))"
+expect_error "bad --threads" "$LIPT" eval --ckpt "$CK" --threads 0
+expect_error "export without --out" "$LIPT" export --ckpt "$CK"
+for c in train eval invert export; do
+  "$LIPT" $c --help >/dev/null 2>&1 && pass "$c --help" || fail "$c --help"
+done
+
+echo "cli tests: $fails failure(s)"
+[ $fails -eq 0 ]
