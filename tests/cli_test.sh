@@ -11,8 +11,10 @@ pass() { echo "ok   $*"; }
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 
 # Corpus: PTB from ../shared/data when present, else a synthetic text (the test then says so).
-if "$LIPT" train --help >/dev/null 2>&1 && [ -f "${LIPT_SHARED_DATA:-$(dirname "$0")/../../shared/data}/ptb/ptb.char.train.txt" ]; then
+SHARED=${LIPT_SHARED_DATA:-$(dirname "$0")/../../shared/data}
+if [ -f "$SHARED/ptb/ptb.char.train.txt" ]; then
   DATA=ptb
+  export LIPT_DATA="$SHARED"
 else
   echo "note: ../shared/data/ptb absent: using a synthetic corpus"
   python3 -c 'import random; r=random.Random(0); print("\n".join(" ".join(r.choice(["the","cat","sat","on","a","mat","dog"]) for _ in range(12)) for _ in range(4000)))' > "$TMP/synth.txt" 2>/dev/null \
