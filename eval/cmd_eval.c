@@ -12,6 +12,7 @@ static const cli_opt eval_opts_table[] = {
     {"ckpt", CLI_STRING, "FILE", "checkpoint to evaluate (required)", NULL},
     {"data", CLI_STRING, "NAME|PATH", "corpus (default: the one the checkpoint was trained on)", NULL},
     {"split", CLI_STRING, "SPLIT", "train, valid or test", "valid"},
+    {"data-split", CLI_STRING, "HOW", "how the corpus is split: auto, standard or F0,F1,F2 (default: as in training)", NULL},
     {"window", CLI_INT, "T", "context window (default: the model's seq_len)", NULL},
     {"stride", CLI_INT, "S", "window stride; = window: non-overlapping windows, < window: sliding (scores the last S)", NULL},
     {"batch", CLI_INT, "B", "windows per forward pass", "16"},
@@ -21,17 +22,20 @@ static const cli_opt eval_opts_table[] = {
     {"quiet", CLI_FLAG, NULL, "no progress output", NULL},
 };
 
-/* The corpus a training run used, from the options stored in its checkpoint ("data=..." line). */
-static int stored_data(const char *path, char *out, size_t n) {
+/* A training option stored in a checkpoint ("key=value" line), e.g. the corpus and its split. */
+static int stored_opt(const char *path, const char *key, char *out, size_t n) {
     lipt_ckpt ck;
     lipt_error e;
     if (lipt_ckpt_open(path, &ck, &e) != LIPT_OK) return -1;
     run_extra x;
     int ok = -1;
     if (run_extra_unpack(&x, ck.extra, ck.extra_len, &e) == LIPT_OK) {
-        const char *p = strstr(x.opts_text, "data=");
-        if (p && (p == x.opts_text || p[-1] == '\n')) {
-            p += 5;
+        char pat[64];
+        snprintf(pat, sizeof pat, "%s=", key);
+        const char *p = x.opts_text;
+        while ((p = strstr(p, pat)) && p != x.opts_text && p[-1] != '\n') p++;
+        if (p) {
+            p += strlen(pat);
             size_t l = strcspn(p, "\n");
             if (l > 0 && l < n) {
                 memcpy(out, p, l);
@@ -80,7 +84,7 @@ int cmd_eval(int argc, char **argv) {
     char data_buf[1024];
     const char *data = cli_str(&a, "data");
     if (!data) {
-        if (stored_data(ckpt, data_buf, sizeof data_buf) < 0) {
+        if (stored_opt(ckpt, "data", data_buf, sizeof data_buf) < 0) {
             rc = cli_error(C, "%s does not say which corpus it was trained on: give --data", ckpt);
             goto out_model;
         }
@@ -89,6 +93,10 @@ int cmd_eval(int argc, char **argv) {
     lipt_dataset ds;
     lipt_data_opts dopts = {0};
     dopts.use_vocab = &vocab;
+    char split_buf[256];
+    const char *how = cli_str(&a, "data-split");
+    if (!how && !cli_has(&a, "data") && stored_opt(ckpt, "data-split", split_buf, sizeof split_buf) == 0) how = split_buf;
+    if (how && lipt_data_parse_split(how, &dopts, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto out_model; }
     if (lipt_dataset_load(data, &dopts, &ds, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto out_model; }
     int quiet = cli_has(&a, "quiet");
     if (!quiet) {
