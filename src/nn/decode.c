@@ -1,0 +1,480 @@
+/* Incremental decoding with per-layer key/value caches (the maths of lipt_model_forward, one new row at a time),
+ * window sliding at seq_len, and next-token sampling (greedy, temperature, top-k). */
+#include "lipt/decode.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lipt/bounds.h"
+
+/* Work (B*H*T*d) above which the one-token attention runs its (sequence, head) loop in parallel. */
+#define DEC_ATTN_PAR_MIN 65536.0
+#define LIPSWISH_SCALE 1.1f   /* as in src/ops/activation.c */
+#define SQRT1_2 0.70710678118654752440f
+
+typedef struct {
+    float *k, *v;        /* [B, T, D]: dp/l2 key and value rows; tied: query rows (= keys) and rows Q_h M_h */
+    float *kn;           /* [B, H, T]: |k_j|²/s per head (l2 and tied), else NULL */
+    float *M;            /* [H, d, d]: M_h = W^{Q,h}ᵀ W^{V,h} / s (tied), else NULL */
+    const float *w1, *w2;/* feed-forward weights: the model's, or (contractive) copies times their factor */
+    float attn_factor;   /* 1/max(1, UB/c) (contractive-l2), else 1 */
+} dec_layer;
+
+struct lipt_decoder {
+    const lipt_model *m;
+    int B, T, D, H, d, F, V;
+    int l2, tied;        /* logits -|q-k|²/s (l2 and tied); keys are the queries, values Q_h M_h (tied) */
+    int len;             /* tokens in every window */
+    long slides;
+    dec_layer *layers;
+    int *tok;            /* [B, T] window token ids */
+    /* scratch for up to T new rows per sequence (row r = b*n + i) */
+    float *x, *u, *q, *att, *g, *h;   /* [B*T, D] except h [B*T, F] */
+    float *P;            /* max(B*H*T, T*T): attention probabilities */
+    double *acc;         /* [B*D]: one-token P·V accumulators, d per (sequence, head) */
+    float *lnrow;        /* [B, D] */
+    float *logits;       /* [B, V] */
+    void *slab;
+    size_t bytes;
+};
+
+/* C = alpha op(A) op(B) + beta C, row-major. One row of A (the usual case per token) goes through sgemv: OpenBLAS's
+ * sgemm packs its operands, which costs more than the product at these sizes. */
+static void gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                 float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (M == 1 && !ta) {
+        if (tb) cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, B, ldb, A, 1, beta, C, 1);
+        else cblas_sgemv(CblasRowMajor, CblasTrans, K, N, alpha, B, ldb, A, 1, beta, C, 1);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+                lda, B, ldb, beta, C, ldc);
+}
+
+/* ---------------------------------------------------------------- memory layout */
+
+/* Two passes over the same layout: sizing (base NULL) then assignment; every piece 64-byte aligned. */
+typedef struct { char *base; size_t off; } planner;
+
+static void *take(planner *p, size_t bytes) {
+    void *r = p->base ? p->base + p->off : NULL;
+    p->off += (bytes + 63) & ~(size_t)63;
+    return r;
+}
+#define TAKEF(p, n) ((float *)take((p), (size_t)(n) * sizeof(float)))
+
+static void layout(lipt_decoder *s, planner *p, int contractive_ffn) {
+    const size_t B = (size_t)s->B, T = (size_t)s->T, D = (size_t)s->D, H = (size_t)s->H, d = (size_t)s->d,
+                 F = (size_t)s->F, V = (size_t)s->V, R = B * T;
+    const int nl = s->m->cfg.n_layers;
+    s->layers = take(p, (size_t)(nl > 0 ? nl : 1) * sizeof(dec_layer));
+    for (int l = 0; l < nl; l++) {
+        dec_layer tmp, *L = p->base ? &s->layers[l] : &tmp;
+        L->k = TAKEF(p, R * D);
+        L->v = TAKEF(p, R * D);
+        L->kn = s->l2 ? TAKEF(p, B * H * T) : NULL;
+        L->M = s->tied ? TAKEF(p, H * d * d) : NULL;
+        if (contractive_ffn) {
+            L->w1 = TAKEF(p, D * F);
+            L->w2 = TAKEF(p, F * D);
+        }
+    }
+    s->tok = take(p, R * sizeof(int));
+    s->x = TAKEF(p, R * D);
+    s->u = TAKEF(p, R * D);
+    s->q = TAKEF(p, R * D);
+    s->att = TAKEF(p, R * D);
+    s->g = TAKEF(p, R * D);
+    s->h = TAKEF(p, R * F);
+    s->P = TAKEF(p, B * H * T > T * T ? B * H * T : T * T);
+    s->acc = take(p, B * D * sizeof(double));
+    s->lnrow = TAKEF(p, B * D);
+    s->logits = TAKEF(p, B * V);
+}
+
+/* ---------------------------------------------------------------- creation */
+
+lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **out, lipt_error *err) {
+    *out = NULL;
+    const lipt_config *c = &m->cfg;
+    if (batch < 1 || batch > 65536) return lipt_fail(err, LIPT_ERR_ARG, "decoder: batch %d outside [1, 65536]", batch);
+    lipt_decoder *s = lipt_xcalloc(1, sizeof *s);
+    s->m = m;
+    s->B = batch;
+    s->T = c->seq_len;
+    s->D = c->d_model;
+    s->H = c->n_heads;
+    s->d = c->d_model / c->n_heads;
+    s->F = c->d_ff;
+    s->V = c->vocab_size;
+    s->l2 = c->attention != LIPT_ATTN_DP;
+    s->tied = c->attention == LIPT_ATTN_L2_TIED || c->attention == LIPT_ATTN_CONTRACTIVE_L2;
+    const int cffn = c->ffn == LIPT_FFN_CONTRACTIVE;
+    planner p = {NULL, 0};
+    layout(s, &p, cffn);
+    s->slab = lipt_xaligned(p.off);
+    memset(s->slab, 0, p.off);
+    p.base = s->slab;
+    p.off = 0;
+    layout(s, &p, cffn);
+    s->bytes = sizeof *s + p.off;
+
+    /* Normalisers: the very ops the forward pass uses, on the same weights and vectors (no iterations). */
+    lipt_ctx ctx;
+    lipt_ctx_init(&ctx, 1 << 16, 0);
+    lipt_no_grad_push(&ctx);
+    const int D = s->D, H = s->H, d = s->d, F = s->F;
+    const float inv_s = (float)(1.0 / sqrt((double)d));
+    for (int l = 0; l < c->n_layers; l++) {
+        const lipt_layer *W = &m->layers[l];
+        dec_layer *L = &s->layers[l];
+        L->attn_factor = 1.0f;
+        if (c->attention == LIPT_ATTN_CONTRACTIVE_L2) {
+            lipt_tensor *ub;
+            if (c->lip_norm == LIPT_LIPNORM_2) {
+                lipt_bound_vectors v = {W->bv[0]->data, W->bv[1]->data, W->bv[2]->data,
+                                        W->bv[3]->data, W->bv[4]->data, W->bv[5]->data};
+                ub = lipt_bound_l2_2(&ctx, W->wq, W->wv, W->wo, H, c->seq_len, &v, 0);
+            } else {
+                ub = lipt_bound_l2_inf(&ctx, W->wq, W->wv, W->wo, H, c->seq_len);
+            }
+            L->attn_factor = lipt_contract_factor(&ctx, ub, c->c)->data[0];
+        }
+        if (cffn) {
+            const float f1 =
+                lipt_contract_factor(&ctx, lipt_spectral_norm(&ctx, W->w1, W->sn1_u->data, W->sn1_v->data, 1, 0), c->c)
+                    ->data[0];
+            const float f2 =
+                lipt_contract_factor(&ctx, lipt_spectral_norm(&ctx, W->w2, W->sn2_u->data, W->sn2_v->data, 1, 0), c->c)
+                    ->data[0];
+            /* the forward multiplies the weights (not the products) by the factor: same rounding here */
+            float *w1 = (float *)L->w1, *w2 = (float *)L->w2;
+            for (size_t i = 0; i < (size_t)D * F; i++) w1[i] = W->w1->data[i] * f1;
+            for (size_t i = 0; i < (size_t)F * D; i++) w2[i] = W->w2->data[i] * f2;
+        } else {
+            L->w1 = W->w1->data;
+            L->w2 = W->w2->data;
+        }
+        if (s->tied) /* as tied_values() in src/ops/attention_l2.c */
+            for (int h = 0; h < H; h++)
+                gemm(1, 0, d, d, D, inv_s, W->wq->data + (size_t)h * d, D, W->wv->data + (size_t)h * d, D, 0.0f,
+                     L->M + (size_t)h * d * d, d);
+        lipt_ctx_reset(&ctx);
+    }
+    lipt_no_grad_pop(&ctx);
+    lipt_ctx_free(&ctx);
+    *out = s;
+    return LIPT_OK;
+}
+
+void lipt_decoder_free(lipt_decoder *s) {
+    if (!s) return;
+    free(s->slab);
+    free(s);
+}
+
+void lipt_decoder_reset(lipt_decoder *s) {
+    s->len = 0;
+    s->slides = 0;
+}
+
+int lipt_decoder_len(const lipt_decoder *s) { return s->len; }
+int lipt_decoder_batch(const lipt_decoder *s) { return s->B; }
+long lipt_decoder_slides(const lipt_decoder *s) { return s->slides; }
+size_t lipt_decoder_bytes(const lipt_decoder *s) { return s->bytes; }
+const int *lipt_decoder_window(const lipt_decoder *s, int b) {
+    LIPT_CHECK(b >= 0 && b < s->B, "decoder window: sequence %d of %d", b, s->B);
+    return s->tok + (size_t)b * s->T;
+}
+
+/* ---------------------------------------------------------------- row kernels */
+
+/* As lipt_layernorm: two-pass mean and variance in double. */
+static void layernorm_rows(const float *x, float *y, int rows, int D, const float *gamma, const float *beta, float eps) {
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * D;
+        float *yr = y + (size_t)r * D;
+        double mu = 0;
+        for (int j = 0; j < D; j++) mu += xr[j];
+        mu /= D;
+        double var = 0;
+        for (int j = 0; j < D; j++) {
+            double t = xr[j] - mu;
+            var += t * t;
+        }
+        var /= D;
+        double rstd = 1.0 / sqrt(var + (double)eps);
+        for (int j = 0; j < D; j++) yr[j] = (float)((xr[j] - mu) * rstd * gamma[j] + beta[j]);
+    }
+}
+
+static inline float sigmoidf_(float z) {
+    if (z >= 0) return 1.0f / (1.0f + expf(-z));
+    const float e = expf(z);
+    return e / (1.0f + e);
+}
+
+/* As src/ops/activation.c. */
+static void activate(lipt_act_kind act, float beta, float *x, size_t n) {
+    switch (act) {
+    case LIPT_ACT_RELU:
+        for (size_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : 0.0f;
+        break;
+    case LIPT_ACT_ELU:
+        for (size_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : expm1f(x[i]);
+        break;
+    case LIPT_ACT_LIPSWISH:
+        for (size_t i = 0; i < n; i++) x[i] = x[i] * sigmoidf_(beta * x[i]) / LIPSWISH_SCALE;
+        break;
+    case LIPT_ACT_GELU:
+    default:
+        for (size_t i = 0; i < n; i++) x[i] = x[i] * (0.5f * erfcf(-x[i] * SQRT1_2));
+        break;
+    }
+}
+
+/* y = x W (+ b) over rows. */
+static void linear_rows(const float *x, int rows, int K, const float *w, int N, const float *b, float *y) {
+    gemm(0, 0, rows, N, K, 1.0f, x, K, w, N, 0.0f, y, N);
+    if (b)
+        for (int r = 0; r < rows; r++)
+            for (int j = 0; j < N; j++) y[(size_t)r * N + j] += b[j];
+}
+
+/* |k|²/s over one head slice, in double then rounded (as row_norms in src/ops/attention_dp.c). */
+static float head_norm(const float *k, int d, double inv_s) {
+    double acc = 0;
+    for (int c = 0; c < d; c++) acc += (double)k[c] * k[c];
+    return (float)(acc * inv_s);
+}
+
+/* Softmax of row[0..cnt) in place (as softmax_rows in attention_dp.c: float max and exp, double sum), after
+ * subtracting kn[j] when given; row[cnt..nc) set to 0. */
+static void softmax_row(float *row, int cnt, int nc, const float *kn) {
+    if (kn)
+        for (int j = 0; j < cnt; j++) row[j] -= kn[j];
+    float mx = row[0];
+    for (int j = 1; j < cnt; j++) mx = row[j] > mx ? row[j] : mx;
+    double sum = 0;
+    for (int j = 0; j < cnt; j++) {
+        const float e = expf(row[j] - mx);
+        row[j] = e;
+        sum += e;
+    }
+    const double inv = 1.0 / sum;
+    for (int j = 0; j < cnt; j++) row[j] = (float)(row[j] * inv);
+    for (int j = cnt; j < nc; j++) row[j] = 0.0f;
+}
+
+/* One query row (the newest position) of sequence b = bh / H, head h = bh % H against its nc cached rows:
+ * plain loops, P·V accumulated in double. */
+static void attend_one(lipt_decoder *s, const dec_layer *L, int bh, int nc, float alpha) {
+    const int T = s->T, D = s->D, H = s->H, d = s->d, b = bh / H, h = bh % H;
+    const float *qh = s->q + (size_t)b * D + (size_t)h * d;
+    const float *Kh = L->k + (size_t)b * T * D + (size_t)h * d, *Vh = L->v + (size_t)b * T * D + (size_t)h * d;
+    float *row = s->P + (size_t)bh * T;
+    for (int j = 0; j < nc; j++) {
+        const float *kr = Kh + (size_t)j * D;
+        float dot = 0;
+        for (int c = 0; c < d; c++) dot += qh[c] * kr[c];
+        row[j] = alpha * dot;
+    }
+    softmax_row(row, nc, nc, s->l2 ? L->kn + (size_t)bh * T : NULL);
+    double *acc = s->acc + (size_t)b * D + (size_t)h * d;
+    for (int c = 0; c < d; c++) acc[c] = 0;
+    for (int j = 0; j < nc; j++) {
+        const double pj = row[j];
+        const float *vr = Vh + (size_t)j * D;
+        for (int c = 0; c < d; c++) acc[c] += pj * vr[c];
+    }
+    float *o = s->att + (size_t)b * D + (size_t)h * d;
+    for (int c = 0; c < d; c++) o[c] = (float)acc[c];
+}
+
+/* Attention of the n new rows of every sequence (queries in s->q, keys/values already in the cache at positions
+ * 0 .. len+n-1) -> s->att [B*n, D], heads concatenated. */
+static void attend(lipt_decoder *s, const dec_layer *L, int n) {
+    const int B = s->B, T = s->T, D = s->D, H = s->H, d = s->d, len = s->len, nc = len + n;
+    const double inv_s = 1.0 / sqrt((double)d);
+    const float alpha = (float)((s->l2 ? 2.0 : 1.0) * inv_s);
+    if (n == 1) {
+        /* one query per (sequence, head). Only enter an OpenMP region when it runs in parallel: a serial
+         * region still costs libgomp a team allocation per call. */
+        const int BH = B * H;
+        if (BH > 1 && (double)BH * nc * d >= DEC_ATTN_PAR_MIN) {
+#pragma omp parallel for schedule(static)
+            for (int bh = 0; bh < BH; bh++) attend_one(s, L, bh, nc, alpha);
+        } else {
+            for (int bh = 0; bh < BH; bh++) attend_one(s, L, bh, nc, alpha);
+        }
+        return;
+    }
+    /* a block of rows (prompt, re-encoding after a slide): GEMMs as in head_forward, causal inside the block */
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const float *qh = s->q + (size_t)b * n * D + (size_t)h * d;
+            const float *Kh = L->k + (size_t)b * T * D + (size_t)h * d, *Vh = L->v + (size_t)b * T * D + (size_t)h * d;
+            const float *kn = s->l2 ? L->kn + ((size_t)b * H + h) * T : NULL;
+            gemm(0, 1, n, nc, d, alpha, qh, D, Kh, D, 0.0f, s->P, T);
+            for (int i = 0; i < n; i++) softmax_row(s->P + (size_t)i * T, len + i + 1, nc, kn);
+            gemm(0, 0, n, d, nc, 1.0f, s->P, T, Vh, D, 0.0f, s->att + (size_t)b * n * D + (size_t)h * d, D);
+        }
+}
+
+/* Append n tokens (1 <= n <= T - len) to every sequence: ids[b*ld + i]. Logits of each sequence's last new row
+ * into s->logits when want_logits. */
+static void run_block(lipt_decoder *s, const int *ids, int ld, int n, int want_logits) {
+    const lipt_model *m = s->m;
+    const lipt_config *c = &m->cfg;
+    const int B = s->B, T = s->T, D = s->D, H = s->H, d = s->d, F = s->F, V = s->V, len = s->len, R = B * n;
+    const double inv_s = 1.0 / sqrt((double)d);
+    const float eps = c->ln_eps;
+    LIPT_CHECK(n >= 1 && len + n <= T, "decoder: block of %d at length %d (capacity %d)", n, len, T);
+    /* token + position embedding; window ids */
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < n; i++) {
+            const int id = ids[(size_t)b * ld + i];
+            s->tok[(size_t)b * T + len + i] = id;
+            const float *te = m->tok_emb->data + (size_t)id * D, *pe = m->pos_emb->data + (size_t)(len + i) * D;
+            float *xr = s->x + ((size_t)b * n + i) * D;
+            for (int j = 0; j < D; j++) xr[j] = te[j] + pe[j];
+        }
+    for (int l = 0; l < c->n_layers; l++) {
+        const lipt_layer *W = &m->layers[l];
+        const dec_layer *L = &s->layers[l];
+        /* ---- attention branch ---- */
+        const float *in = s->x;
+        if (!m->invertible) {
+            layernorm_rows(s->x, s->u, R, D, W->ln1_g->data, W->ln1_b->data, eps);
+            in = s->u;
+        }
+        linear_rows(in, R, D, W->wq->data, D, NULL, s->q);
+        for (int b = 0; b < B; b++) {
+            const float *inb = in + (size_t)b * n * D, *qb = s->q + (size_t)b * n * D;
+            float *kc = L->k + ((size_t)b * T + len) * D, *vc = L->v + ((size_t)b * T + len) * D;
+            if (s->tied) {
+                memcpy(kc, qb, (size_t)n * D * sizeof(float));
+                for (int h = 0; h < H; h++)
+                    gemm(0, 0, n, d, d, 1.0f, qb + (size_t)h * d, D, L->M + (size_t)h * d * d, d, 0.0f,
+                         vc + (size_t)h * d, D);
+            } else {
+                gemm(0, 0, n, D, D, 1.0f, inb, D, W->wk->data, D, 0.0f, kc, D);
+                gemm(0, 0, n, D, D, 1.0f, inb, D, W->wv->data, D, 0.0f, vc, D);
+            }
+            if (s->l2)
+                for (int h = 0; h < H; h++)
+                    for (int i = 0; i < n; i++)
+                        L->kn[((size_t)b * H + h) * T + len + i] = head_norm(kc + (size_t)i * D + (size_t)h * d, d, inv_s);
+        }
+        attend(s, L, n);
+        linear_rows(s->att, R, D, W->wo->data, D, NULL, s->g);
+        const float fa = L->attn_factor, *bo = W->bo->data;
+        for (int r = 0; r < R; r++) {
+            float *gr = s->g + (size_t)r * D, *xr = s->x + (size_t)r * D;
+            /* same float operations as lipt_mul (contractive), lipt_add (bias), then the residual add */
+            for (int j = 0; j < D; j++) {
+                float gj = c->attention == LIPT_ATTN_CONTRACTIVE_L2 ? gr[j] * fa : gr[j];
+                gj = gj + bo[j];
+                xr[j] = xr[j] + gj;
+            }
+        }
+        /* ---- feed-forward branch ---- */
+        in = s->x;
+        if (!m->invertible) {
+            layernorm_rows(s->x, s->u, R, D, W->ln2_g->data, W->ln2_b->data, eps);
+            in = s->u;
+        }
+        linear_rows(in, R, D, L->w1, F, W->b1->data, s->h);
+        activate(c->activation, W->beta ? W->beta->data[0] : 1.0f, s->h, (size_t)R * F);
+        linear_rows(s->h, R, F, L->w2, D, W->b2->data, s->g);
+        for (size_t i = 0; i < (size_t)R * D; i++) s->x[i] = s->x[i] + s->g[i];
+    }
+    s->len = len + n;
+    if (!want_logits) return;
+    for (int b = 0; b < B; b++)
+        layernorm_rows(s->x + ((size_t)b * n + n - 1) * D, s->lnrow + (size_t)b * D, 1, D, m->lnf_g->data,
+                       m->lnf_b->data, eps);
+    linear_rows(s->lnrow, B, D, m->head_w->data, V, m->head_b->data, s->logits);
+}
+
+/* Keep the newest keep tokens of every window and re-encode them at positions 0 .. keep-1. */
+static void slide(lipt_decoder *s) {
+    const int T = s->T, keep = lipt_decoder_keep(T);
+    for (int b = 0; b < s->B; b++) memmove(s->tok + (size_t)b * T, s->tok + (size_t)b * T + (T - keep), (size_t)keep * sizeof(int));
+    s->len = 0;
+    s->slides++;
+    if (keep > 0) run_block(s, s->tok, T, keep, 0);
+}
+
+lipt_status lipt_decoder_append(lipt_decoder *s, const int *ids, int n, const float **logits, lipt_error *err) {
+    if (n < 1) return lipt_fail(err, LIPT_ERR_ARG, "decoder: append of %d tokens (need at least 1)", n);
+    for (size_t i = 0; i < (size_t)s->B * n; i++)
+        if (ids[i] < 0 || ids[i] >= s->V)
+            return lipt_fail(err, LIPT_ERR_ARG, "decoder: token id %d (sequence %zu, token %zu) outside [0, vocab_size = %d)",
+                             ids[i], i / (size_t)n, i % (size_t)n, s->V);
+    for (int off = 0; off < n;) {
+        if (s->len == s->T) slide(s);
+        const int room = s->T - s->len, k = n - off < room ? n - off : room;
+        run_block(s, ids + off, n, k, off + k == n);
+        off += k;
+    }
+    if (logits) *logits = s->logits;
+    return LIPT_OK;
+}
+
+/* ---------------------------------------------------------------- sampling */
+
+/* The k-th largest (k in [1, n]) of a[0..n) by quickselect; reorders a. */
+static float kth_largest(float *a, int n, int k) {
+    int lo = 0, hi = n - 1;
+    const int target = k - 1;
+    while (lo < hi) {
+        const float pivot = a[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] > pivot) i++;
+            while (a[j] < pivot) j--;
+            if (i <= j) {
+                const float t = a[i];
+                a[i] = a[j];
+                a[j] = t;
+                i++;
+                j--;
+            }
+        }
+        if (target <= j) hi = j;
+        else if (target >= i) lo = i;
+        else break;
+    }
+    return a[target];
+}
+
+int lipt_sample_next(const float *logits, int n, double temperature, int top_k, lipt_rng *rng, float *work) {
+    LIPT_CHECK(n >= 1, "sample: %d allowed ids", n);
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (logits[i] > logits[best]) best = i;
+    if (!(temperature > 0)) return best;
+    float thr = -INFINITY;
+    if (top_k > 0 && top_k < n) {
+        memcpy(work, logits, (size_t)n * sizeof(float));
+        thr = kth_largest(work, n, top_k);
+    }
+    const double mx = logits[best], invt = 1.0 / temperature;
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        if (logits[i] >= thr) sum += exp((logits[i] - mx) * invt);
+    const double u = lipt_rng_uniform(rng) * sum;
+    double cum = 0;
+    int last = best;
+    for (int i = 0; i < n; i++)
+        if (logits[i] >= thr) {
+            cum += exp((logits[i] - mx) * invt);
+            last = i;
+            if (u < cum) return i;
+        }
+    return last; /* rounding: u landed at the very end */
+}
