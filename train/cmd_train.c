@@ -389,7 +389,7 @@ int cmd_train(int argc, char **argv) {
                     (long long)t.step, steps, loss_ema, loss_ema / LN2, cur_lr, gnorm, tok_s, eta);
             t_last = now;
         }
-        int do_eval = eval_every > 0 && t.step % eval_every == 0 && t.step < steps;
+        int do_eval = eval_every > 0 && (t.step % eval_every == 0 || t.step == steps);
         if (do_eval) {
             eval_result er;
             if (evaluate(&t.ctx, &t.model, vtok, nvalid, &eo, &er, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
