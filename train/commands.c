@@ -8,12 +8,14 @@ int cmd_eval(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_invert(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
+int cmd_lipschitz(int argc, char **argv);
 
 const lipt_command lipt_commands[] = {
     {"train", cmd_train, "train a model on a corpus (resumable; checkpoints, metrics.jsonl)"},
     {"eval", cmd_eval, "bits per character of a checkpoint over a whole split"},
     {"sample", cmd_sample, "generate text from a checkpoint (cached incremental decoding)"},
     {"invert", cmd_invert, "recover the input text of an invertible model from its last hidden state"},
+    {"lipschitz", cmd_lipschitz, "per-layer Lipschitz bounds next to measured Jacobian norms"},
     {"export", cmd_export, "write a checkpoint's weights as safetensors"},
     {NULL, NULL, NULL}, /* sentinel: commands are added above it */
 };
