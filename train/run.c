@@ -63,10 +63,20 @@ lipt_status run_load_model(const char *path, lipt_model *m, lipt_vocab *vocab, i
 }
 
 lipt_status run_mkdir(const char *dir, lipt_error *err) {
-    if (mkdir(dir, 0777) == 0 || errno == EEXIST) {
-        struct stat sb;
-        if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return LIPT_OK;
-        return lipt_fail(err, LIPT_ERR_IO, "%s exists and is not a directory", dir);
+    /* mkdir -p: every missing parent too */
+    char path[1024];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof path) return lipt_fail(err, LIPT_ERR_ARG, "bad run directory '%s'", dir);
+    memcpy(path, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (path[i] != '/' && path[i] != 0) continue;
+        char c = path[i];
+        path[i] = 0;
+        if (mkdir(path, 0777) != 0 && errno != EEXIST)
+            return lipt_fail(err, LIPT_ERR_IO, "cannot create run directory %s: %s", path, strerror(errno));
+        path[i] = c;
     }
-    return lipt_fail(err, LIPT_ERR_IO, "cannot create run directory %s: %s", dir, strerror(errno));
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return lipt_fail(err, LIPT_ERR_IO, "%s exists and is not a directory", dir);
+    return LIPT_OK;
 }

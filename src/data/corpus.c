@@ -434,7 +434,7 @@ static lipt_status from_buffer(lipt_dataset *ds, const uint8_t *text, size_t n, 
         if (n != STD_TOTAL)
             return lipt_fail(err, LIPT_ERR_ARG,
                              "%s: %s holds %s bytes%s; the standard %s split needs exactly 100,000,000 (train 90M, "
-                             "valid 5M, test 5M). Ask for a fraction split (e.g. --split 0.9,0.05,0.05) or fetch the "
+                             "valid 5M, test 5M). Ask for a fraction split (e.g. --data-split 0.9,0.05,0.05) or fetch the "
                              "full file with data/get_%s.sh",
                              ds->loc.name, label, commas(n, num, sizeof num),
                              n < STD_TOTAL ? " (a prefix)" : " (more than the corpus)", ds->loc.name, ds->loc.name);
