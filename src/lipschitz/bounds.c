@@ -1,0 +1,77 @@
+/* Lipschitz upper bounds of tied L2 multi-head attention (SPEC §2), built from differentiable ops. */
+#include "lipt/bounds.h"
+
+#include <math.h>
+
+double lipt_phi_inv(double y) {
+    LIPT_CHECK(y >= 0, "phi_inv: y = %g must be >= 0 (y = N - 1)", y);
+    return lipt_lambert_w0(y / exp(1.0));
+}
+
+static void check_weights(const char *fn, const lipt_tensor *wq, const lipt_tensor *wv, const lipt_tensor *wo, int H,
+                          int N) {
+    char a[64], b[64], c[64];
+    LIPT_CHECK(wq->ndim == 2 && wq->shape[0] == wq->shape[1] && wv->ndim == 2 && lipt_same_shape(wq, wv) &&
+                   wo->ndim == 2 && lipt_same_shape(wq, wo),
+               "%s: wq %s, wv %s, wo %s must all be [D,D]", fn, lipt_shape_str(wq, a, 64), lipt_shape_str(wv, b, 64),
+               lipt_shape_str(wo, c, 64));
+    LIPT_CHECK(H >= 1 && wq->shape[0] % H == 0, "%s: D = %d not divisible into %d heads", fn, wq->shape[0], H);
+    LIPT_CHECK(N >= 1, "%s: sequence length N = %d < 1", fn, N);
+}
+
+/* In the row layout y = x W the Jacobian of X ↦ X W is I_N ⊗ Wᵀ, so the ∞-norm factors of W^O and W^{V,h} are
+ * max abs column sums (norm_inf with transpose = 1); W^{Q,h} enters through both orientations. */
+lipt_tensor *lipt_bound_l2_inf(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv, lipt_tensor *wo, int H, int N) {
+    check_weights("bound_l2_inf", wq, wv, wo, H, N);
+    const int d = wq->shape[0] / H;
+    const double lead = 4.0 * lipt_phi_inv((double)(N - 1)) + 1.0 / sqrt((double)d);
+    lipt_tensor *q_rows = lipt_norm_inf(ctx, wq, 0, H);                     /* ‖W^{Q,h}‖_∞   [H] */
+    lipt_tensor *q_cols = lipt_norm_inf(ctx, wq, 1, H);                     /* ‖W^{Q,hᵀ}‖_∞  [H] */
+    lipt_tensor *q_max = lipt_max(ctx, lipt_mul(ctx, q_rows, q_cols));
+    lipt_tensor *v_max = lipt_max(ctx, lipt_norm_inf(ctx, wv, 1, H));       /* max_h ‖W^{V,hᵀ}‖_∞ */
+    lipt_tensor *o = lipt_norm_inf(ctx, wo, 1, 1);                          /* ‖W^{Oᵀ}‖_∞ */
+    return lipt_scale(ctx, lipt_mul(ctx, lipt_mul(ctx, q_max, v_max), o), (float)lead);
+}
+
+lipt_tensor *lipt_bound_l2_2(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv, lipt_tensor *wo, int H, int N,
+                             lipt_bound_vectors *vec, int iters) {
+    check_weights("bound_l2_2", wq, wv, wo, H, N);
+    LIPT_CHECK(vec && vec->uq && vec->vq && vec->uv && vec->vv && vec->uo && vec->vo,
+               "bound_l2_2: missing power-iteration vectors");
+    const int d = wq->shape[0] / H;
+    const double lead = sqrt((double)N) / sqrt((double)d) * (4.0 * lipt_phi_inv((double)(N - 1)) + 1.0);
+    lipt_tensor *sq = lipt_spectral_norm(ctx, wq, vec->uq, vec->vq, H, iters); /* ‖W^{Q,h}‖₂ [H] */
+    lipt_tensor *sv = lipt_spectral_norm(ctx, wv, vec->uv, vec->vv, H, iters); /* ‖W^{V,h}‖₂ [H] */
+    lipt_tensor *so = lipt_spectral_norm(ctx, wo, vec->uo, vec->vo, 1, iters); /* ‖W^O‖₂ */
+    /* (‖W^{Q,h}‖₂² ‖W^{V,h}‖₂)² = ‖W^{Q,h}‖₂⁴ ‖W^{V,h}‖₂²: the map is homogeneous of degree 2 in W^Q */
+    lipt_tensor *t = lipt_mul(ctx, lipt_mul(ctx, sq, sq), sv);
+    lipt_tensor *root = lipt_sqrt(ctx, lipt_sum(ctx, lipt_mul(ctx, t, t)));
+    return lipt_scale(ctx, lipt_mul(ctx, root, so), (float)lead);
+}
+
+/* Unit-length blocks of n floats each. */
+static void fill_unit_blocks(lipt_rng *r, float *x, int n_blocks, int n) {
+    lipt_rng_fill_normal(r, x, (size_t)n_blocks * n, 1.0f);
+    for (int b = 0; b < n_blocks; b++) {
+        float *xb = x + (size_t)b * n;
+        double s = 0;
+        for (int i = 0; i < n; i++) s += (double)xb[i] * xb[i];
+        const double inv = s > 0 ? 1.0 / sqrt(s) : 0;
+        for (int i = 0; i < n; i++) xb[i] = (float)(xb[i] * inv);
+    }
+}
+
+void lipt_bound_vectors_init(lipt_bound_vectors *vec, int D, int H, uint64_t seed) {
+    LIPT_CHECK(vec && D >= 1 && H >= 1 && D % H == 0, "bound_vectors_init: bad D = %d, H = %d", D, H);
+    lipt_rng r;
+    lipt_rng_seed(&r, seed);
+    /* Gaussian directions (almost surely not orthogonal to a top singular vector), unit per block so that
+     * even iters = 0 gives sigma = uᵀ W v with unit vectors */
+    const int d = D / H;
+    fill_unit_blocks(&r, vec->uq, H, D);
+    fill_unit_blocks(&r, vec->vq, H, d);
+    fill_unit_blocks(&r, vec->uv, H, D);
+    fill_unit_blocks(&r, vec->vv, H, d);
+    fill_unit_blocks(&r, vec->uo, 1, D);
+    fill_unit_blocks(&r, vec->vo, 1, D);
+}
