@@ -1,0 +1,590 @@
+"""lipt's Transformer re-implemented in PyTorch (the reference for the golden tests and the PyTorch benchmark).
+
+Every variant of include/lipt/model.h: pre-LN blocks with DP, untied L2 or tied L2 attention, and the invertible
+model (contractive tied L2 attention normalised by the infinity- or 2-norm bound of SPEC section 2, spectrally
+normalised feed-forward from persistent power-iteration vectors, no LayerNorm in the branches).
+
+Conventions follow lipt exactly:
+  * parameter names, shapes and registration order are lipt's (models/README.md), e.g. "layers.0.attn.wq";
+  * linear maps are y = x W with W [in, out] (not nn.Linear's [out, in]);
+  * multi-head tensors are [B, T, D] with head h in columns h*d .. h*d+d-1, d = D / H, s = sqrt(d);
+  * attention is always causal (row i sees j <= i);
+  * the forward pass runs no power iterations: sigma = u^T W v from the stored buffers, gradient u v^T;
+    `refresh_norms(iters)` advances the vectors the way lipt_model_refresh_norms does (in float64, written back
+    as float32), to be called after each optimizer step;
+  * AdamW excludes biases, LayerNorm parameters, embeddings and ffn.beta from weight decay (`param_groups`).
+
+Use:
+    from lipt_torch import LiptConfig, LiptTransformer
+    cfg = LiptConfig.from_text(open("models/tiny.cfg").read())
+    model = LiptTransformer(cfg)                  # zero parameters; then load_lipt_state / init_weights
+    model = LiptTransformer.from_safetensors("run/model.safetensors")   # a `lipt export` file
+    logits, loss = model(ids, targets)            # ids, targets: int64 [B, T]
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import struct
+from collections import OrderedDict
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ATTENTIONS = ("dp", "l2", "l2-tied", "contractive-l2")
+FFNS = ("standard", "contractive")
+ACTIVATIONS = ("gelu", "relu", "elu", "lipswish")
+LIP_NORMS = ("inf", "2")
+LIPSWISH_SCALE = 1.1
+
+KIND_DECAY, KIND_NO_DECAY, KIND_BUFFER = "decay", "no_decay", "buffer"
+
+
+def _f32(x: float) -> float:
+    """The float32 value lipt stores for a config float, as a Python float."""
+    return float(np.float32(x))
+
+
+@dataclasses.dataclass
+class LiptConfig:
+    """lipt_config (include/lipt/config.h), defaults of lipt_config_default."""
+    vocab_size: int = 256
+    d_model: int = 128
+    n_heads: int = 4
+    d_ff: int = 512
+    n_layers: int = 2
+    seq_len: int = 128
+    attention: str = "dp"
+    ffn: str = "standard"
+    activation: str = "gelu"
+    dropout: float = 0.0
+    c: float = 0.9
+    lip_norm: str = "inf"
+    power_iters: int = 1
+    init_seed: int = 1234
+    ln_eps: float = 1e-5
+
+    KEYS = ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn", "activation",
+            "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps")
+
+    def __post_init__(self):
+        self.validate()
+
+    @property
+    def invertible(self) -> bool:
+        return self.attention == "contractive-l2" and self.ffn == "contractive"
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    def validate(self) -> None:
+        if self.attention not in ATTENTIONS: raise ValueError(f"attention {self.attention!r} not in {ATTENTIONS}")
+        if self.ffn not in FFNS: raise ValueError(f"ffn {self.ffn!r} not in {FFNS}")
+        if self.activation not in ACTIVATIONS: raise ValueError(f"activation {self.activation!r} not in {ACTIVATIONS}")
+        if self.lip_norm not in LIP_NORMS: raise ValueError(f"lip_norm {self.lip_norm!r} not in {LIP_NORMS}")
+        if self.d_model % self.n_heads: raise ValueError(f"n_heads {self.n_heads} does not divide d_model {self.d_model}")
+        if (self.attention == "contractive-l2") != (self.ffn == "contractive"):
+            raise ValueError("attention = contractive-l2 and ffn = contractive go together (the invertible model)")
+        if self.ffn == "contractive" and self.activation == "gelu":
+            raise ValueError("the contractive feed-forward needs a 1-Lipschitz activation (relu, elu, lipswish)")
+
+    @classmethod
+    def from_text(cls, text: str) -> "LiptConfig":
+        """Parse lipt's `key = value` format (comments with #, '-' for '_' in keys)."""
+        kw = {}
+        for line in text.splitlines():
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            key, _, val = line.partition("=")
+            key, val = key.strip().replace("-", "_"), val.strip()
+            if key not in cls.KEYS:
+                raise ValueError(f"unknown config key {key!r}")
+            field_type = {f.name: f.type for f in dataclasses.fields(cls)}[key]
+            kw[key] = int(val) if field_type in (int, "int") else float(val) if field_type in (float, "float") else val
+        return cls(**kw)
+
+    def to_text(self) -> str:
+        """The text lipt_config_to_text writes (floats to round-trip float32 exactly)."""
+        g = lambda x: "%.9g" % _f32(x)
+        return (f"vocab_size = {self.vocab_size}\nd_model = {self.d_model}\nn_heads = {self.n_heads}\n"
+                f"d_ff = {self.d_ff}\nn_layers = {self.n_layers}\nseq_len = {self.seq_len}\n"
+                f"attention = {self.attention}\nffn = {self.ffn}\nactivation = {self.activation}\n"
+                f"dropout = {g(self.dropout)}\nc = {g(self.c)}\nlip_norm = {self.lip_norm}\n"
+                f"power_iters = {self.power_iters}\ninit_seed = {self.init_seed}\nln_eps = {g(self.ln_eps)}\n")
+
+
+def parameter_specs(cfg: LiptConfig) -> List[Tuple[str, Tuple[int, ...], str]]:
+    """(name, shape, kind) of every parameter and buffer in lipt's registration (= checkpoint) order
+    (src/nn/model.c register_params). kind: "decay", "no_decay" (LIPT_PARAM_NO_DECAY) or "buffer"."""
+    D, Fd, V, H = cfg.d_model, cfg.d_ff, cfg.vocab_size, cfg.n_heads
+    ND, DEC, BUF = KIND_NO_DECAY, KIND_DECAY, KIND_BUFFER
+    s = [("tok_emb", (V, D), ND), ("pos_emb", (cfg.seq_len, D), ND)]
+    for l in range(cfg.n_layers):
+        p = f"layers.{l}."
+        if not cfg.invertible:
+            s += [(p + "ln1.gamma", (D,), ND), (p + "ln1.beta", (D,), ND)]
+        s.append((p + "attn.wq", (D, D), DEC))
+        if cfg.attention in ("dp", "l2"):
+            s.append((p + "attn.wk", (D, D), DEC))
+        s += [(p + "attn.wv", (D, D), DEC), (p + "attn.wo", (D, D), DEC), (p + "attn.bo", (D,), ND)]
+        if not cfg.invertible:
+            s += [(p + "ln2.gamma", (D,), ND), (p + "ln2.beta", (D,), ND)]
+        s += [(p + "ffn.w1", (D, Fd), DEC), (p + "ffn.b1", (Fd,), ND), (p + "ffn.w2", (Fd, D), DEC),
+              (p + "ffn.b2", (D,), ND)]
+        if cfg.activation == "lipswish":
+            s.append((p + "ffn.beta", (1,), ND))
+        if cfg.ffn == "contractive":
+            s += [(p + "ffn.sn1.u", (D,), BUF), (p + "ffn.sn1.v", (Fd,), BUF), (p + "ffn.sn2.u", (Fd,), BUF),
+                  (p + "ffn.sn2.v", (D,), BUF)]
+        if cfg.attention == "contractive-l2" and cfg.lip_norm == "2":
+            for nm, n in (("uq", H * D), ("vq", D), ("uv", H * D), ("vv", D), ("uo", D), ("vo", D)):
+                s.append((p + "attn.bound." + nm, (n,), BUF))
+    s += [("ln_f.gamma", (D,), ND), ("ln_f.beta", (D,), ND), ("head.w", (D, V), DEC), ("head.b", (V,), ND)]
+    return s
+
+
+# ----------------------------------------------------------------------------- maths shared with lipt's ops
+
+def lambert_w0(x: float) -> float:
+    """Principal branch of Lambert W for x >= -1/e (Halley iteration in double)."""
+    if x < -1.0 / math.e:
+        raise ValueError("lambert_w0: x < -1/e")
+    if x == 0.0:
+        return 0.0
+    w = math.log1p(x) if x < 3.0 else math.log(x) - math.log(math.log(x))
+    for _ in range(100):
+        ew = math.exp(w)
+        f = w * ew - x
+        wp1 = w + 1.0
+        if wp1 == 0.0:
+            break
+        step = f / (ew * wp1 - (w + 2.0) * f / (2.0 * wp1))
+        w -= step
+        if abs(step) <= 1e-16 * (1.0 + abs(w)):
+            break
+    return w
+
+
+def phi_inv(y: float) -> float:
+    """phi^{-1}(y) = W0(y / e), phi(x) = x e^{x+1} (SPEC section 2)."""
+    return lambert_w0(y / math.e)
+
+
+def contract_factor(x: torch.Tensor, c: float) -> torch.Tensor:
+    """1 / max(1, x / c) of a one-element tensor, differentiated through x (lipt_contract_factor)."""
+    return torch.where(x / c > 1, c / x, torch.ones_like(x))
+
+
+def norm_inf_blocks(w: torch.Tensor, transpose: bool, n_blocks: int) -> torch.Tensor:
+    """Induced infinity norms of the column blocks of w [R, C] (lipt_norm_inf): transpose False gives the max abs
+    row sum of each block, True the max abs column sum. Subgradient at the (first) argmax."""
+    R, C = w.shape
+    cb = C // n_blocks
+    a = w.abs()
+    if not transpose:
+        return a.reshape(R, n_blocks, cb).sum(-1).max(dim=0).values
+    return a.sum(0).reshape(n_blocks, cb).max(dim=1).values
+
+
+def spectral_sigma(w: torch.Tensor, u: torch.Tensor, v: torch.Tensor, n_blocks: int) -> torch.Tensor:
+    """sigma_b = u_b^T W_b v_b for the column blocks of w [R, C] with fixed vectors u [n_blocks*R], v [C]
+    (lipt_spectral_norm with iters = 0): the gradient is u v^T."""
+    R, C = w.shape
+    cb = C // n_blocks
+    wb = w.reshape(R, n_blocks, cb)
+    u = u.detach().to(w.dtype).reshape(n_blocks, R)
+    v = v.detach().to(w.dtype).reshape(n_blocks, cb)
+    return torch.einsum("br,rbc,bc->b", u, wb, v)
+
+
+def _reseed_val(which: int, b: int, j: int) -> float:
+    """src/ops/spectral.c reseed_val: a deterministic dense restart for a degenerate power iteration."""
+    m = (1 << 64) - 1
+    z = ((((2 * b + which) & 0xFFFFFFFF) << 32 | (j & 0xFFFFFFFF)) + 0x9E3779B97F4A7C15) & m
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    z ^= z >> 31
+    return (z >> 11) * 2.0 ** -52 - 1.0
+
+
+def _normalise(x: torch.Tensor) -> Optional[torch.Tensor]:
+    n = float(torch.sqrt((x * x).sum()))
+    if not (n > 0) or not math.isfinite(n):
+        return None
+    return x / n
+
+
+@torch.no_grad()
+def power_iterate(w: torch.Tensor, u: torch.Tensor, v: torch.Tensor, n_blocks: int, iters: int) -> None:
+    """`iters` rounds v <- W_b^T u / |.|, u <- W_b v / |.| per column block, in float64, written back into the
+    (float32) vectors u and v in place, as src/ops/spectral.c power_block does."""
+    if iters <= 0:
+        return
+    R, C = w.shape
+    cb = C // n_blocks
+    wd = w.detach().double()
+    for b in range(n_blocks):
+        wb = wd[:, b * cb:(b + 1) * cb]
+        du = u[b * R:(b + 1) * R].double()
+        dv = None
+        for _ in range(iters):
+            dv = _normalise(wb.t() @ du)
+            if dv is None:
+                dv = _normalise(torch.tensor([_reseed_val(0, b, j) for j in range(cb)], dtype=torch.float64))
+            du_n = _normalise(wb @ dv)
+            du = du_n if du_n is not None else _normalise(
+                torch.tensor([_reseed_val(1, b, i) for i in range(R)], dtype=torch.float64))
+        u[b * R:(b + 1) * R] = du.to(u.dtype)
+        v[b * cb:(b + 1) * cb] = dv.to(v.dtype)
+
+
+def bound_l2_inf(wq: torch.Tensor, wv: torch.Tensor, wo: torch.Tensor, H: int, N: int) -> torch.Tensor:
+    """lipt_bound_l2_inf: (4 phi^{-1}(N-1) + 1/s) ||W^O^T||_inf max_h(||W^{Q,h}||_inf ||W^{Q,h}^T||_inf)
+    max_h ||W^{V,h}^T||_inf, one element."""
+    d = wq.shape[0] // H
+    lead = 4.0 * phi_inv(float(N - 1)) + 1.0 / math.sqrt(d)
+    q_max = (norm_inf_blocks(wq, False, H) * norm_inf_blocks(wq, True, H)).max().reshape(1)
+    v_max = norm_inf_blocks(wv, True, H).max().reshape(1)
+    o = norm_inf_blocks(wo, True, 1)
+    return q_max * v_max * o * _f32(lead)
+
+
+BOUND_VECTORS = ("uq", "vq", "uv", "vv", "uo", "vo")
+
+
+def bound_l2_2(wq: torch.Tensor, wv: torch.Tensor, wo: torch.Tensor, H: int, N: int,
+               vec: Dict[str, torch.Tensor]) -> torch.Tensor:
+    """lipt_bound_l2_2 with iters = 0: (sqrt(N)/s)(4 phi^{-1}(N-1) + 1) sqrt(sum_h ||W^{Q,h}||^4 ||W^{V,h}||^2)
+    ||W^O||, spectral norms from the persistent vectors."""
+    d = wq.shape[0] // H
+    lead = math.sqrt(N) / math.sqrt(d) * (4.0 * phi_inv(float(N - 1)) + 1.0)
+    sq = spectral_sigma(wq, vec["uq"], vec["vq"], H)
+    sv = spectral_sigma(wv, vec["uv"], vec["vv"], H)
+    so = spectral_sigma(wo, vec["uo"], vec["vo"], 1)
+    t = sq * sq * sv
+    return torch.sqrt((t * t).sum()).reshape(1) * so * _f32(lead)
+
+
+def layer_norm(x: torch.Tensor, g: torch.Tensor, b: torch.Tensor, eps: float) -> torch.Tensor:
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(var + eps) * g + b
+
+
+# ----------------------------------------------------------------------------- the model
+
+def _safe(name: str) -> str:
+    return name.replace(".", "__")
+
+
+class LiptTransformer(nn.Module):
+    """lipt_model. Parameters and buffers are registered under lipt's names with '.' spelled '__'; use
+    `p(name)` / `lipt_state_dict()` / `load_lipt_state()` with lipt's spelling."""
+
+    def __init__(self, cfg: LiptConfig, dtype: torch.dtype = torch.float32):
+        super().__init__()
+        cfg.validate()
+        self.cfg = cfg
+        self.specs = parameter_specs(cfg)
+        self.kinds = OrderedDict((n, k) for n, _, k in self.specs)
+        for name, shape, kind in self.specs:
+            t = torch.zeros(shape, dtype=dtype)
+            if kind == KIND_BUFFER:
+                self.register_buffer(_safe(name), t)
+            else:
+                self.register_parameter(_safe(name), nn.Parameter(t))
+
+    # ---- access
+    def p(self, name: str) -> torch.Tensor:
+        return getattr(self, _safe(name))
+
+    def has(self, name: str) -> bool:
+        return name in self.kinds
+
+    def trainable_names(self) -> List[str]:
+        return [n for n, k in self.kinds.items() if k != KIND_BUFFER]
+
+    def lipt_state_dict(self) -> "OrderedDict[str, torch.Tensor]":
+        """Every parameter and buffer under lipt's name, in registration order (detached)."""
+        return OrderedDict((n, self.p(n).detach()) for n in self.kinds)
+
+    @torch.no_grad()
+    def load_lipt_state(self, state: Dict[str, object], strict: bool = True) -> None:
+        """Copy values (arrays or tensors, lipt layout) by lipt name; strict: every name must be present."""
+        for name, shape, _ in self.specs:
+            if name not in state:
+                if strict:
+                    raise KeyError(f"missing tensor {name!r}")
+                continue
+            val = torch.as_tensor(np.array(state[name], dtype=np.float32))  # a writable copy
+            if tuple(val.shape) != tuple(shape):
+                raise ValueError(f"{name}: shape {tuple(val.shape)}, expected {tuple(shape)}")
+            self.p(name).copy_(val.to(self.p(name).dtype))
+        if strict:
+            extra = [k for k in state if k not in self.kinds]
+            if extra:
+                raise KeyError(f"unexpected tensors {extra}")
+
+    def param_groups(self, weight_decay: float) -> List[dict]:
+        """torch.optim.AdamW groups with lipt's no-decay set (biases, norms, embeddings, ffn.beta)."""
+        dec = [self.p(n) for n, k in self.kinds.items() if k == KIND_DECAY]
+        nod = [self.p(n) for n, k in self.kinds.items() if k == KIND_NO_DECAY]
+        return [{"params": dec, "weight_decay": weight_decay}, {"params": nod, "weight_decay": 0.0}]
+
+    @classmethod
+    def from_safetensors(cls, path: str, dtype: torch.dtype = torch.float32) -> "LiptTransformer":
+        """A model from a `lipt export` file: the config from its metadata, every tensor by name."""
+        tensors, meta = read_safetensors(path)
+        if "config" not in meta:
+            raise ValueError(f"{path}: no config in the safetensors metadata")
+        model = cls(LiptConfig.from_text(meta["config"]), dtype)
+        model.load_lipt_state(tensors)
+        return model
+
+    @torch.no_grad()
+    def init_weights(self, seed: int = 1234) -> None:
+        """lipt's initialisation scheme (models/README.md) drawn from torch's generator (not lipt's RNG, so the
+        values differ from lipt's; the distributions are the same), then 100 power-iteration rounds."""
+        cfg, gen = self.cfg, torch.Generator().manual_seed(seed)
+        D, H = cfg.d_model, cfg.n_heads
+        d = D // H
+        emb_std = math.sqrt(0.5) if cfg.invertible else 0.02
+        out_std = 0.02 / math.sqrt(2.0 * max(cfg.n_layers, 1))
+        l2_std = 1.0 / (math.sqrt(D) * d ** 0.25)
+        for name, shape, kind in self.specs:
+            t = self.p(name)
+            leaf = name.split(".", 2)[-1] if name.startswith("layers.") else name
+            if kind == KIND_BUFFER:
+                t.copy_(torch.randn(shape, generator=gen, dtype=t.dtype))
+                continue
+            std = {"tok_emb": emb_std, "pos_emb": emb_std, "attn.wv": 0.02, "attn.wo": out_std, "ffn.w1": 0.02,
+                   "ffn.w2": out_std, "head.w": 0.02,
+                   "attn.wq": 0.02 if cfg.attention == "dp" else l2_std,
+                   "attn.wk": 0.02 if cfg.attention == "dp" else l2_std}.get(leaf)
+            if std is not None:
+                t.copy_(torch.randn(shape, generator=gen, dtype=t.dtype) * std)
+            elif leaf.endswith("gamma") or leaf == "ffn.beta":
+                t.fill_(1.0)
+            else:
+                t.zero_()
+        self._normalise_buffers()
+        self.refresh_norms(100)
+
+    @torch.no_grad()
+    def _normalise_buffers(self) -> None:
+        cfg, D, H = self.cfg, self.cfg.d_model, self.cfg.n_heads
+        blocks = {"uq": H, "vq": H, "uv": H, "vv": H, "uo": 1, "vo": 1}
+        for name, _, kind in self.specs:
+            if kind != KIND_BUFFER:
+                continue
+            t = self.p(name)
+            nb = blocks.get(name.rsplit(".", 1)[-1], 1) if ".bound." in name else 1
+            tb = t.view(nb, -1)
+            tb /= tb.norm(dim=1, keepdim=True)
+
+    # ---- spectral-norm bookkeeping
+    def bound_vectors(self, l: int) -> Dict[str, torch.Tensor]:
+        return {k: self.p(f"layers.{l}.attn.bound.{k}") for k in BOUND_VECTORS}
+
+    @torch.no_grad()
+    def refresh_norms(self, iters: int) -> None:
+        """lipt_model_refresh_norms: `iters` power-iteration rounds on every spectral-norm vector set (contractive
+        ffn weights; the 2-norm attention bound). No-op for the non-invertible variants."""
+        cfg = self.cfg
+        if iters <= 0 or not cfg.invertible:
+            return
+        for l in range(cfg.n_layers):
+            p = f"layers.{l}."
+            power_iterate(self.p(p + "ffn.w1"), self.p(p + "ffn.sn1.u"), self.p(p + "ffn.sn1.v"), 1, iters)
+            power_iterate(self.p(p + "ffn.w2"), self.p(p + "ffn.sn2.u"), self.p(p + "ffn.sn2.v"), 1, iters)
+            if cfg.lip_norm == "2":
+                v = self.bound_vectors(l)
+                H = cfg.n_heads
+                power_iterate(self.p(p + "attn.wq"), v["uq"], v["vq"], H, iters)
+                power_iterate(self.p(p + "attn.wv"), v["uv"], v["vv"], H, iters)
+                power_iterate(self.p(p + "attn.wo"), v["uo"], v["vo"], 1, iters)
+
+    def attn_bound(self, l: int) -> torch.Tensor:
+        """UB of the unnormalised contractive attention of layer l (lip_norm norm, N = seq_len), one element."""
+        cfg, p = self.cfg, f"layers.{l}."
+        wq, wv, wo = self.p(p + "attn.wq"), self.p(p + "attn.wv"), self.p(p + "attn.wo")
+        if cfg.lip_norm == "2":
+            return bound_l2_2(wq, wv, wo, cfg.n_heads, cfg.seq_len, self.bound_vectors(l))
+        return bound_l2_inf(wq, wv, wo, cfg.n_heads, cfg.seq_len)
+
+    def ffn_sigmas(self, l: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        p = f"layers.{l}."
+        s1 = spectral_sigma(self.p(p + "ffn.w1"), self.p(p + "ffn.sn1.u"), self.p(p + "ffn.sn1.v"), 1)
+        s2 = spectral_sigma(self.p(p + "ffn.w2"), self.p(p + "ffn.sn2.u"), self.p(p + "ffn.sn2.v"), 1)
+        return s1, s2
+
+    @torch.no_grad()
+    def layer_lipschitz(self, l: int) -> Dict[str, float]:
+        """lipt_model_layer_lipschitz: the bound, the factors and the sigma estimates of block l."""
+        out = {"attn_bound": 0.0, "attn_factor": 1.0, "sigma1": 0.0, "sigma2": 0.0, "ffn_factor1": 1.0,
+               "ffn_factor2": 1.0}
+        if not self.cfg.invertible:
+            return out
+        c = _f32(self.cfg.c)
+        ub = self.attn_bound(l)
+        s1, s2 = self.ffn_sigmas(l)
+        out.update(attn_bound=float(ub), attn_factor=float(contract_factor(ub, c)), sigma1=float(s1),
+                   sigma2=float(s2), ffn_factor1=float(contract_factor(s1, c)), ffn_factor2=float(contract_factor(s2, c)))
+        return out
+
+    # ---- forward pieces (lipt_model_embed / _branch / _block / _hidden / _logits)
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        B, T = ids.shape
+        if not 1 <= T <= self.cfg.seq_len:
+            raise ValueError(f"sequence length {T} outside [1, seq_len = {self.cfg.seq_len}]")
+        return self.p("tok_emb")[ids] + self.p("pos_emb")[:T]
+
+    def _activation(self, l: int, x: torch.Tensor) -> torch.Tensor:
+        a = self.cfg.activation
+        if a == "relu":
+            return torch.relu(x)
+        if a == "elu":
+            return F.elu(x)
+        if a == "lipswish":
+            return x * torch.sigmoid(self.p(f"layers.{l}.ffn.beta") * x) / LIPSWISH_SCALE
+        return F.gelu(x)  # exact erf form
+
+    def attention(self, l: int, x: torch.Tensor) -> torch.Tensor:
+        """Multi-head causal attention with its output projection (x already layer-normed for pre-LN)."""
+        cfg, p = self.cfg, f"layers.{l}."
+        B, T, D = x.shape
+        H, d = cfg.n_heads, cfg.head_dim
+        inv_s = 1.0 / math.sqrt(d)
+        heads = lambda t: t.reshape(B, T, H, d).transpose(1, 2)  # [B,H,T,d]
+        wq, wv = self.p(p + "attn.wq"), self.p(p + "attn.wv")
+        qh = heads(x @ wq)
+        if cfg.attention in ("dp", "l2"):
+            kh = heads(x @ self.p(p + "attn.wk"))
+            vh = heads(x @ wv)
+        else:
+            # tied: keys are the queries; values Q_h M_h with M_h = W^{Q,h}^T W^{V,h} / s  [H,d,d]
+            kh = qh
+            M = torch.einsum("ihc,ihe->hce", wq.reshape(D, H, d), wv.reshape(D, H, d)) * inv_s
+            vh = qh @ M.unsqueeze(0)
+        if cfg.attention == "dp":
+            logits = (qh @ kh.transpose(-1, -2)) * inv_s
+        else:
+            # -|q_i - k_j|^2 / s up to the row constant -|q_i|^2 / s, which cancels in the softmax (as lipt)
+            logits = (2.0 * (qh @ kh.transpose(-1, -2)) - (kh * kh).sum(-1).unsqueeze(-2)) * inv_s
+        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        P = torch.softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
+        a = (P @ vh).transpose(1, 2).reshape(B, T, D)
+        f = a @ self.p(p + "attn.wo")
+        if cfg.attention == "contractive-l2":
+            f = f * contract_factor(self.attn_bound(l), _f32(cfg.c))
+        return f + self.p(p + "attn.bo")
+
+    def feed_forward(self, l: int, x: torch.Tensor) -> torch.Tensor:
+        p = f"layers.{l}."
+        w1, w2 = self.p(p + "ffn.w1"), self.p(p + "ffn.w2")
+        if self.cfg.ffn == "contractive":
+            c = _f32(self.cfg.c)
+            s1, s2 = self.ffn_sigmas(l)
+            w1 = w1 * contract_factor(s1, c)
+            w2 = w2 * contract_factor(s2, c)
+        h = self._activation(l, x @ w1 + self.p(p + "ffn.b1"))
+        return h @ w2 + self.p(p + "ffn.b2")
+
+    def branch(self, l: int, which: int, x: torch.Tensor) -> torch.Tensor:
+        """Residual branch g (0 attention, 1 feed-forward) of block l, without dropout (lipt_model_branch)."""
+        p, eps = f"layers.{l}.", _f32(self.cfg.ln_eps)
+        if which == 0:
+            xin = x if self.cfg.invertible else layer_norm(x, self.p(p + "ln1.gamma"), self.p(p + "ln1.beta"), eps)
+            return self.attention(l, xin)
+        xin = x if self.cfg.invertible else layer_norm(x, self.p(p + "ln2.gamma"), self.p(p + "ln2.beta"), eps)
+        return self.feed_forward(l, xin)
+
+    def block(self, l: int, x: torch.Tensor) -> torch.Tensor:
+        for which in (0, 1):
+            g = self.branch(l, which, x)
+            if self.training and self.cfg.dropout > 0:
+                g = F.dropout(g, self.cfg.dropout, True)
+            x = x + g
+        return x
+
+    def hidden(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids)
+        for l in range(self.cfg.n_layers):
+            x = self.block(l, x)
+        return x
+
+    def logits_from_hidden(self, h: torch.Tensor) -> torch.Tensor:
+        n = layer_norm(h, self.p("ln_f.gamma"), self.p("ln_f.beta"), _f32(self.cfg.ln_eps))
+        return n @ self.p("head.w") + self.p("head.b")
+
+    def forward(self, ids: torch.Tensor, targets: Optional[torch.Tensor] = None):
+        """ids int64 [B,T] -> (logits [B,T,V], mean cross-entropy in nats or None)."""
+        logits = self.logits_from_hidden(self.hidden(ids))
+        loss = None
+        if targets is not None:
+            V = logits.shape[-1]
+            loss = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
+        return logits, loss
+
+    # ---- inversion (lipt_model_invert)
+    @torch.no_grad()
+    def invert(self, ids: Sequence[int], tol: float = 1e-6, max_iter: int = 100) -> Dict[str, object]:
+        """Forward one sequence to the last hidden state, undo the blocks from the top (feed-forward map, then
+        attention map) by x <- y - g(x) from x = y until max|x_{k+1} - x_k| <= tol * max(1, max|x_k|) or the cap,
+        subtract pos_emb and take the nearest token embedding. Returns x0 (recovered), x0_true, tokens, iters
+        (per map at 2*l + which), converged."""
+        if not self.cfg.invertible:
+            raise ValueError("inversion needs the invertible model")
+        ids_t = torch.as_tensor(np.asarray(ids, dtype=np.int64)).reshape(1, -1)
+        T, L = ids_t.shape[1], self.cfg.n_layers
+        x0_true = self.embed(ids_t)
+        y = x0_true
+        for l in range(L):
+            y = self.block(l, y)
+        iters, conv = [0] * (2 * L), [0] * (2 * L)
+        for l in reversed(range(L)):
+            for which in (1, 0):
+                x = y.clone()
+                k = 0
+                for k in range(1, max_iter + 1):
+                    xn = y - self.branch(l, which, x)
+                    if not bool(torch.isfinite(xn).all()):
+                        raise FloatingPointError(f"inversion of layer {l} branch {which}: non-finite iterate")
+                    diff = float((xn.double() - x.double()).abs().max())
+                    xmax = float(x.abs().max())
+                    x = xn
+                    if diff <= tol * max(1.0, xmax):
+                        conv[2 * l + which] = 1
+                        break
+                iters[2 * l + which] = k
+                y = x
+        x0 = y
+        pos = self.p("pos_emb")[:T].double()
+        d2 = ((x0[0].double() - pos).unsqueeze(1) - self.p("tok_emb").double().unsqueeze(0)).pow(2).sum(-1)
+        tokens = d2.argmin(dim=1)  # first minimum, as lipt
+        return {"x0": x0[0], "x0_true": x0_true[0], "tokens": tokens, "iters": iters, "converged": conv}
+
+
+# ----------------------------------------------------------------------------- safetensors (no dependency)
+
+def read_safetensors(path: str) -> Tuple["OrderedDict[str, np.ndarray]", Dict[str, str]]:
+    """Read an F32 .safetensors file (as `lipt export` writes it): tensors by name, and the metadata."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n].decode("utf-8"))
+    meta = header.pop("__metadata__", {}) or {}
+    data = blob[8 + n:]
+    out = OrderedDict()
+    for name, info in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+        if info["dtype"] != "F32":
+            raise ValueError(f"{path}: {name} has dtype {info['dtype']}, only F32 is supported")
+        a, b = info["data_offsets"]
+        out[name] = np.frombuffer(data[a:b], dtype="<f4").reshape(info["shape"]).copy()
+    return out, meta
