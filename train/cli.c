@@ -87,7 +87,7 @@ int cli_parse(cli_args *a, const char *cmd, const char *summary, const cli_opt *
             }
             if (a->n_extra >= CLI_MAX_EXTRA) { cli_error(cmd, "too many options"); return -1; }
             /* keep a stable copy of the key: buf is on this stack frame */
-            a->extra_key[a->n_extra] = inline_val ? strndup(name, 127) : name;
+            a->extra_key[a->n_extra] = inline_val ? cli_own(a, name, strlen(name)) : name;
             a->extra_val[a->n_extra] = v;
             a->n_extra++;
             continue;
@@ -115,6 +115,19 @@ int cli_parse(cli_args *a, const char *cmd, const char *summary, const cli_opt *
         }
     }
     return 0;
+}
+
+const char *cli_own(cli_args *a, const char *s, size_t n) {
+    char *c = lipt_xmalloc(n + 1);
+    memcpy(c, s, n);
+    c[n] = 0;
+    if (a->n_owned < (int)(sizeof a->owned / sizeof a->owned[0])) a->owned[a->n_owned++] = c;
+    return c; /* beyond the table (cannot happen: one per option or extra) it would leak, not fail */
+}
+
+void cli_free(cli_args *a) {
+    for (int i = 0; i < a->n_owned; i++) free(a->owned[i]);
+    a->n_owned = 0;
 }
 
 static int slot(const cli_args *a, const char *name) {

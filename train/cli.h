@@ -30,12 +30,17 @@ typedef struct {
     const char *extra_key[CLI_MAX_EXTRA], *extra_val[CLI_MAX_EXTRA];
     int n_pos;
     const char *pos[8];
+    int n_owned;
+    char *owned[CLI_MAX_OPTS + CLI_MAX_EXTRA]; /* strings the parser or a caller allocated; freed by cli_free */
 } cli_args;
 
 /* Parse argv (after the subcommand name). Returns 0, 1 if --help was printed, or -1 with a one-line error
  * already printed. allow_extra: unknown --key value pairs are collected instead of rejected. */
 int cli_parse(cli_args *a, const char *cmd, const char *summary, const cli_opt *opts, int n_opts, int argc, char **argv,
               int allow_extra, int max_pos);
+/* Duplicate n bytes of s as a string owned by a (freed by cli_free). */
+const char *cli_own(cli_args *a, const char *s, size_t n);
+void cli_free(cli_args *a);
 void cli_usage(FILE *f, const char *cmd, const char *summary, const cli_opt *opts, int n_opts);
 
 int cli_has(const cli_args *a, const char *name);

@@ -142,28 +142,27 @@ static int parse_final_eval(const char *s, int *valid, int *test) {
     return -1;
 }
 
-int cmd_train(int argc, char **argv) {
+static int train_main(cli_args *ap, int argc, char **argv) {
     const char *C = "train";
-    cli_args a;
-    int pr = cli_parse(&a, C, "Train a character-level Transformer (any attention variant) on a corpus.", train_opts,
+    int pr = cli_parse(ap, C, "Train a character-level Transformer (any attention variant) on a corpus.", train_opts,
                        N_TRAIN_OPTS, argc, argv, 1, 0);
     if (pr) return pr > 0 ? 0 : 2;
     lipt_error err = {0};
     trainer t;
     memset(&t, 0, sizeof t);
-    t.out = cli_str(&a, "out");
+    t.out = cli_str(ap, "out");
     snprintf(t.last_path, sizeof t.last_path, "%s/last.ckpt", t.out);
     snprintf(t.best_path, sizeof t.best_path, "%s/best.ckpt", t.out);
     snprintf(t.metrics_path, sizeof t.metrics_path, "%s/metrics.jsonl", t.out);
     long threads = 0;
-    if (cli_int(&a, "threads", &threads) < 0) return 2;
-    if (cli_has(&a, "threads")) {
+    if (cli_int(ap, "threads", &threads) < 0) return 2;
+    if (cli_has(ap, "threads")) {
         if (threads < 1 || threads > 1024) return cli_error(C, "--threads must be in [1, 1024], got %ld", threads);
         lipt_set_threads((int)threads);
     }
-    int resume = cli_has(&a, "resume");
-    const char *resume_path = cli_has(&a, "ckpt") ? cli_str(&a, "ckpt") : t.last_path;
-    if (cli_has(&a, "ckpt") && !resume) return cli_error(C, "--ckpt is for --resume (use lipt eval to evaluate a checkpoint)");
+    int resume = cli_has(ap, "resume");
+    const char *resume_path = cli_has(ap, "ckpt") ? cli_str(ap, "ckpt") : t.last_path;
+    if (cli_has(ap, "ckpt") && !resume) return cli_error(C, "--ckpt is for --resume (use lipt eval to evaluate a checkpoint)");
 
     /* ---- configuration: from the checkpoint when resuming, else config file + overrides ---- */
     lipt_config cfg;
@@ -173,7 +172,7 @@ int cmd_train(int argc, char **argv) {
     memset(&rx, 0, sizeof rx);
     if (resume) {
         if (lipt_ckpt_open(resume_path, &ck, &err) != LIPT_OK) return cli_fail(C, &err);
-        if (cli_has(&a, "config") || a.n_extra) {
+        if (cli_has(ap, "config") || ap->n_extra) {
             lipt_ckpt_close(&ck);
             return cli_error(C, "--resume takes the model config from %s; drop --config and model keys", resume_path);
         }
@@ -192,32 +191,32 @@ int cmd_train(int argc, char **argv) {
             size_t kl = (size_t)(eq - p) < sizeof key - 1 ? (size_t)(eq - p) : sizeof key - 1;
             memcpy(key, p, kl);
             key[kl] = 0;
-            for (int k = 0; k < a.n_opts; k++)
-                if (strcmp(a.opts[k].name, key) == 0 && !a.set[k]) {
-                    a.set[k] = 1;
-                    a.val[k] = strndup(eq + 1, (size_t)(nl - eq - 1));
+            for (int k = 0; k < ap->n_opts; k++)
+                if (strcmp(ap->opts[k].name, key) == 0 && !ap->set[k]) {
+                    ap->set[k] = 1;
+                    ap->val[k] = cli_own(ap, eq + 1, (size_t)(nl - eq - 1));
                 }
             p = nl + 1;
         }
     } else {
         lipt_config_default(&cfg);
-        if (cli_has(&a, "config") && lipt_config_load(&cfg, cli_str(&a, "config"), &err) != LIPT_OK) return cli_fail(C, &err);
-        for (int i = 0; i < a.n_extra; i++)
-            if (lipt_config_set(&cfg, a.extra_key[i], a.extra_val[i], &err) != LIPT_OK) {
+        if (cli_has(ap, "config") && lipt_config_load(&cfg, cli_str(ap, "config"), &err) != LIPT_OK) return cli_fail(C, &err);
+        for (int i = 0; i < ap->n_extra; i++)
+            if (lipt_config_set(&cfg, ap->extra_key[i], ap->extra_val[i], &err) != LIPT_OK) {
                 return cli_error(C, "--%s: %s (not a lipt train option either: see lipt train --help)",
-                                 a.extra_key[i], err.msg);
+                                 ap->extra_key[i], err.msg);
             }
     }
 
     /* ---- training options ---- */
     long steps, batch, warmup, seed, eval_every, eval_symbols, save_every, log_every;
     double lr, min_lr, beta1, beta2, aeps, wd, clip;
-    if (cli_int(&a, "steps", &steps) || cli_int(&a, "batch", &batch) || cli_int(&a, "warmup", &warmup) ||
-        cli_int(&a, "seed", &seed) || cli_int(&a, "eval-every", &eval_every) ||
-        cli_int(&a, "eval-symbols", &eval_symbols) || cli_int(&a, "save-every", &save_every) ||
-        cli_int(&a, "log-every", &log_every) || cli_float(&a, "lr", &lr) || cli_float(&a, "min-lr", &min_lr) ||
-        cli_float(&a, "beta1", &beta1) || cli_float(&a, "beta2", &beta2) || cli_float(&a, "adam-eps", &aeps) ||
-        cli_float(&a, "weight-decay", &wd) || cli_float(&a, "clip", &clip)) {
+    if (cli_int(ap, "steps", &steps) || cli_int(ap, "batch", &batch) || cli_int(ap, "warmup", &warmup) ||
+        cli_int(ap, "seed", &seed) || cli_int(ap, "eval-every", &eval_every) ||
+        cli_int(ap, "eval-symbols", &eval_symbols) || cli_int(ap, "save-every", &save_every) ||
+        cli_int(ap, "log-every", &log_every) || cli_float(ap, "lr", &lr) || cli_float(ap, "min-lr", &min_lr) ||
+        cli_float(ap, "beta1", &beta1) || cli_float(ap, "beta2", &beta2) || cli_float(ap, "adam-eps", &aeps) ||
+        cli_float(ap, "weight-decay", &wd) || cli_float(ap, "clip", &clip)) {
         if (resume) lipt_ckpt_close(&ck);
         return 2;
     }
@@ -229,10 +228,10 @@ int cmd_train(int argc, char **argv) {
         bad = cli_error(C, "--eval-every, --save-every, --eval-symbols must be >= 0 and --log-every >= 1");
     else if (clip < 0) bad = cli_error(C, "--clip must be >= 0, got %g", clip);
     int final_valid, final_test;
-    if (!bad && parse_final_eval(cli_str(&a, "final-eval"), &final_valid, &final_test) < 0)
-        bad = cli_error(C, "--final-eval must be valid,test | valid | test | none, got '%s'", cli_str(&a, "final-eval"));
+    if (!bad && parse_final_eval(cli_str(ap, "final-eval"), &final_valid, &final_test) < 0)
+        bad = cli_error(C, "--final-eval must be valid,test | valid | test | none, got '%s'", cli_str(ap, "final-eval"));
     lipt_lr_schedule sched = {0};
-    if (!bad && lipt_lr_kind_parse(cli_str(&a, "schedule"), &sched.kind, &err) != LIPT_OK) bad = cli_fail(C, &err);
+    if (!bad && lipt_lr_kind_parse(cli_str(ap, "schedule"), &sched.kind, &err) != LIPT_OK) bad = cli_fail(C, &err);
     sched.lr = lr;
     sched.warmup = warmup;
     sched.total = steps;
@@ -241,17 +240,17 @@ int cmd_train(int argc, char **argv) {
     lipt_adamw_config acfg = {lr, beta1, beta2, aeps, wd};
     if (!bad && lipt_adamw_config_check(&acfg, &err) != LIPT_OK) bad = cli_fail(C, &err);
     lipt_data_opts dopts = {0};
-    if (!bad && (lipt_data_parse_vocab(cli_str(&a, "vocab"), &dopts, &err) != LIPT_OK ||
-                 lipt_data_parse_split(cli_str(&a, "data-split"), &dopts, &err) != LIPT_OK))
+    if (!bad && (lipt_data_parse_vocab(cli_str(ap, "vocab"), &dopts, &err) != LIPT_OK ||
+                 lipt_data_parse_split(cli_str(ap, "data-split"), &dopts, &err) != LIPT_OK))
         bad = cli_fail(C, &err);
-    dopts.unk = cli_has(&a, "unk") && strcmp(cli_str(&a, "unk"), "1") == 0;
+    dopts.unk = cli_has(ap, "unk") && strcmp(cli_str(ap, "unk"), "1") == 0;
     if (bad) {
         if (resume) lipt_ckpt_close(&ck);
         return bad;
     }
     size_t off = 0;
     for (int i = 0; i < N_PERSISTED; i++) {
-        const char *v = cli_str(&a, persisted[i]);
+        const char *v = cli_str(ap, persisted[i]);
         if (!v) continue; /* unset flags are not stored */
         off += (size_t)snprintf(t.opts_text + off, sizeof t.opts_text - off, "%s=%s\n", persisted[i], v);
     }
@@ -259,8 +258,8 @@ int cmd_train(int argc, char **argv) {
     /* ---- data ---- */
     lipt_dataset ds;
     if (resume) dopts.use_vocab = &t.vocab;
-    const char *data_spec = cli_str(&a, "data");
-    int quiet = cli_has(&a, "quiet");
+    const char *data_spec = cli_str(ap, "data");
+    int quiet = cli_has(ap, "quiet");
     if (lipt_dataset_load(data_spec, &dopts, &ds, &err) != LIPT_OK) {
         if (resume) lipt_ckpt_close(&ck);
         return cli_fail(C, &err);
@@ -452,7 +451,7 @@ int cmd_train(int argc, char **argv) {
             if (final_test) fprintf(stderr, "; test bpc %.4f", et.bpc);
             fprintf(stderr, "; checkpoints %s, %s\n", t.last_path, t.best_path);
         }
-        if (cli_has(&a, "json")) {
+        if (cli_has(ap, "json")) {
             json_w j;
             json_begin(&j, stdout);
             json_int(&j, "steps", t.step);
@@ -478,5 +477,12 @@ done:
     if (ctx_ok) lipt_ctx_free(&t.ctx);
     if (model_ok) lipt_model_free(&t.model);
     lipt_dataset_free(&ds);
+    return rc;
+}
+
+int cmd_train(int argc, char **argv) {
+    cli_args a;
+    int rc = train_main(&a, argc, argv);
+    cli_free(&a);
     return rc;
 }
