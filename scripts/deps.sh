@@ -2,7 +2,7 @@
 # Installs lipt's build dependencies on Debian/Ubuntu when missing (apt-get, through sudo when not root).
 # Sourced by scripts/test.sh and scripts/demo.sh; extra package names may be passed as arguments.
 set -euo pipefail
-PKGS=(cmake make gcc pkg-config libopenblas-openmp-dev check libsubunit-dev zlib1g-dev "$@")
+PKGS=(cmake make gcc libc6-dev pkg-config libopenblas-openmp-dev check libsubunit-dev zlib1g-dev "$@")
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
