@@ -72,6 +72,7 @@ fi
 "$LIPT" train "${COMMON[@]}" --out "$TMP/sig" --steps 1000000 --eval-every 0 2>"$TMP/sig.err" &
 pid=$!
 sleep 2
+expect_error "a second trainer on the same run directory" "$LIPT" train "${COMMON[@]}" --out "$TMP/sig" --steps 10
 kill -INT $pid
 wait $pid
 rc=$?

@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -274,7 +277,7 @@ static int train_main(cli_args *ap, int argc, char **argv) {
         cfg.vocab_size = t.vocab.size;
     }
     int rc = 1;
-    int model_ok = 0, ctx_ok = 0;
+    int model_ok = 0, ctx_ok = 0, lock_fd = -1;
     if (lipt_config_validate(&cfg, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto done; }
     if (ds.len[LIPT_TRAIN] < (size_t)cfg.seq_len + 1) {
         rc = cli_error(C, "the training split has %zu symbols, fewer than seq_len + 1 = %d", ds.len[LIPT_TRAIN], cfg.seq_len + 1);
@@ -311,6 +314,17 @@ static int train_main(cli_args *ap, int argc, char **argv) {
         resume = 2; /* closed */
     }
     if (run_mkdir(t.out, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto done; }
+    {
+        /* one trainer per run directory: a second one would interleave checkpoints and metrics */
+        char lock_path[1300];
+        snprintf(lock_path, sizeof lock_path, "%s/.lock", t.out);
+        lock_fd = open(lock_path, O_RDWR | O_CREAT, 0666);
+        if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+            rc = cli_error(C, "%s is in use by another lipt train (lock %s); wait for it or choose another --out", t.out,
+                           lock_path);
+            goto done;
+        }
+    }
     {
         char path[1300], text[4096];
         snprintf(path, sizeof path, "%s/config.cfg", t.out);
@@ -473,6 +487,7 @@ closelog:
     free(in);
     free(tg);
 done:
+    if (lock_fd >= 0) close(lock_fd); /* releases the lock */
     if (resume == 1) lipt_ckpt_close(&ck);
     if (ctx_ok) lipt_ctx_free(&t.ctx);
     if (model_ok) lipt_model_free(&t.model);
