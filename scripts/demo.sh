@@ -12,8 +12,8 @@ t0=$(date +%s)
 echo "== 1. dependencies"
 bash scripts/deps.sh
 echo "== 2. build (build/)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLIPT_TESTS=OFF >/dev/null
-cmake --build build -j"$THREADS" >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$THREADS" --target lipt_cli >/dev/null
 LIPT=build/lipt
 
 echo "== 3. data: Penn Treebank characters"

@@ -58,17 +58,42 @@ void lipt_elu_backward(lipt_ctx *ctx, lipt_node *node) {
 
 /* ---------------------------------------------------------------- GELU */
 
-/* Φ(x) via erfc, which keeps its relative accuracy in the left tail where 1 + erf(x/√2) cancels. */
-static inline float std_normal_cdf(float x) { return 0.5f * erfcf(-x * ACT_SQRT1_2); }
+/* erfc(z) for z >= 0 with fractional error below 1.2e-7 everywhere (the Chebyshev fit of Numerical Recipes'
+ * erfcc): one expf instead of libm's erfcf, which was a tenth of a DP training step. Keeps relative accuracy in the
+ * tail, where 1 - erf(z) would cancel. */
+static inline float erfc_pos(float z) {
+    const float t = 1.0f / (1.0f + 0.5f * z);
+    const float p =
+        -1.26551223f +
+        t * (1.00002368f +
+             t * (0.37409196f +
+                  t * (0.09678418f +
+                       t * (-0.18628806f +
+                            t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
+    return t * expf(p - z * z);
+}
+
+/* Φ(x) = erfc(-x/√2)/2, from the tail side so both tails keep their relative accuracy. */
+static inline float std_normal_cdf(float x) {
+    const float e = 0.5f * erfc_pos(fabsf(x) * ACT_SQRT1_2);
+    return x < 0 ? e : 1.0f - e;
+}
 
 lipt_tensor *lipt_gelu(lipt_ctx *ctx, lipt_tensor *x) {
     lipt_tensor *out = lipt_tensor_like(ctx, x);
     const size_t n = x->numel;
     const float *xi = x->data;
     float *o = out->data;
+    lipt_node *node = lipt_record(ctx, LIPT_OP_GELU, out, 1, (lipt_tensor *[]){x});
+    /* keep Φ(x) for the backward instead of evaluating it twice */
+    float *cdf = node ? lipt_arena_alloc(&ctx->arena, n * sizeof(float)) : NULL;
+    if (node) node->saved = cdf;
 #pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
-    for (size_t i = 0; i < n; i++) o[i] = xi[i] * std_normal_cdf(xi[i]);
-    lipt_record(ctx, LIPT_OP_GELU, out, 1, (lipt_tensor *[]){x});
+    for (size_t i = 0; i < n; i++) {
+        const float c = std_normal_cdf(xi[i]);
+        if (cdf) cdf[i] = c;
+        o[i] = xi[i] * c;
+    }
     return out;
 }
 
@@ -77,11 +102,11 @@ void lipt_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
     float *dx = lipt_grad_of(ctx, node->in[0]);
     if (!dx) return;
     const size_t n = node->in[0]->numel;
-    const float *xi = node->in[0]->data, *g = node->out->grad;
+    const float *xi = node->in[0]->data, *g = node->out->grad, *cdf = node->saved;
 #pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) {
         const float v = xi[i];
-        dx[i] += g[i] * (std_normal_cdf(v) + v * ACT_INV_SQRT_2PI * expf(-0.5f * v * v));
+        dx[i] += g[i] * (cdf[i] + v * ACT_INV_SQRT_2PI * expf(-0.5f * v * v));
     }
 }
 
