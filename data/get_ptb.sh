@@ -26,41 +26,10 @@ sha_for() {
         test)  echo 1ef5607ac3c463b16e38bfe7900dd3bfc91de5a96e0f21e7eab5188b465b8ebe ;;
     esac
 }
-ROOT="${1:-$(cd "$(dirname "$0")" && pwd)}"
-DIR="$ROOT/ptb"
-me=$(basename "$0")
-
-sha256_of() {
-    if command -v sha256sum >/dev/null 2>&1; then sha256sum "$1" | cut -d' ' -f1
-    elif command -v shasum >/dev/null 2>&1; then shasum -a 256 "$1" | cut -d' ' -f1
-    else echo "$me: need sha256sum or shasum to verify the download" >&2; exit 1; fi
-}
-
-# fetch URL OUT: 0 ok, 2 no network, 1 other failure
-fetch() {
-    local url=$1 out=$2 rc=0 host
-    host=$(printf '%s\n' "$url" | sed -E 's#^[a-z]+://([^/:]+).*#\1#')
-    if command -v curl >/dev/null 2>&1; then
-        local quiet=-sS
-        [ -t 2 ] && quiet=--progress-bar  # a bar on a terminal, only errors in logs
-        curl -fL $quiet --connect-timeout 20 --retry 2 --retry-delay 3 -o "$out" "$url" || rc=$?
-        case $rc in
-            0) return 0 ;;
-            5|6|7|28|35|52|55|56) echo "$me: NO NETWORK: cannot reach $host (curl exit $rc)" >&2; return 2 ;;
-            22) echo "$me: the server refused $url (HTTP error)" >&2; return 1 ;;
-            *) echo "$me: download of $url failed (curl exit $rc)" >&2; return 1 ;;
-        esac
-    elif command -v wget >/dev/null 2>&1; then
-        wget -q -T 20 -t 2 -O "$out" "$url" || rc=$?
-        case $rc in
-            0) return 0 ;;
-            4) echo "$me: NO NETWORK: cannot reach $host (wget exit 4)" >&2; return 2 ;;
-            *) echo "$me: download of $url failed (wget exit $rc)" >&2; return 1 ;;
-        esac
-    fi
-    echo "$me: need curl or wget" >&2
-    return 1
-}
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$here/lib.sh"
+DIR="${1:-$here}/ptb"
 
 # Already there?
 present=0
@@ -79,10 +48,8 @@ if [ "$present" -eq 3 ]; then
     exit 0
 fi
 
-mkdir -p "$DIR"
-work=$(mktemp -d "$DIR/.get_ptb.XXXXXX")
-trap 'rm -rf "$work"; rmdir "$DIR" 2>/dev/null || true' EXIT  # rmdir: only if left empty
-trap 'exit 130' INT TERM HUP
+temp_in "$DIR" ".get_ptb.XXXXXX" -d
+work=$tmp
 
 verify_all() { # dir with the three files
     for s in $SPLITS; do

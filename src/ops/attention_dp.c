@@ -1,4 +1,4 @@
-/* Fused multi-head attention kernels (shared with L2, see attention_impl.h) and the dot-product attention op. */
+/* Multi-head attention kernels and untied-op driver (shared with L2, see attention_impl.h), and the DP op. */
 #include "attention_impl.h"
 
 #include <cblas.h>
@@ -27,7 +27,7 @@ static int use_par(const lipt_attn_job *j) {
     return BH > 1 && (double)BH * j->T * j->T * d >= ATTN_PAR_MIN_WORK && lipt_blas_nests_safely();
 }
 
-void lipt_attn_check_qkv(const char *op, const lipt_tensor *q, const lipt_tensor *k, const lipt_tensor *v, int H) {
+static void check_qkv(const char *op, const lipt_tensor *q, const lipt_tensor *k, const lipt_tensor *v, int H) {
     char a[64], b[64], c[64];
     LIPT_CHECK(q->ndim == 3, "%s: q must be [B,T,D], got %s", op, lipt_shape_str(q, a, 64));
     LIPT_CHECK(lipt_same_shape(q, k) && lipt_same_shape(q, v), "%s: q %s, k %s, v %s differ", op,
@@ -180,12 +180,14 @@ void lipt_attn_backward(lipt_ctx *ctx, const lipt_attn_job *j, const float *P, c
     lipt_arena_release(&ctx->arena, mark);
 }
 
-/* saved: P [B,H,T,T]. iarg: 0 H, 1 causal. */
-lipt_tensor *lipt_attention_dp(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal) {
-    lipt_attn_check_qkv("attention_dp", q, k, v, H);
+/* The untied (q, k, v) op of either kind (l2 = 0: attention_dp, 1: attention_l2).
+ * saved: P [B,H,T,T]. iarg: 0 H, 1 causal. */
+lipt_tensor *lipt_attn_qkv(lipt_ctx *ctx, int l2, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal) {
+    check_qkv(l2 ? "attention_l2" : "attention_dp", q, k, v, H);
     lipt_tensor *out = lipt_tensor_new(ctx, 3, q->shape);
-    lipt_node *node = lipt_record(ctx, LIPT_OP_ATTENTION_DP, out, 3, (lipt_tensor *[]){q, k, v});
-    const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], H, causal != 0, 0, q->data, k->data, v->data};
+    lipt_node *node = lipt_record(ctx, l2 ? LIPT_OP_ATTENTION_L2 : LIPT_OP_ATTENTION_DP, out, 3,
+                                  (lipt_tensor *[]){q, k, v});
+    const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], H, causal != 0, l2, q->data, k->data, v->data};
     float *P = node ? lipt_arena_alloc(&ctx->arena, (size_t)job.B * H * job.T * job.T * sizeof(float)) : NULL;
     lipt_attn_forward(ctx, &job, out->data, P);
     if (node) {
@@ -196,10 +198,16 @@ lipt_tensor *lipt_attention_dp(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, li
     return out;
 }
 
-void lipt_attention_dp_backward(lipt_ctx *ctx, lipt_node *node) {
+void lipt_attn_qkv_backward(lipt_ctx *ctx, lipt_node *node, int l2) {
     lipt_tensor *q = node->in[0], *k = node->in[1], *v = node->in[2];
     float *dq = lipt_grad_of(ctx, q), *dk = lipt_grad_of(ctx, k), *dv = lipt_grad_of(ctx, v);
-    const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], node->iarg[0], node->iarg[1], 0,
+    const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], node->iarg[0], node->iarg[1], l2,
                                q->data, k->data, v->data};
     lipt_attn_backward(ctx, &job, node->saved, node->out->grad, dq, dk, dv);
 }
+
+lipt_tensor *lipt_attention_dp(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal) {
+    return lipt_attn_qkv(ctx, 0, q, k, v, H, causal);
+}
+
+void lipt_attention_dp_backward(lipt_ctx *ctx, lipt_node *node) { lipt_attn_qkv_backward(ctx, node, 0); }

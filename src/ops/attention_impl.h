@@ -12,8 +12,10 @@ typedef struct {
     const float *q, *k, *v;
 } lipt_attn_job;
 
-/* Aborts unless q, k, v are [B,T,D] alike with D divisible by H. */
-void lipt_attn_check_qkv(const char *op, const lipt_tensor *q, const lipt_tensor *k, const lipt_tensor *v, int H);
+/* The untied attention op: attention_dp (l2 = 0) or attention_l2 (l2 = 1) of [B,T,D] q, k, v with H heads,
+ * recorded on the tape under that op; and its backward. */
+lipt_tensor *lipt_attn_qkv(lipt_ctx *ctx, int l2, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal);
+void lipt_attn_qkv_backward(lipt_ctx *ctx, lipt_node *node, int l2);
 
 /* out [B,T,D] = heads of P v. P_saved: B*H*T*T floats to keep the probabilities for backward
  * (masked entries exactly 0), or NULL to use released scratch instead. */

@@ -12,29 +12,12 @@ static void gemm(int ta, int tb, int M, int N, int K, float alpha, const float *
                 lda, B, ldb, beta, C, ldc);
 }
 
-/* saved: P [B,H,T,T]. iarg: 0 H, 1 causal. */
+/* Untied: the (q, k, v) driver of attention_dp.c with L2 logits. */
 lipt_tensor *lipt_attention_l2(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal) {
-    lipt_attn_check_qkv("attention_l2", q, k, v, H);
-    lipt_tensor *out = lipt_tensor_new(ctx, 3, q->shape);
-    lipt_node *node = lipt_record(ctx, LIPT_OP_ATTENTION_L2, out, 3, (lipt_tensor *[]){q, k, v});
-    const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], H, causal != 0, 1, q->data, k->data, v->data};
-    float *P = node ? lipt_arena_alloc(&ctx->arena, (size_t)job.B * H * job.T * job.T * sizeof(float)) : NULL;
-    lipt_attn_forward(ctx, &job, out->data, P);
-    if (node) {
-        node->saved = P;
-        node->iarg[0] = H;
-        node->iarg[1] = job.causal;
-    }
-    return out;
+    return lipt_attn_qkv(ctx, 1, q, k, v, H, causal);
 }
 
-void lipt_attention_l2_backward(lipt_ctx *ctx, lipt_node *node) {
-    lipt_tensor *q = node->in[0], *k = node->in[1], *v = node->in[2];
-    float *dq = lipt_grad_of(ctx, q), *dk = lipt_grad_of(ctx, k), *dv = lipt_grad_of(ctx, v);
-    const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], node->iarg[0], node->iarg[1], 1,
-                               q->data, k->data, v->data};
-    lipt_attn_backward(ctx, &job, node->saved, node->out->grad, dq, dk, dv);
-}
+void lipt_attention_l2_backward(lipt_ctx *ctx, lipt_node *node) { lipt_attn_qkv_backward(ctx, node, 1); }
 
 /* Tied: keys are the queries, and values V_h = Q_h M_h with M_h = W^{Q,h}ᵀ W^{V,h} / s, W^{·,h} the
  * D×d column block h of W (row stride D). VM holds V [B,T,D] (same layout as q) then M [H,d,d]. */
