@@ -56,6 +56,8 @@ elif echo "$out" | python3 -c 'import json,sys; b=json.load(sys.stdin)["branches
 else
   fail "lipschitz: $out"
 fi
+out=$("$LIPT" bench --config "$CFG" --runs 1 --warmup 0 --steps-per-run 1 --sample-tokens 4 --gemm-size 64 --threads 1 --json 2>/dev/null)
+echo "$out" | grep -q '"tokens_per_s"' && pass "bench --json" || fail "bench: $out"
 "$LIPT" export --ckpt "$TMP/run/last.ckpt" --out "$TMP/w.safetensors" 2>/dev/null && [ -s "$TMP/w.safetensors" ] && pass "export" || fail "export"
 
 # ---- resume: 20 + 20 steps give the same loss curve as 40 (dropout on, same threads)
@@ -130,7 +132,7 @@ expect_error "unseen symbol in --text" "$LIPT" invert --ckpt "$CK" --text "ABC~~
 expect_error "text too long" "$LIPT" invert --ckpt "$CK" --text "$(printf 'a%.0s' $(seq 1 500))"
 expect_error "bad --threads" "$LIPT" eval --ckpt "$CK" --threads 0
 expect_error "export without --out" "$LIPT" export --ckpt "$CK"
-for c in train eval invert export sample lipschitz; do
+for c in train eval invert export sample lipschitz bench data; do
   "$LIPT" $c --help >/dev/null 2>&1 && pass "$c --help" || fail "$c --help"
 done
 
