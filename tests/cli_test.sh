@@ -58,6 +58,13 @@ else
 fi
 out=$("$LIPT" bench --config "$CFG" --runs 1 --warmup 0 --steps-per-run 1 --sample-tokens 4 --gemm-size 64 --threads 1 --json 2>/dev/null)
 echo "$out" | grep -q '"tokens_per_s"' && pass "bench --json" || fail "bench: $out"
+if "$LIPT" experiment invertibility --n 6 --d 4 --heads 2 --out "$TMP/exp" --threads 1 >"$TMP/inv.txt" 2>&1 &&
+   "$LIPT" experiment tightness --n-list 2,5 --starts 2 --steps 5 --out "$TMP/exp" --threads 1 >"$TMP/tight.txt" 2>&1 &&
+   [ -s "$TMP/exp/invertibility_n6_d4_h2.svg" ] && ls "$TMP"/exp/tightness_*.csv >/dev/null 2>&1; then
+  pass "experiments (small scale) write their CSV and SVG"
+else
+  fail "experiments: $(tail -c 300 "$TMP/inv.txt" "$TMP/tight.txt")"
+fi
 "$LIPT" export --ckpt "$TMP/run/last.ckpt" --out "$TMP/w.safetensors" 2>/dev/null && [ -s "$TMP/w.safetensors" ] && pass "export" || fail "export"
 
 # ---- resume: 20 + 20 steps give the same loss curve as 40 (dropout on, same threads)
@@ -132,7 +139,8 @@ expect_error "unseen symbol in --text" "$LIPT" invert --ckpt "$CK" --text "ABC~~
 expect_error "text too long" "$LIPT" invert --ckpt "$CK" --text "$(printf 'a%.0s' $(seq 1 500))"
 expect_error "bad --threads" "$LIPT" eval --ckpt "$CK" --threads 0
 expect_error "export without --out" "$LIPT" export --ckpt "$CK"
-for c in train eval invert export sample lipschitz bench data; do
+for c in train eval invert export sample lipschitz bench data "experiment tightness" "experiment invertibility"; do
+  # shellcheck disable=SC2086
   "$LIPT" $c --help >/dev/null 2>&1 && pass "$c --help" || fail "$c --help"
 done
 

@@ -11,6 +11,7 @@ int cmd_sample(int argc, char **argv);
 int cmd_lipschitz(int argc, char **argv);
 int cmd_data(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_experiment(int argc, char **argv);
 
 const lipt_command lipt_commands[] = {
     {"train", cmd_train, "train a model on a corpus (resumable; checkpoints, metrics.jsonl)"},
@@ -18,6 +19,7 @@ const lipt_command lipt_commands[] = {
     {"sample", cmd_sample, "generate text from a checkpoint (cached incremental decoding)"},
     {"invert", cmd_invert, "recover the input text of an invertible model from its last hidden state"},
     {"lipschitz", cmd_lipschitz, "per-layer Lipschitz bounds next to measured Jacobian norms"},
+    {"experiment", cmd_experiment, "paper experiments: bound tightness (Fig. 2), numerical invertibility (Fig. 3)"},
     {"bench", cmd_bench, "speed and memory of a model config on synthetic tokens (train/eval/sample tokens/s, GFLOP/s vs SGEMM, peak RSS)"},
     {"data", cmd_data, "locate a corpus and print its splits and vocabulary"},
     {"export", cmd_export, "write a checkpoint's weights as safetensors"},

@@ -1,0 +1,337 @@
+/* A small SVG line-plot writer: axes, ticks and labels on linear or log scales, series with markers, a legend. */
+#include "svg.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                      "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+
+const char *svg_color(int i) {
+    const int n = (int)(sizeof palette / sizeof palette[0]);
+    return palette[((i % n) + n) % n];
+}
+
+svg_plot svg_plot_defaults(void) {
+    svg_plot p;
+    memset(&p, 0, sizeof p);
+    p.width = 760;
+    p.height = 480;
+    p.xmin = p.xmax = p.ymin = p.ymax = NAN;
+    return p;
+}
+
+static void put_escaped(FILE *f, const char *s) {
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+/* One axis: its range in data units and the map to pixels. */
+typedef struct {
+    int log;
+    double lo, hi;   /* data units */
+    double p0, p1;   /* pixels of lo and hi */
+} axis;
+
+static int usable(double v, int log) { return isfinite(v) && (!log || v > 0); }
+
+static double ax_px(const axis *a, double v) {
+    const double f = a->log ? log10(v) : v, f0 = a->log ? log10(a->lo) : a->lo, f1 = a->log ? log10(a->hi) : a->hi;
+    return a->p0 + (f - f0) / (f1 - f0) * (a->p1 - a->p0);
+}
+
+/* 1, 2 or 5 times a power of ten, near raw. */
+static double nice_step(double raw) {
+    if (!(raw > 0)) return 1;
+    const double e = pow(10, floor(log10(raw))), m = raw / e;
+    return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * e;
+}
+
+/* Range from the data (values vals[0..n)) unless fixed by the caller, rounded out to ticks. */
+static void ax_range(axis *a, const double *vals, size_t n, double fix_lo, double fix_hi) {
+    double mn = INFINITY, mx = -INFINITY;
+    for (size_t i = 0; i < n; i++)
+        if (usable(vals[i], a->log)) {
+            mn = fmin(mn, vals[i]);
+            mx = fmax(mx, vals[i]);
+        }
+    if (usable(fix_lo, a->log)) mn = fix_lo;
+    if (usable(fix_hi, a->log)) mx = fix_hi;
+    if (!(mn <= mx)) { /* no data: a placeholder range */
+        mn = a->log ? 1 : 0;
+        mx = a->log ? 10 : 1;
+    }
+    if (a->log) {
+        double d0 = floor(log10(mn) + 1e-9), d1 = ceil(log10(mx) - 1e-9);
+        if (d1 <= d0) d1 = d0 + 1;
+        a->lo = usable(fix_lo, 1) ? fix_lo : pow(10, d0);
+        a->hi = usable(fix_hi, 1) ? fix_hi : pow(10, d1);
+        if (!(a->hi > a->lo)) a->hi = a->lo * 10;
+    } else {
+        if (mx == mn) {
+            const double pad = mn == 0 ? 1 : fabs(mn) * 0.1;
+            mn -= pad;
+            mx += pad;
+        }
+        const double st = nice_step((mx - mn) / 5);
+        a->lo = isfinite(fix_lo) ? fix_lo : floor(mn / st + 1e-9) * st;
+        a->hi = isfinite(fix_hi) ? fix_hi : ceil(mx / st - 1e-9) * st;
+        if (!(a->hi > a->lo)) a->hi = a->lo + st;
+    }
+}
+
+/* Tick label text for value v (step: the linear tick spacing). */
+static void linear_label(char *buf, size_t len, double v, double step) {
+    if (fabs(v) < step * 1e-9) v = 0;
+    const int dec = step >= 1 ? 0 : (int)ceil(-log10(step) - 1e-9);
+    if (fabs(v) >= 1e6 || (v != 0 && fabs(v) < 1e-4)) snprintf(buf, len, "%g", v);
+    else snprintf(buf, len, "%.*f", dec, v);
+}
+
+/* A decade label: plain (0.001 .. 10000) when the whole axis fits that range, else 10 with a superscript. */
+static void put_decade_label(FILE *f, int k, int plain, double x, double y, const char *anchor) {
+    fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"%s\" font-size=\"11\">", x, y, anchor);
+    if (plain) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%.*f", k < 0 ? -k : 0, pow(10, k));
+        fputs(buf, f);
+    } else {
+        fprintf(f, "10<tspan dy=\"-5\" font-size=\"8\">%d</tspan>", k);
+    }
+    fputs("</text>\n", f);
+}
+
+/* major: 1 labelled with a grid line, 2 a labelled minor tick, 0 a plain minor tick; decade: k of 10^k (log). */
+typedef struct { double v; int major; int decade; } tick;
+
+/* Ticks of an axis into t (at most cap); returns the count. */
+static int ax_ticks(const axis *a, tick *t, int cap) {
+    int n = 0;
+    if (a->log) {
+        const int k0 = (int)ceil(log10(a->lo) - 1e-9), k1 = (int)floor(log10(a->hi) + 1e-9);
+        const int ndec = k1 - k0 + 1, stride = ndec > 10 ? (ndec + 9) / 10 : 1;
+        for (int k = k0; k <= k1 && n < cap; k++)
+            t[n++] = (tick){pow(10, k), (k - k0) % stride == 0, k};
+        /* minor ticks 2..9 x 10^k when the axis is short enough to show them; labelled when there are
+         * too few decades to read the axis otherwise */
+        const int label_minor = ndec < 2;
+        if (log10(a->hi / a->lo) <= 8)
+            for (int k = (int)floor(log10(a->lo)); k <= k1 && n < cap; k++)
+                for (int m = 2; m <= 9 && n < cap; m++) {
+                    const double v = m * pow(10, k);
+                    if (v >= a->lo * (1 - 1e-9) && v <= a->hi * (1 + 1e-9)) t[n++] = (tick){v, label_minor ? 2 : 0, k};
+                }
+    } else {
+        const double st = nice_step((a->hi - a->lo) / 6);
+        for (double v = ceil(a->lo / st - 1e-9) * st; v <= a->hi + st * 1e-9 && n < cap; v += st)
+            t[n++] = (tick){v, 1, 0};
+    }
+    return n;
+}
+
+static void put_marker(FILE *f, svg_marker mk, double x, double y, const char *col) {
+    const double r = 3.5;
+    switch (mk) {
+    case SVG_MARK_CIRCLE: fprintf(f, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"%.2f\" fill=\"%s\"/>\n", x, y, r, col); break;
+    case SVG_MARK_SQUARE:
+        fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"/>\n", x - r, y - r, 2 * r, 2 * r, col);
+        break;
+    case SVG_MARK_TRIANGLE:
+        fprintf(f, "<path d=\"M%.2f,%.2f L%.2f,%.2f L%.2f,%.2f Z\" fill=\"%s\"/>\n", x, y - 1.25 * r, x + 1.15 * r,
+                y + 0.8 * r, x - 1.15 * r, y + 0.8 * r, col);
+        break;
+    case SVG_MARK_DIAMOND:
+        fprintf(f, "<path d=\"M%.2f,%.2f L%.2f,%.2f L%.2f,%.2f L%.2f,%.2f Z\" fill=\"%s\"/>\n", x, y - 1.3 * r,
+                x + 1.3 * r, y, x, y + 1.3 * r, x - 1.3 * r, y, col);
+        break;
+    case SVG_MARK_CROSS:
+        fprintf(f, "<path d=\"M%.2f,%.2f L%.2f,%.2f M%.2f,%.2f L%.2f,%.2f\" stroke=\"%s\" stroke-width=\"1.6\"/>\n", x - r,
+                y - r, x + r, y + r, x - r, y + r, x + r, y - r, col);
+        break;
+    case SVG_MARK_NONE: break;
+    }
+}
+
+static void put_stroke_style(FILE *f, const svg_series *s, const char *col) {
+    fprintf(f, "fill=\"none\" stroke=\"%s\" stroke-width=\"%.2f\" stroke-linejoin=\"round\"", col,
+            s->stroke > 0 ? s->stroke : 1.6);
+    if (s->line == SVG_DASHED) fputs(" stroke-dasharray=\"7,4\"", f);
+    if (s->line == SVG_DOTTED) fputs(" stroke-dasharray=\"1.5,3.5\" stroke-linecap=\"round\"", f);
+}
+
+void svg_write(FILE *f, const svg_plot *p, const svg_series *s, int ns) {
+    const int W = p->width > 0 ? p->width : 760, H = p->height > 0 ? p->height : 480;
+    /* legend width from the longest label (about 7.2 px per character at 12 px, generous for wide fonts) */
+    size_t maxlab = 0;
+    int n_leg = 0;
+    for (int i = 0; i < ns; i++)
+        if (s[i].label) {
+            n_leg++;
+            if (strlen(s[i].label) > maxlab) maxlab = strlen(s[i].label);
+        }
+    const double leg_w = n_leg ? 48 + 7.2 * (double)maxlab : 0;
+    const double left = 78, right = n_leg ? leg_w + 24 : 24, top = p->title ? 38 : 18, bottom = 58;
+    axis ax = {p->logx, 0, 1, left, W - right}, ay = {p->logy, 0, 1, H - bottom, top};
+
+    size_t total = 0;
+    for (int i = 0; i < ns; i++) total += s[i].n > 0 ? (size_t)s[i].n : 0;
+    double *vx = malloc((total + 1) * sizeof *vx), *vy = malloc((total + 1) * sizeof *vy);
+    LIPT_CHECK(vx && vy, "svg: out of memory");
+    size_t m = 0;
+    for (int i = 0; i < ns; i++)
+        for (int j = 0; j < s[i].n; j++)
+            if (usable(s[i].x[j], p->logx) && usable(s[i].y[j], p->logy)) {
+                vx[m] = s[i].x[j];
+                vy[m] = s[i].y[j];
+                m++;
+            }
+    ax_range(&ax, vx, m, p->xmin, p->xmax);
+    ax_range(&ay, vy, m, p->ymin, p->ymax);
+    free(vx);
+    free(vy);
+
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+               "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n", W, H, W, H);
+    fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
+    fprintf(f, "<defs><clipPath id=\"plotarea\"><rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\"/></clipPath></defs>\n",
+            ax.p0, ay.p1, ax.p1 - ax.p0, ay.p0 - ay.p1);
+    if (p->title) {
+        fprintf(f, "<text x=\"%.2f\" y=\"24\" text-anchor=\"middle\" font-size=\"14\">", (ax.p0 + ax.p1) / 2);
+        put_escaped(f, p->title);
+        fputs("</text>\n", f);
+    }
+
+    /* grid and ticks */
+    tick t[256];
+    for (int dim = 0; dim < 2; dim++) {
+        const axis *a = dim ? &ay : &ax;
+        const int nt = ax_ticks(a, t, 256);
+        const double st = a->log ? 0 : nice_step((a->hi - a->lo) / 6);
+        const int plain = a->log && log10(a->lo) >= -3 - 1e-9 && log10(a->hi) <= 4 + 1e-9;
+        for (int i = 0; i < nt; i++) {
+            const double q = ax_px(a, t[i].v);
+            const int labelled = t[i].major == 1 || t[i].major == 2;
+            const double len = t[i].major ? 6 : 3.5;
+            if (dim == 0) {
+                if (t[i].major == 1)
+                    fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#e3e3e3\"/>\n", q, ay.p0, q, ay.p1);
+                fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"black\"/>\n", q, ay.p0, q, ay.p0 + len);
+            } else {
+                if (t[i].major == 1)
+                    fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#e3e3e3\"/>\n", ax.p0, q, ax.p1, q);
+                fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"black\"/>\n", ax.p0 - len, q, ax.p0, q);
+            }
+            if (!labelled) continue;
+            const double lx = dim == 0 ? q : ax.p0 - 9, ly = dim == 0 ? ay.p0 + 20 : q + 4;
+            const char *anchor = dim == 0 ? "middle" : "end";
+            if (a->log && t[i].major == 1) {
+                put_decade_label(f, t[i].decade, plain, lx, ly, anchor);
+            } else {
+                char buf[48];
+                if (a->log) snprintf(buf, sizeof buf, "%g", t[i].v);
+                else linear_label(buf, sizeof buf, t[i].v, st);
+                fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"%s\" font-size=\"11\">%s</text>\n", lx, ly, anchor, buf);
+            }
+        }
+    }
+    fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"none\" stroke=\"black\"/>\n", ax.p0, ay.p1,
+            ax.p1 - ax.p0, ay.p0 - ay.p1);
+    if (p->xlabel) {
+        fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" font-size=\"12\">", (ax.p0 + ax.p1) / 2, (double)H - 14);
+        put_escaped(f, p->xlabel);
+        fputs("</text>\n", f);
+    }
+    if (p->ylabel) {
+        const double cx = 20, cy = (ay.p0 + ay.p1) / 2;
+        fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" font-size=\"12\" transform=\"rotate(-90 %.2f %.2f)\">",
+                cx, cy, cx, cy);
+        put_escaped(f, p->ylabel);
+        fputs("</text>\n", f);
+    }
+
+    /* series, clipped to the axes */
+    fputs("<g clip-path=\"url(#plotarea)\">\n", f);
+    for (int i = 0; i < ns; i++) {
+        const char *col = s[i].color ? s[i].color : svg_color(i);
+        if (s[i].line != SVG_NO_LINE) {
+            fputs("<path d=\"", f);
+            int pen = 0, any = 0;
+            for (int j = 0; j < s[i].n; j++) {
+                if (!usable(s[i].x[j], p->logx) || !usable(s[i].y[j], p->logy)) {
+                    pen = 0;
+                    continue;
+                }
+                fprintf(f, "%s%.2f,%.2f ", pen ? "L" : "M", ax_px(&ax, s[i].x[j]), ax_px(&ay, s[i].y[j]));
+                pen = any = 1;
+            }
+            if (!any) fputs("M0,0", f);
+            fputs("\" ", f);
+            put_stroke_style(f, &s[i], col);
+            fputs("/>\n", f);
+        }
+        const int every = s[i].mark_every > 1 ? s[i].mark_every : 1;
+        if (s[i].marker != SVG_MARK_NONE)
+            for (int j = 0; j < s[i].n; j += every)
+                if (usable(s[i].x[j], p->logx) && usable(s[i].y[j], p->logy))
+                    put_marker(f, s[i].marker, ax_px(&ax, s[i].x[j]), ax_px(&ay, s[i].y[j]), col);
+    }
+    fputs("</g>\n", f);
+
+    /* legend, right of the axes */
+    double ly = ay.p1 + 10;
+    const double lx = ax.p1 + 18;
+    for (int i = 0; i < ns; i++) {
+        if (!s[i].label) continue;
+        const char *col = s[i].color ? s[i].color : svg_color(i);
+        if (s[i].line != SVG_NO_LINE) {
+            fprintf(f, "<path d=\"M%.2f,%.2f L%.2f,%.2f\" ", lx, ly, lx + 30, ly);
+            put_stroke_style(f, &s[i], col);
+            fputs("/>\n", f);
+        }
+        put_marker(f, s[i].marker, lx + 15, ly, col);
+        fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"12\">", lx + 38, ly + 4);
+        put_escaped(f, s[i].label);
+        fputs("</text>\n", f);
+        ly += 18;
+    }
+    fputs("</svg>\n", f);
+}
+
+lipt_status svg_write_file(const char *path, const svg_plot *p, const svg_series *s, int ns, lipt_error *err) {
+    const size_t n = strlen(path);
+    char *tmp = malloc(n + 5);
+    LIPT_CHECK(tmp, "svg: out of memory");
+    memcpy(tmp, path, n);
+    memcpy(tmp + n, ".tmp", 5);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        lipt_status st = lipt_fail(err, LIPT_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+        free(tmp);
+        return st;
+    }
+    svg_write(f, p, s, ns);
+    const int bad = ferror(f) != 0;
+    if (fclose(f) != 0 || bad) {
+        remove(tmp);
+        free(tmp);
+        return lipt_fail(err, LIPT_ERR_IO, "write error on %s", path);
+    }
+    if (rename(tmp, path) != 0) {
+        lipt_status st = lipt_fail(err, LIPT_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        remove(tmp);
+        free(tmp);
+        return st;
+    }
+    free(tmp);
+    return LIPT_OK;
+}
