@@ -469,8 +469,8 @@ static int bench_main(cli_args *a, int argc, char **argv) {
     const char *C = "bench";
     int pr = cli_parse(a, C, bench_summary, bench_opts, N_BENCH_OPTS, argc, argv, 1, 0);
     if (pr) return pr > 0 ? 0 : 2;
-    long batch, threads, runs, warmup, steps, sample_tokens, gemm_n, seed;
-    if (cli_int(a, "batch", &batch) || cli_int(a, "threads", &threads) || cli_int(a, "runs", &runs) ||
+    long batch, runs, warmup, steps, sample_tokens, gemm_n, seed;
+    if (cli_int(a, "batch", &batch) || cli_int(a, "runs", &runs) ||
         cli_int(a, "warmup", &warmup) || cli_int(a, "steps-per-run", &steps) ||
         cli_int(a, "sample-tokens", &sample_tokens) || cli_int(a, "gemm-size", &gemm_n) || cli_int(a, "seed", &seed))
         return 2;
@@ -482,9 +482,9 @@ static int bench_main(cli_args *a, int argc, char **argv) {
         return cli_error(C, "--sample-tokens must be in [1, 10000000], got %ld", sample_tokens);
     if (gemm_n < 0 || gemm_n > 32768) return cli_error(C, "--gemm-size must be in [0, 32768] (0: skip), got %ld", gemm_n);
     if (seed < 0) return cli_error(C, "--seed must be >= 0, got %ld", seed);
-    if (cli_has(a, "threads")) {
-        if (threads < 1 || threads > 1024) return cli_error(C, "--threads must be in [1, 1024], got %ld", threads);
-        lipt_set_threads((int)threads);
+    {
+        int trc = cli_apply_threads(a, C);
+        if (trc) return trc;
     }
     lipt_error err = {0};
     bench b;

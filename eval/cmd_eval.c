@@ -55,18 +55,16 @@ int cmd_eval(int argc, char **argv) {
                        (int)(sizeof eval_opts_table / sizeof eval_opts_table[0]), argc, argv, 0, 0);
     if (pr) return pr > 0 ? 0 : 2;
     if (!cli_has(&a, "ckpt")) return cli_error(C, "--ckpt FILE is required");
-    long threads, window = 0, stride = 0, batch, maxsym;
-    if (cli_int(&a, "threads", &threads) || cli_int(&a, "window", &window) || cli_int(&a, "stride", &stride) ||
+    long window = 0, stride = 0, batch, maxsym;
+    if (cli_int(&a, "window", &window) || cli_int(&a, "stride", &stride) ||
         cli_int(&a, "batch", &batch) || cli_int(&a, "max-symbols", &maxsym))
         return 2;
-    if (cli_has(&a, "threads")) {
-        if (threads < 1 || threads > 1024) return cli_error(C, "--threads must be in [1, 1024], got %ld", threads);
-        lipt_set_threads((int)threads);
+    {
+        int trc = cli_apply_threads(&a, C);
+        if (trc) return trc;
     }
     const char *split_name = cli_str(&a, "split");
-    int split = strcmp(split_name, "train") == 0 ? LIPT_TRAIN
-              : strcmp(split_name, "valid") == 0 ? LIPT_VALID
-              : strcmp(split_name, "test") == 0  ? LIPT_TEST : -1;
+    int split = cli_split_index(split_name);
     if (split < 0) return cli_error(C, "--split must be train, valid or test, got '%s'", split_name);
     if (batch < 1 || batch > 4096) return cli_error(C, "--batch must be in [1, 4096], got %ld", batch);
     if (maxsym < 0) return cli_error(C, "--max-symbols must be >= 0");

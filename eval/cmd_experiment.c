@@ -84,16 +84,6 @@ static uint64_t splitmix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-static int apply_threads(const char *C, const cli_args *a) {
-    long threads;
-    if (cli_int(a, "threads", &threads)) return 2;
-    if (cli_has(a, "threads")) {
-        if (threads < 1 || threads > 1024) return cli_error(C, "--threads must be in [1, 1024], got %ld", threads);
-        lipt_set_threads((int)threads);
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------------------------------------- attention maps */
 
 typedef enum { ATT_L2_TIED, ATT_DP } att_kind;
@@ -371,7 +361,7 @@ static int exp_tightness(int argc, char **argv) {
         cli_int(&a, "seed", &seed) || cli_int(&a, "fit-min", &fit_min) || cli_float(&a, "lr", &lr) || cli_float(&a, "input-scale", &in_scale) ||
         cli_float(&a, "fd-eps", &fd_eps) || cli_float(&a, "weight-scale", &wscale))
         return 2;
-    int rc = apply_threads(C, &a);
+    int rc = cli_apply_threads(&a, C);
     if (rc) return rc;
     if (D < 1 || D > 256 || H < 1 || D % H) return cli_error(C, "--d must be in [1, 256] and divisible by --heads");
     if (starts < 1 || starts > 100000 || steps < 0 || steps > 10000000)
@@ -721,7 +711,7 @@ static int exp_invertibility(int argc, char **argv) {
         cli_int(&a, "seed", &seed) || cli_int(&a, "plot-iters", &plot_iters) || cli_float(&a, "weight-scale", &wscale) || cli_float(&a, "tol", &tol) ||
         cli_float(&a, "threshold", &thr))
         return 2;
-    int rc = apply_threads(C, &a);
+    int rc = cli_apply_threads(&a, C);
     if (rc) return rc;
     if (N < 1 || D < 1 || H < 1 || D % H || N * D > 65536)
         return cli_error(C, "--n, --d, --heads must be >= 1, --heads must divide --d, N*D <= 65536");

@@ -45,14 +45,13 @@ int cmd_invert(int argc, char **argv) {
     if (pr) return pr > 0 ? 0 : 2;
     if (!cli_has(&a, "ckpt")) return cli_error(C, "--ckpt FILE is required");
     if (cli_has(&a, "text") == cli_has(&a, "data")) return cli_error(C, "give exactly one of --text TEXT or --data NAME");
-    long K, max_iter, threads;
+    long K, max_iter;
     double tol;
-    if (cli_int(&a, "windows", &K) || cli_int(&a, "max-iter", &max_iter) || cli_float(&a, "tol", &tol) ||
-        cli_int(&a, "threads", &threads))
+    if (cli_int(&a, "windows", &K) || cli_int(&a, "max-iter", &max_iter) || cli_float(&a, "tol", &tol))
         return 2;
-    if (cli_has(&a, "threads")) {
-        if (threads < 1 || threads > 1024) return cli_error(C, "--threads must be in [1, 1024], got %ld", threads);
-        lipt_set_threads((int)threads);
+    {
+        int trc = cli_apply_threads(&a, C);
+        if (trc) return trc;
     }
     if (K < 1) return cli_error(C, "--windows must be >= 1");
     if (max_iter < 1 || max_iter > 100000) return cli_error(C, "--max-iter must be in [1, 100000]");
@@ -87,7 +86,7 @@ int cmd_invert(int argc, char **argv) {
         if (lipt_dataset_load(cli_str(&a, "data"), &dopts, &ds, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto out; }
         have_ds = 1;
         const char *sn = cli_str(&a, "split");
-        int split = strcmp(sn, "train") == 0 ? LIPT_TRAIN : strcmp(sn, "valid") == 0 ? LIPT_VALID : strcmp(sn, "test") == 0 ? LIPT_TEST : -1;
+        int split = cli_split_index(sn);
         if (split < 0) { rc = cli_error(C, "--split must be train, valid or test, got '%s'", sn); goto out; }
         size_t avail = ds.len[split] / (size_t)T;
         if (avail < (size_t)K) { rc = cli_error(C, "the %s split holds %zu windows of %d, fewer than --windows %ld", sn, avail, T, K); goto out; }

@@ -39,13 +39,13 @@ int cmd_lipschitz(int argc, char **argv) {
                        lip_opts, (int)(sizeof lip_opts / sizeof lip_opts[0]), argc, argv, 0, 0);
     if (pr) return pr > 0 ? 0 : 2;
     if (!cli_has(&a, "ckpt")) return cli_error(C, "--ckpt FILE is required");
-    long N, K, asteps, piters, threads;
+    long N, K, asteps, piters;
     if (cli_int(&a, "tokens", &N) || cli_int(&a, "windows", &K) || cli_int(&a, "ascent-steps", &asteps) ||
-        cli_int(&a, "power-iters", &piters) || cli_int(&a, "threads", &threads))
+        cli_int(&a, "power-iters", &piters))
         return 2;
-    if (cli_has(&a, "threads")) {
-        if (threads < 1 || threads > 1024) return cli_error(C, "--threads must be in [1, 1024], got %ld", threads);
-        lipt_set_threads((int)threads);
+    {
+        int trc = cli_apply_threads(&a, C);
+        if (trc) return trc;
     }
     if (K < 1 || asteps < 0 || piters < 1) return cli_error(C, "--windows and --power-iters must be >= 1, --ascent-steps >= 0");
     lipt_error err = {0};
@@ -66,7 +66,7 @@ int cmd_lipschitz(int argc, char **argv) {
         lipt_dataset_load(cli_str(&a, "data"), &dopts, &ds, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto out; }
     have_ds = 1;
     const char *sn = cli_str(&a, "split");
-    int split = strcmp(sn, "train") == 0 ? LIPT_TRAIN : strcmp(sn, "valid") == 0 ? LIPT_VALID : strcmp(sn, "test") == 0 ? LIPT_TEST : -1;
+    int split = cli_split_index(sn);
     if (split < 0) { rc = cli_error(C, "--split must be train, valid or test, got '%s'", sn); goto out; }
     if (ds.len[split] < (size_t)(N * K)) { rc = cli_error(C, "the %s split is too short for %ld windows of %ld", sn, K, N); goto out; }
 

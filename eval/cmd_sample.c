@@ -57,17 +57,17 @@ int cmd_sample(int argc, char **argv) {
     int pr = cli_parse(&a, C, sample_summary, sample_opts, N_SAMPLE_OPTS, argc, argv, 0, 0);
     if (pr) return pr > 0 ? 0 : 2;
     if (!cli_has(&a, "ckpt")) return cli_error(C, "--ckpt FILE is required");
-    long length, top_k, seed, threads;
+    long length, top_k, seed;
     double temperature;
     if (cli_int(&a, "length", &length) || cli_int(&a, "top-k", &top_k) || cli_int(&a, "seed", &seed) ||
-        cli_int(&a, "threads", &threads) || cli_float(&a, "temperature", &temperature))
+        cli_float(&a, "temperature", &temperature))
         return 2;
     if (length < 0 || length > 100000000L) return cli_error(C, "--length must be in [0, 100000000], got %ld", length);
     if (temperature < 0) return cli_error(C, "--temperature must be >= 0 (0: greedy), got %g", temperature);
     if (top_k < 0) return cli_error(C, "--top-k must be >= 0 (0: off), got %ld", top_k);
-    if (cli_has(&a, "threads")) {
-        if (threads < 1 || threads > 1024) return cli_error(C, "--threads must be in [1, 1024], got %ld", threads);
-        lipt_set_threads((int)threads);
+    {
+        int trc = cli_apply_threads(&a, C);
+        if (trc) return trc;
     }
     const int cached = !cli_has(&a, "no-cache"), json = cli_has(&a, "json");
     const char *ckpt = cli_str(&a, "ckpt");

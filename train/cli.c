@@ -174,6 +174,22 @@ int cli_float(const cli_args *a, const char *name, double *out) {
     return 0;
 }
 
+int cli_apply_threads(const cli_args *a, const char *cmd) {
+    if (!cli_has(a, "threads")) return 0;
+    long n;
+    if (cli_int(a, "threads", &n) < 0) return 2;
+    if (n < 1 || n > 1024) return cli_error(cmd, "--threads must be in [1, 1024], got %ld", n);
+    lipt_set_threads((int)n);
+    return 0;
+}
+
+int cli_split_index(const char *name) {
+    static const char *const names[3] = {"train", "valid", "test"};
+    for (int i = 0; i < 3; i++)
+        if (name && strcmp(name, names[i]) == 0) return i;
+    return -1;
+}
+
 /* ---- JSON ---- */
 static void json_sep(json_w *j) {
     if (!j->first[j->depth]) fputc(',', j->f);

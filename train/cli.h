@@ -49,6 +49,11 @@ const char *cli_str(const cli_args *a, const char *name);      /* value or defau
 int cli_int(const cli_args *a, const char *name, long *out);
 int cli_float(const cli_args *a, const char *name, double *out);
 
+/* Applies --threads N (OpenMP and OpenBLAS) when given: 0, or the exit status 2 after a one-line error. */
+int cli_apply_threads(const cli_args *a, const char *cmd);
+/* "train" / "valid" / "test" -> 0 / 1 / 2 (the data layer's LIPT_TRAIN...), -1 otherwise. */
+int cli_split_index(const char *name);
+
 /* Print "lipt CMD: message" on stderr and return the exit status 2 (usage) or 1 (runtime). */
 int cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int cli_fail(const char *cmd, const lipt_error *err);

@@ -157,11 +157,9 @@ static int train_main(cli_args *ap, int argc, char **argv) {
     snprintf(t.last_path, sizeof t.last_path, "%s/last.ckpt", t.out);
     snprintf(t.best_path, sizeof t.best_path, "%s/best.ckpt", t.out);
     snprintf(t.metrics_path, sizeof t.metrics_path, "%s/metrics.jsonl", t.out);
-    long threads = 0;
-    if (cli_int(ap, "threads", &threads) < 0) return 2;
-    if (cli_has(ap, "threads")) {
-        if (threads < 1 || threads > 1024) return cli_error(C, "--threads must be in [1, 1024], got %ld", threads);
-        lipt_set_threads((int)threads);
+    {
+        int trc = cli_apply_threads(ap, C);
+        if (trc) return trc;
     }
     int resume = cli_has(ap, "resume");
     const char *resume_path = cli_has(ap, "ckpt") ? cli_str(ap, "ckpt") : t.last_path;
