@@ -74,11 +74,12 @@ int cmd_eval(int argc, char **argv) {
     lipt_vocab vocab;
     int64_t step;
     if (run_load_model(ckpt, &m, &vocab, &step, &err) != LIPT_OK) return cli_fail(C, &err);
-    int T = cli_has(&a, "window") ? (int)window : m.cfg.seq_len;
-    int S = cli_has(&a, "stride") ? (int)stride : T;
+    long Tl = cli_has(&a, "window") ? window : m.cfg.seq_len;
+    long Sl = cli_has(&a, "stride") ? stride : Tl;
     int rc = 0;
-    if (T < 1 || T > m.cfg.seq_len) { rc = cli_error(C, "--window must be in [1, seq_len = %d], got %d", m.cfg.seq_len, T); goto out_model; }
-    if (S < 1 || S > T) { rc = cli_error(C, "--stride must be in [1, window = %d], got %d", T, S); goto out_model; }
+    if (Tl < 1 || Tl > m.cfg.seq_len) { rc = cli_error(C, "--window must be in [1, seq_len = %d], got %ld", m.cfg.seq_len, Tl); goto out_model; }
+    if (Sl < 1 || Sl > Tl) { rc = cli_error(C, "--stride must be in [1, window = %ld], got %ld", Tl, Sl); goto out_model; }
+    const int T = (int)Tl, S = (int)Sl;
     char data_buf[1024];
     const char *data = cli_str(&a, "data");
     if (!data) {
@@ -93,7 +94,11 @@ int cmd_eval(int argc, char **argv) {
     dopts.use_vocab = &vocab;
     char split_buf[256];
     const char *how = cli_str(&a, "data-split");
-    if (!how && !cli_has(&a, "data") && stored_opt(ckpt, "data-split", split_buf, sizeof split_buf) == 0) how = split_buf;
+    /* the training run's split, unless another corpus was named */
+    char stored_data[1024];
+    int same_data = !cli_has(&a, "data") ||
+                    (stored_opt(ckpt, "data", stored_data, sizeof stored_data) == 0 && strcmp(stored_data, data) == 0);
+    if (!how && same_data && stored_opt(ckpt, "data-split", split_buf, sizeof split_buf) == 0) how = split_buf;
     if (how && lipt_data_parse_split(how, &dopts, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto out_model; }
     if (lipt_dataset_load(data, &dopts, &ds, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto out_model; }
     int quiet = cli_has(&a, "quiet");

@@ -253,7 +253,12 @@ static int train_main(cli_args *ap, int argc, char **argv) {
     for (int i = 0; i < N_PERSISTED; i++) {
         const char *v = cli_str(ap, persisted[i]);
         if (!v) continue; /* unset flags are not stored */
-        off += (size_t)snprintf(t.opts_text + off, sizeof t.opts_text - off, "%s=%s\n", persisted[i], v);
+        int w = snprintf(t.opts_text + off, sizeof t.opts_text - off, "%s=%s\n", persisted[i], v);
+        if (w < 0 || (size_t)w >= sizeof t.opts_text - off) {
+            if (resume) lipt_ckpt_close(&ck);
+            return cli_error(C, "training options too long to store (--%s is %zu characters)", persisted[i], strlen(v));
+        }
+        off += (size_t)w;
     }
 
     /* ---- data ---- */
@@ -295,18 +300,18 @@ static int train_main(cli_args *ap, int argc, char **argv) {
     t.best_step = -1;
     t.saved_step = -1;
     if (resume) {
-        if (lipt_ckpt_load_params(&ck, &t.model.params, 1, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto done; }
         if (!ck.has_optimizer || ck.n_rngs < 1) {
             rc = cli_error(C, "%s has no optimizer state: it cannot be resumed", resume_path);
             goto done;
         }
+        if (lipt_ckpt_load_params(&ck, &t.model.params, 1, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto done; }
         t.opt.t = ck.adam_t;
         t.step = ck.step;
         t.ctx.rng = ck.rngs[0];
         t.batcher.st = rx.batcher;
         t.best_bpc = rx.best_bpc;
         t.best_step = rx.best_step;
-        t.saved_step = t.step;
+        if (strcmp(resume_path, t.last_path) == 0) t.saved_step = t.step; /* else last.ckpt is not this state yet */
         if (!quiet) fprintf(stderr, "resumed from %s at step %lld\n", resume_path, (long long)t.step);
         lipt_ckpt_close(&ck);
         resume = 2; /* closed */
@@ -331,7 +336,11 @@ static int train_main(cli_args *ap, int argc, char **argv) {
         if (f) { fputs(text, f); fclose(f); }
     }
     if (t.step > 0) truncate_metrics(t.metrics_path, t.step);
-    else remove(t.metrics_path);
+    else {
+        /* a fresh run: files of an earlier run in this directory are not this run's */
+        remove(t.metrics_path);
+        remove(t.best_path);
+    }
     FILE *log = fopen(t.metrics_path, "a");
     if (!log) { rc = cli_error(C, "cannot write %s", t.metrics_path); goto done; }
     if (!quiet)
@@ -347,6 +356,10 @@ static int train_main(cli_args *ap, int argc, char **argv) {
 
     const int T = cfg.seq_len, B = (int)batch;
     int32_t *in = malloc(sizeof(int32_t) * (size_t)B * T), *tg = malloc(sizeof(int32_t) * (size_t)B * T);
+    if (!in || !tg) {
+        rc = cli_error(C, "out of memory for a batch of %d x %d tokens", B, T);
+        goto closelog;
+    }
     eval_opts eo = {T, T, B, (size_t)eval_symbols, 0};
     size_t nvalid;
     const lipt_tok *vtok = lipt_dataset_eval_tokens(&ds, LIPT_VALID, &nvalid);
@@ -433,6 +446,9 @@ static int train_main(cli_args *ap, int argc, char **argv) {
         }
     } else if (rc == 0) {
         if (save_ckpt(&t, t.last_path, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto closelog; }
+        /* the final state is saved: a signal during the final evaluation may now simply end the process */
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
         double train_s = cli_now() - t_start;
         eval_result ev = {0}, et = {0};
         eval_opts fo = {T, T, B, 0, tty};
@@ -443,7 +459,9 @@ static int train_main(cli_args *ap, int argc, char **argv) {
             if (evaluate(&t.ctx, &t.model, vtok, nvalid, &fo, &ev, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto closelog; }
             fprintf(log, "{\"step\":%lld,\"eval\":\"valid_full\",\"symbols\":%zu,\"nll\":%.6f,\"bpc\":%.6f,\"eval_s\":%.2f}\n",
                     (long long)t.step, ev.symbols, ev.nll, ev.bpc, ev.seconds);
-            if (ev.bpc < t.best_bpc) {
+            /* best.ckpt compares one measure: the full split only when periodic evaluations used it too */
+            int same_measure = t.best_step < 0 || eval_symbols == 0 || nvalid - 1 <= (size_t)eval_symbols;
+            if (same_measure && ev.bpc < t.best_bpc) {
                 t.best_bpc = ev.bpc;
                 t.best_step = t.step;
                 if (save_ckpt(&t, t.best_path, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto closelog; }
@@ -461,7 +479,8 @@ static int train_main(cli_args *ap, int argc, char **argv) {
             fprintf(stderr, "done: %lld steps in %.1f s", (long long)(t.step - first_step), train_s);
             if (final_valid) fprintf(stderr, "; valid bpc %.4f", ev.bpc);
             if (final_test) fprintf(stderr, "; test bpc %.4f", et.bpc);
-            fprintf(stderr, "; checkpoints %s, %s\n", t.last_path, t.best_path);
+            if (t.best_step >= 0) fprintf(stderr, "; checkpoints %s, %s (best, step %lld)\n", t.last_path, t.best_path, (long long)t.best_step);
+            else fprintf(stderr, "; checkpoint %s\n", t.last_path);
         }
         if (cli_has(ap, "json")) {
             json_w j;

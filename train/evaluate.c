@@ -76,6 +76,7 @@ lipt_status evaluate(lipt_ctx *ctx, const lipt_model *m, const lipt_tok *tok, si
     r->nll = r->symbols ? r->nll_sum / r->symbols : NAN;
     r->bpc = r->nll / LN2;
     free(in); free(tg); free(row); free(w);
+    if (r->symbols == 0) return lipt_fail(err, LIPT_ERR_ARG, "the split has no symbols to score (check --data-split)");
     if (!isfinite(r->nll_sum))
         return lipt_fail(err, LIPT_ERR_NUMERIC, "evaluation produced a non-finite loss (the model's weights may have diverged)");
     return LIPT_OK;
