@@ -109,7 +109,7 @@ int cmd_eval(int argc, char **argv) {
     }
     size_t n;
     const lipt_tok *tok = lipt_dataset_eval_tokens(&ds, split, &n);
-    eval_opts eo = {T, S, (int)batch, (size_t)maxsym, !quiet && cli_stderr_is_tty()};
+    eval_opts eo = {T, S, (int)batch, (size_t)maxsym, !quiet && cli_stderr_is_tty(), NULL};
     char proto[96];
     eval_protocol_str(&eo, proto, sizeof proto);
     lipt_ctx ctx;

@@ -8,12 +8,14 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "cli.h"
 #include "commands.h"
 #include "evaluate.h"
 #include "lipt/checkpoint.h"
 #include "lipt/data.h"
+#include "lipt/dist.h"
 #include "lipt/model.h"
 #include "lipt/optim.h"
 #include "run.h"
@@ -48,6 +50,7 @@ static const cli_opt train_opts[] = {
     {"unk", CLI_FLAG, NULL, "reserve an unknown-symbol id for symbols unseen in training (default: unseen is an error)", NULL},
     {"resume", CLI_FLAG, NULL, "continue from --ckpt FILE or DIR/last.ckpt (same loss curve as an uninterrupted run)", NULL},
     {"ckpt", CLI_STRING, "FILE", "checkpoint to resume from", NULL},
+    {"check-every", CLI_INT, "N", "under MPI: compare a parameter checksum across ranks every N steps (0: only at start and end)", "100"},
     {"json", CLI_FLAG, NULL, "print the final summary as one JSON object on stdout", NULL},
     {"quiet", CLI_FLAG, NULL, "no progress output", NULL},
 };
@@ -62,6 +65,8 @@ static volatile sig_atomic_t stop_signal = 0;
 static void on_signal(int sig) { stop_signal = sig; }
 
 typedef struct {
+    lipt_dist *dist;
+    int lead;             /* rank 0: the one rank that writes files and progress */
     const char *out;
     char last_path[1200], best_path[1200], metrics_path[1200];
     lipt_model model;
@@ -85,6 +90,10 @@ static void last_good(const trainer *t, char *buf, size_t n) {
 }
 
 static lipt_status save_ckpt(trainer *t, const char *path, lipt_error *err) {
+    if (!t->lead) {
+        if (path == t->last_path) t->saved_step = t->step;
+        return LIPT_OK;
+    }
     char cfg_text[4096];
     lipt_config_to_text(&t->model.cfg, cfg_text, sizeof cfg_text);
     uint8_t vocab_blob[512];
@@ -145,7 +154,40 @@ static int parse_final_eval(const char *s, int *valid, int *test) {
     return -1;
 }
 
-static int train_main(cli_args *ap, int argc, char **argv) {
+/* 64-bit checksum of everything that must agree across ranks: parameter values and buffers (bitwise). */
+static uint64_t params_checksum(const lipt_params *p) {
+    const unsigned char *a = (const unsigned char *)p->value, *b = (const unsigned char *)p->buf;
+    uLong c = crc32(0L, Z_NULL, 0), d = adler32(0L, Z_NULL, 0);
+    size_t na = p->n_train * sizeof(float), nb = p->n_buf * sizeof(float);
+    for (size_t off = 0; off < na; off += (size_t)1 << 30) {
+        uInt len = (uInt)(na - off < ((size_t)1 << 30) ? na - off : ((size_t)1 << 30));
+        c = crc32(c, a + off, len);
+        d = adler32(d, a + off, len);
+    }
+    if (nb) {
+        c = crc32(c, b, (uInt)nb);
+        d = adler32(d, b, (uInt)nb);
+    }
+    return ((uint64_t)c << 32) | (uint64_t)(d & 0xffffffffu);
+}
+
+/* Under MPI: stop every rank with one message when the replicas are no longer bitwise identical. */
+static int check_replicas(trainer *t, const char *when, lipt_error *err) {
+    if (t->dist->size == 1) return 0;
+    uint64_t lo, hi;
+    if (lipt_dist_minmax_u64(t->dist, params_checksum(&t->model.params), &lo, &hi, err) != LIPT_OK) return cli_fail("train", err);
+    if (lo == hi) return 0;
+    if (t->lead) {
+        char lg[1400];
+        last_good(t, lg, sizeof lg);
+        fprintf(stderr, "lipt train: %s (step %lld): the parameters differ across the %d ranks (checksums %016llx .. "
+                "%016llx): the replicas drifted apart (mixed builds or CPUs, or a faulty node?); %s\n", when,
+                (long long)t->step, t->dist->size, (unsigned long long)lo, (unsigned long long)hi, lg);
+    }
+    return 1;
+}
+
+static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char **argv) {
     const char *C = "train";
     int pr = cli_parse(ap, C, "Train a character-level Transformer (any attention variant) on a corpus.", train_opts,
                        N_TRAIN_OPTS, argc, argv, 1, 0);
@@ -153,14 +195,23 @@ static int train_main(cli_args *ap, int argc, char **argv) {
     lipt_error err = {0};
     trainer t;
     memset(&t, 0, sizeof t);
+    t.dist = dist;
+    t.lead = dist->rank == 0;
+    const int K = dist->size;
     t.out = cli_str(ap, "out");
     snprintf(t.last_path, sizeof t.last_path, "%s/last.ckpt", t.out);
     snprintf(t.best_path, sizeof t.best_path, "%s/best.ckpt", t.out);
     snprintf(t.metrics_path, sizeof t.metrics_path, "%s/metrics.jsonl", t.out);
+    if (dist->local_size > 1 && !getenv("LIPT_THREADS")) {
+        /* ranks sharing a machine split its cores unless told otherwise */
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        lipt_set_threads(ncpu / dist->local_size > 1 ? (int)(ncpu / dist->local_size) : 1);
+    }
     {
         int trc = cli_apply_threads(ap, C);
         if (trc) return trc;
     }
+    const int batch_given = cli_has(ap, "batch");
     int resume = cli_has(ap, "resume");
     const char *resume_path = cli_has(ap, "ckpt") ? cli_str(ap, "ckpt") : t.last_path;
     if (cli_has(ap, "ckpt") && !resume) return cli_error(C, "--ckpt is for --resume (use lipt eval to evaluate a checkpoint)");
@@ -210,14 +261,14 @@ static int train_main(cli_args *ap, int argc, char **argv) {
     }
 
     /* ---- training options ---- */
-    long steps, batch, warmup, seed, eval_every, eval_symbols, save_every, log_every;
+    long steps, batch, warmup, seed, eval_every, eval_symbols, save_every, log_every, check_every;
     double lr, min_lr, beta1, beta2, aeps, wd, clip;
     if (cli_int(ap, "steps", &steps) || cli_int(ap, "batch", &batch) || cli_int(ap, "warmup", &warmup) ||
         cli_int(ap, "seed", &seed) || cli_int(ap, "eval-every", &eval_every) ||
         cli_int(ap, "eval-symbols", &eval_symbols) || cli_int(ap, "save-every", &save_every) ||
         cli_int(ap, "log-every", &log_every) || cli_float(ap, "lr", &lr) || cli_float(ap, "min-lr", &min_lr) ||
         cli_float(ap, "beta1", &beta1) || cli_float(ap, "beta2", &beta2) || cli_float(ap, "adam-eps", &aeps) ||
-        cli_float(ap, "weight-decay", &wd) || cli_float(ap, "clip", &clip)) {
+        cli_float(ap, "weight-decay", &wd) || cli_float(ap, "clip", &clip) || cli_int(ap, "check-every", &check_every)) {
         if (resume) lipt_ckpt_close(&ck);
         return 2;
     }
@@ -228,6 +279,21 @@ static int train_main(cli_args *ap, int argc, char **argv) {
     else if (eval_every < 0 || save_every < 0 || log_every < 1 || eval_symbols < 0)
         bad = cli_error(C, "--eval-every, --save-every, --eval-symbols must be >= 0 and --log-every >= 1");
     else if (clip < 0) bad = cli_error(C, "--clip must be >= 0, got %g", clip);
+    else if (check_every < 0) bad = cli_error(C, "--check-every must be >= 0, got %ld", check_every);
+    if (!bad && resume) {
+        /* the global batch (ranks x batch) is what defines the run: keep it across a change of rank count */
+        const char *g = rx.opts_text ? strstr(rx.opts_text, "global-batch=") : NULL;
+        long stored = g ? atol(g + 13) : batch; /* written by a one-process build: its batch */
+        if (!batch_given) {
+            if (stored % K != 0)
+                bad = cli_error(C, "the run in %s has a global batch of %ld, which does not split over %d ranks; pass "
+                                "--batch to choose the per-rank batch", resume_path, stored, K);
+            else batch = stored / K;
+        } else if (stored != (long)K * batch && t.lead) {
+            fprintf(stderr, "note: the global batch changes from %ld to %d x %ld = %ld\n", stored, K, batch, (long)K * batch);
+        }
+    }
+    if (!bad && (long)K * batch > 65536) bad = cli_error(C, "%d ranks x --batch %ld exceeds 65536 sequences per step", K, batch);
     int final_valid, final_test;
     if (!bad && parse_final_eval(cli_str(ap, "final-eval"), &final_valid, &final_test) < 0)
         bad = cli_error(C, "--final-eval must be valid,test | valid | test | none, got '%s'", cli_str(ap, "final-eval"));
@@ -260,12 +326,13 @@ static int train_main(cli_args *ap, int argc, char **argv) {
         }
         off += (size_t)w;
     }
+    snprintf(t.opts_text + off, sizeof t.opts_text - off, "global-batch=%ld\n", (long)K * batch);
 
     /* ---- data ---- */
     lipt_dataset ds;
     if (resume) dopts.use_vocab = &t.vocab;
     const char *data_spec = cli_str(ap, "data");
-    int quiet = cli_has(ap, "quiet");
+    int quiet = cli_has(ap, "quiet") || !t.lead;
     if (lipt_dataset_load(data_spec, &dopts, &ds, &err) != LIPT_OK) {
         if (resume) lipt_ckpt_close(&ck);
         return cli_fail(C, &err);
@@ -289,9 +356,12 @@ static int train_main(cli_args *ap, int argc, char **argv) {
     if (lipt_model_init(&t.model, &cfg, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto done; }
     model_ok = 1;
     lipt_adamw_init(&t.opt, &acfg);
-    lipt_ctx_init(&t.ctx, (size_t)64 << 20, (uint64_t)seed * 2654435761u + 1);
+    /* the dropout stream: rank 0's is the one-process stream; other ranks draw their own */
+    const uint64_t rank_mix = (uint64_t)dist->rank * 0x9E3779B97F4A7C15ull;
+    lipt_ctx_init(&t.ctx, (size_t)64 << 20, ((uint64_t)seed * 2654435761u + 1) ^ rank_mix);
     ctx_ok = 1;
-    if (lipt_batcher_init(&t.batcher, ds.tok[LIPT_TRAIN], ds.len[LIPT_TRAIN], (int)batch, cfg.seq_len, (uint64_t)seed,
+    /* every rank draws the whole global batch from the one seeded stream and keeps its slice */
+    if (lipt_batcher_init(&t.batcher, ds.tok[LIPT_TRAIN], ds.len[LIPT_TRAIN], K * (int)batch, cfg.seq_len, (uint64_t)seed,
                           &err) != LIPT_OK) {
         rc = cli_fail(C, &err);
         goto done;
@@ -308,6 +378,7 @@ static int train_main(cli_args *ap, int argc, char **argv) {
         t.opt.t = ck.adam_t;
         t.step = ck.step;
         t.ctx.rng = ck.rngs[0];
+        if (dist->rank > 0) lipt_rng_seed(&t.ctx.rng, ck.rngs[0].s[0] ^ rank_mix);
         t.batcher.st = rx.batcher;
         t.best_bpc = rx.best_bpc;
         t.best_step = rx.best_step;
@@ -316,8 +387,8 @@ static int train_main(cli_args *ap, int argc, char **argv) {
         lipt_ckpt_close(&ck);
         resume = 2; /* closed */
     }
-    if (run_mkdir(t.out, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto done; }
-    {
+    if (t.lead && run_mkdir(t.out, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto done; }
+    if (t.lead) {
         /* one trainer per run directory: a second one would interleave checkpoints and metrics */
         char lock_path[1300];
         snprintf(lock_path, sizeof lock_path, "%s/.lock", t.out);
@@ -328,25 +399,30 @@ static int train_main(cli_args *ap, int argc, char **argv) {
             goto done;
         }
     }
-    {
+    if (t.lead) {
         char path[1300], text[4096];
         snprintf(path, sizeof path, "%s/config.cfg", t.out);
         lipt_config_to_text(&cfg, text, sizeof text);
         FILE *f = fopen(path, "w");
         if (f) { fputs(text, f); fclose(f); }
     }
-    if (t.step > 0) truncate_metrics(t.metrics_path, t.step);
+    if (!t.lead) {
+        /* only rank 0 writes files */
+    } else if (t.step > 0) truncate_metrics(t.metrics_path, t.step);
     else {
         /* a fresh run: files of an earlier run in this directory are not this run's */
         remove(t.metrics_path);
         remove(t.best_path);
     }
-    FILE *log = fopen(t.metrics_path, "a");
+    FILE *log = fopen(t.lead ? t.metrics_path : "/dev/null", "a");
     if (!log) { rc = cli_error(C, "cannot write %s", t.metrics_path); goto done; }
     if (!quiet)
         fprintf(stderr, "model: %s attention, %s ffn, %d layers, d_model %d, %d heads, d_ff %d, seq_len %d: %zu parameters; %d threads\n",
                 lipt_attn_name(cfg.attention), lipt_ffn_name(cfg.ffn), cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.d_ff,
                 cfg.seq_len, lipt_params_count(&t.model.params), lipt_get_threads());
+    if (!quiet && K > 1)
+        fprintf(stderr, "data parallel: %d ranks x batch %ld = global batch %ld; %d threads per rank\n", K, batch,
+                (long)K * batch, lipt_get_threads());
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -355,12 +431,14 @@ static int train_main(cli_args *ap, int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
 
     const int T = cfg.seq_len, B = (int)batch;
-    int32_t *in = malloc(sizeof(int32_t) * (size_t)B * T), *tg = malloc(sizeof(int32_t) * (size_t)B * T);
-    if (!in || !tg) {
-        rc = cli_error(C, "out of memory for a batch of %d x %d tokens", B, T);
+    const size_t G = (size_t)K * B; /* the global batch */
+    int32_t *gin = malloc(sizeof(int32_t) * G * T), *gtg = malloc(sizeof(int32_t) * G * T);
+    int32_t *in = gin ? gin + (size_t)dist->rank * B * T : NULL, *tg = gtg ? gtg + (size_t)dist->rank * B * T : NULL;
+    if (!gin || !gtg) {
+        rc = cli_error(C, "out of memory for a batch of %zu x %d tokens", G, T);
         goto closelog;
     }
-    eval_opts eo = {T, T, B, (size_t)eval_symbols, 0};
+    eval_opts eo = {T, T, B, (size_t)eval_symbols, 0, dist};
     size_t nvalid;
     const lipt_tok *vtok = lipt_dataset_eval_tokens(&ds, LIPT_VALID, &nvalid);
     int tty = cli_stderr_is_tty() && !quiet;
@@ -368,16 +446,30 @@ static int train_main(cli_args *ap, int argc, char **argv) {
     int64_t first_step = t.step;
     double last_eval_bpc = NAN;
     rc = 0;
-    while (t.step < steps && !stop_signal) {
-        double t0 = cli_now();
-        lipt_batcher_next(&t.batcher, in, tg, NULL);
+    /* replicas start identical (same seeds, or the same checkpoint read by every rank): check before the first step */
+    if (check_replicas(&t, "at the start", &err)) { rc = 1; *agreed = 1; goto closelog; }
+    const size_t bucket = (size_t)4 << 20; /* floats per Allreduce call (16 MiB) */
+    const char *drift_env = getenv("LIPT_DEBUG_DRIFT_AT"); /* test hook: rank 1 perturbs a weight at this step */
+    const long drift_at = drift_env && dist->rank == 1 ? atol(drift_env) : -1;
+    double comm_start = dist->comm_seconds;
+    int stop_now = 0;
+    while (t.step < steps && !stop_now) {
+        double t0 = cli_now(), c0 = dist->comm_seconds;
+        lipt_batcher_next(&t.batcher, gin, gtg, NULL);
         t.ctx.training = 1;
         lipt_tensor *loss = NULL;
         if (lipt_model_forward(&t.ctx, &t.model, in, B, T, tg, NULL, &loss, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
         double l = loss->data[0];
+        /* ranks agree on the mean loss and on whether a signal arrived, so they finish this step and stop together */
+        double agree[2] = {l, stop_signal ? 1.0 : 0.0};
+        if (lipt_dist_sum_f64(dist, agree, 2, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
+        l = agree[0] / K;
+        int stop_after = K > 1 ? agree[1] > 0 : 0;
         if (!isfinite(l)) {
+            *agreed = 1;
             char lg[1400];
             last_good(&t, lg, sizeof lg);
+            if (t.lead)
             fprintf(stderr, "%slipt train: step %lld: the loss is %g: training diverged (try a lower --lr or more warmup); %s\n",
                     tty ? "\n" : "", (long long)t.step + 1, l, lg);
             rc = 1;
@@ -385,11 +477,25 @@ static int train_main(cli_args *ap, int argc, char **argv) {
         }
         lipt_params_zero_grad(&t.model.params);
         lipt_backward(&t.ctx, loss);
+        if (K > 1) {
+            /* the mean over the global batch: the sum of the ranks' means over K */
+            if (lipt_dist_sum_f32(dist, t.model.params.grad, t.model.params.n_train, bucket, &err) != LIPT_OK) {
+                rc = cli_fail(C, &err);
+                break;
+            }
+            const float inv = 1.0f / (float)K;
+            float *g = t.model.params.grad;
+            const long ng = (long)t.model.params.n_train;
+#pragma omp parallel for schedule(static) if (ng >= 65536)
+            for (long i = 0; i < ng; i++) g[i] *= inv;
+        }
         double gnorm = lipt_clip_grad_norm(&t.model.params, clip);
         lipt_ctx_reset(&t.ctx);
         if (!isfinite(gnorm)) {
+            *agreed = 1;
             char lg[1400];
             last_good(&t, lg, sizeof lg);
+            if (t.lead)
             fprintf(stderr, "%slipt train: step %lld: the gradient norm is %g: training diverged; %s\n", tty ? "\n" : "",
                     (long long)t.step + 1, gnorm, lg);
             rc = 1;
@@ -399,12 +505,21 @@ static int train_main(cli_args *ap, int argc, char **argv) {
         lipt_adamw_step_lr(&t.opt, &t.model.params, cur_lr);
         lipt_model_refresh_norms(&t.model, cfg.power_iters);
         t.step++;
+        if (t.step == drift_at) t.model.params.value[0] += 1e-3f;
         double now = cli_now(), dt = now - t0;
         loss_ema = isfinite(loss_ema) ? 0.95 * loss_ema + 0.05 * l : l;
-        double tok_s = (double)B * T / dt;
-        if (t.step % log_every == 0 || t.step == steps)
-            fprintf(log, "{\"step\":%lld,\"loss\":%.6f,\"bpc\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6g,\"tok_per_s\":%.1f,\"elapsed_s\":%.3f}\n",
-                    (long long)t.step, l, l / LN2, cur_lr, gnorm, tok_s, now - t_start);
+        double tok_s = (double)G * T / dt;
+        if (t.step % log_every == 0 || t.step == steps) {
+            if (K > 1)
+                fprintf(log, "{\"step\":%lld,\"loss\":%.6f,\"bpc\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6g,\"tok_per_s\":%.1f,\"comm_ms\":%.2f,\"elapsed_s\":%.3f}\n",
+                        (long long)t.step, l, l / LN2, cur_lr, gnorm, tok_s, 1e3 * (dist->comm_seconds - c0), now - t_start);
+            else
+                fprintf(log, "{\"step\":%lld,\"loss\":%.6f,\"bpc\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6g,\"tok_per_s\":%.1f,\"elapsed_s\":%.3f}\n",
+                        (long long)t.step, l, l / LN2, cur_lr, gnorm, tok_s, now - t_start);
+        }
+        if (K > 1 && ((check_every > 0 && t.step % check_every == 0) || t.step == steps || stop_after)) {
+            if (check_replicas(&t, "replica check", &err)) { rc = 1; *agreed = 1; break; }
+        }
         if (tty && (now - t_last > 0.25 || t.step == steps)) {
             char eta[32];
             double per = (now - t_start) / (double)(t.step - first_step);
@@ -434,15 +549,19 @@ static int train_main(cli_args *ap, int argc, char **argv) {
             if (save_ckpt(&t, t.last_path, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
             fflush(log);
         }
+        stop_now = K > 1 ? stop_after : stop_signal != 0;
     }
     if (tty) fputc('\n', stderr);
     fflush(log);
-    if (rc == 0 && stop_signal) {
+    if (rc == 0 && stop_now) {
+        *agreed = 1;
+        int sig = stop_signal ? stop_signal : SIGTERM; /* a rank that saw none stops because another did */
         if (save_ckpt(&t, t.last_path, &err) != LIPT_OK) rc = cli_fail(C, &err);
         else {
+            if (t.lead)
             fprintf(stderr, "lipt train: %s at step %lld: saved %s; continue with: lipt train --out %s --resume\n",
-                    stop_signal == SIGINT ? "interrupted" : "terminated", (long long)t.step, t.last_path, t.out);
-            rc = 128 + stop_signal;
+                    sig == SIGINT ? "interrupted" : "terminated", (long long)t.step, t.last_path, t.out);
+            rc = 128 + sig;
         }
     } else if (rc == 0) {
         if (save_ckpt(&t, t.last_path, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto closelog; }
@@ -451,11 +570,11 @@ static int train_main(cli_args *ap, int argc, char **argv) {
         signal(SIGTERM, SIG_DFL);
         double train_s = cli_now() - t_start;
         eval_result ev = {0}, et = {0};
-        eval_opts fo = {T, T, B, 0, tty};
+        eval_opts fo = {T, T, B, 0, tty, dist};
         char proto[96];
         eval_protocol_str(&fo, proto, sizeof proto);
         if (final_valid) {
-            if (!quiet) fprintf(stderr, "final evaluation on the whole validation split (%s)\n", proto);
+            if (!quiet) fprintf(stderr, "final evaluation on the whole validation split (%s%s)\n", proto, K > 1 ? ", split over the ranks" : "");
             if (evaluate(&t.ctx, &t.model, vtok, nvalid, &fo, &ev, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto closelog; }
             fprintf(log, "{\"step\":%lld,\"eval\":\"valid_full\",\"symbols\":%zu,\"nll\":%.6f,\"bpc\":%.6f,\"eval_s\":%.2f}\n",
                     (long long)t.step, ev.symbols, ev.nll, ev.bpc, ev.seconds);
@@ -482,10 +601,18 @@ static int train_main(cli_args *ap, int argc, char **argv) {
             if (t.best_step >= 0) fprintf(stderr, "; checkpoints %s, %s (best, step %lld)\n", t.last_path, t.best_path, (long long)t.best_step);
             else fprintf(stderr, "; checkpoint %s\n", t.last_path);
         }
-        if (cli_has(ap, "json")) {
+        double comm_per_step = t.step > first_step ? (dist->comm_seconds - comm_start) / (double)(t.step - first_step) : 0;
+        if (!quiet && K > 1)
+            fprintf(stderr, "communication: %.1f ms per step on average (%.1f%% of the training time), %d ranks\n",
+                    1e3 * comm_per_step, 100.0 * (dist->comm_seconds - comm_start) / fmax(train_s, 1e-9), K);
+        if (cli_has(ap, "json") && t.lead) {
             json_w j;
             json_begin(&j, stdout);
             json_int(&j, "steps", t.step);
+            json_int(&j, "ranks", K);
+            json_int(&j, "global_batch", (int64_t)G);
+            json_num(&j, "tokens_per_second", (double)(t.step - first_step) * (double)G * T / fmax(train_s, 1e-9));
+            json_num(&j, "comm_seconds_per_step", comm_per_step);
             json_num(&j, "train_seconds", train_s);
             json_num(&j, "last_periodic_valid_bpc", last_eval_bpc);
             json_num(&j, "valid_bpc", final_valid ? ev.bpc : NAN);
@@ -501,8 +628,8 @@ static int train_main(cli_args *ap, int argc, char **argv) {
     }
 closelog:
     fclose(log);
-    free(in);
-    free(tg);
+    free(gin);
+    free(gtg);
 done:
     if (lock_fd >= 0) close(lock_fd); /* releases the lock */
     if (resume == 1) lipt_ckpt_close(&ck);
@@ -513,8 +640,18 @@ done:
 }
 
 int cmd_train(int argc, char **argv) {
+    lipt_dist dist;
+    lipt_error err = {0};
+    if (lipt_dist_init(&dist, &argc, &argv, &err) != LIPT_OK) return cli_fail("train", &err);
     cli_args a;
-    int rc = train_main(&a, argc, argv);
+    int agreed = 0; /* every rank ends the same way (done, signal, divergence): a normal exit */
+    int rc = train_main(&a, &dist, &agreed, argc, argv);
     cli_free(&a);
+    if (rc != 0 && !agreed && dist.size > 1) {
+        /* this rank failed alone (a file it could not write, a flag it rejected): the others would wait forever */
+        fflush(stderr);
+        lipt_dist_abort(&dist, rc);
+    }
+    lipt_dist_finalize(&dist);
     return rc;
 }

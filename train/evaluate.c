@@ -37,9 +37,10 @@ lipt_status evaluate(lipt_ctx *ctx, const lipt_model *m, const lipt_tok *tok, si
     int training = ctx->training;
     ctx->training = 0;
     lipt_no_grad_push(ctx);
+    const int nranks = o->dist ? o->dist->size : 1, rank = o->dist ? o->dist->rank : 0;
     lipt_eval_window pending;
     int have_pending = lipt_eval_iter_next(&it, &pending);
-    while (have_pending) {
+    for (size_t k = 0; have_pending; k++) {
         /* a batch of consecutive windows of one length */
         int nb = 0, len = pending.len;
         while (have_pending && nb < B && pending.len == len) {
@@ -48,6 +49,8 @@ lipt_status evaluate(lipt_ctx *ctx, const lipt_model *m, const lipt_tok *tok, si
             nb++;
             have_pending = lipt_eval_iter_next(&it, &pending);
         }
+        r->windows += (size_t)nb;
+        if ((int)(k % (size_t)nranks) != rank) continue; /* another rank scores this batch */
         lipt_ctx_reset(ctx);
         lipt_tensor *h = lipt_model_hidden(ctx, m, in, nb, len);
         lipt_tensor *logits = lipt_model_logits(ctx, m, h);
@@ -57,13 +60,12 @@ lipt_status evaluate(lipt_ctx *ctx, const lipt_model *m, const lipt_tok *tok, si
                 r->nll_sum += row[(size_t)b * len + t];
                 r->symbols++;
             }
-        r->windows += (size_t)nb;
         if (o->progress) {
             double now = cli_now();
             if (now - last_print > 0.5 || !have_pending) {
-                double rate = r->symbols / fmax(now - t0, 1e-9);
-                fprintf(stderr, "\r  eval %zu/%zu windows  bpc %.4f  %.0f sym/s   ", r->windows, total_windows,
-                        r->nll_sum / fmax(1, r->symbols) / LN2, rate);
+                double rate = nranks * r->symbols / fmax(now - t0, 1e-9);
+                fprintf(stderr, "\r  eval %zu/%zu windows  bpc %.4f  %.0f sym/s%s   ", r->windows, total_windows,
+                        r->nll_sum / fmax(1, r->symbols) / LN2, rate, nranks > 1 ? " (rank 0's share)" : "");
                 last_print = now;
             }
         }
@@ -72,6 +74,16 @@ lipt_status evaluate(lipt_ctx *ctx, const lipt_model *m, const lipt_tok *tok, si
     lipt_no_grad_pop(ctx);
     lipt_ctx_reset(ctx);
     ctx->training = training;
+    if (nranks > 1) {
+        double s[2] = {r->nll_sum, (double)r->symbols}; /* symbol counts are exact in a double up to 2^53 */
+        lipt_status ds = lipt_dist_sum_f64(o->dist, s, 2, err);
+        if (ds != LIPT_OK) {
+            free(in); free(tg); free(row); free(w);
+            return ds;
+        }
+        r->nll_sum = s[0];
+        r->symbols = (size_t)s[1];
+    }
     r->seconds = cli_now() - t0;
     r->nll = r->symbols ? r->nll_sum / r->symbols : NAN;
     r->bpc = r->nll / LN2;

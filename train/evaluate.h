@@ -3,6 +3,7 @@
 #define LIPT_EVALUATE_H
 
 #include "lipt/data.h"
+#include "lipt/dist.h"
 #include "lipt/model.h"
 
 typedef struct {
@@ -11,6 +12,7 @@ typedef struct {
     int batch;          /* windows per forward pass */
     size_t max_symbols; /* score only the first max_symbols symbols of the split (0: all) */
     int progress;       /* \r progress on stderr */
+    lipt_dist *dist;    /* NULL or one rank: everything here; several: batch k on rank k mod size, sums reduced */
 } eval_opts;
 
 typedef struct {

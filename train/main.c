@@ -4,11 +4,13 @@
 
 #include "commands.h"
 #include "lipt/core.h"
+#include "lipt/dist.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: lipt <command> [options]   (lipt <command> --help for its options)\n\ncommands:\n");
     for (int i = 0; i < lipt_n_commands; i++) fprintf(f, "  %-11s %s\n", lipt_commands[i].name, lipt_commands[i].summary);
     fprintf(f, "\nenvironment: LIPT_THREADS (threads for OpenMP and OpenBLAS; --threads overrides), LIPT_DATA (corpus folder)\n");
+    fprintf(f, "data parallel: mpirun -np K lipt train ... (%s)\n", lipt_dist_available() ? "this build has MPI" : "this build has no MPI");
 }
 
 int main(int argc, char **argv) {
@@ -26,6 +28,12 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < lipt_n_commands; i++)
         if (strcmp(argv[1], lipt_commands[i].name) == 0) {
+            if (lipt_dist_launcher_size() > 1 && strcmp(argv[1], "train") != 0) {
+                /* K copies of a one-process command would race on the same outputs */
+                fprintf(stderr, "lipt %s: started as one of %d ranks by an MPI launcher; only lipt train runs on several "
+                        "ranks (run it without mpirun)\n", argv[1], lipt_dist_launcher_size());
+                return 2;
+            }
             lipt_threads_init();
             return lipt_commands[i].run(argc - 2, argv + 2);
         }

@@ -1,0 +1,49 @@
+/* defines: lipt_dist, the data-parallel context (MPI when built with it and launched by mpirun; one process otherwise). */
+#ifndef LIPT_DIST_H
+#define LIPT_DIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lipt/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* rank/size describe the job; active is 1 when MPI was initialised here (size may still be 1). comm_seconds
+ * accumulates wall time spent inside collective calls, so callers can report communication per step. */
+typedef struct {
+    int rank, size;
+    int local_size;       /* ranks on this machine (for the default thread count) */
+    int active;
+    double comm_seconds;
+    size_t comm_bytes;    /* payload bytes reduced so far */
+} lipt_dist;
+
+/* 1 when lipt was built with MPI. */
+int lipt_dist_available(void);
+/* Ranks announced by a launcher's environment (Open MPI, MPICH/Hydra, PMIx, Slurm), 0 when none: lets a
+ * binary built without MPI refuse to run K copies that would all train the same directory. */
+int lipt_dist_launcher_size(void);
+
+/* Initialises MPI only when a launcher started this process; otherwise (or without MPI) a single rank.
+ * Fails when the launcher asks for several ranks and lipt was built without MPI. */
+lipt_status lipt_dist_init(lipt_dist *d, int *argc, char ***argv, lipt_error *err);
+void lipt_dist_finalize(lipt_dist *d);
+/* Ends every rank of the job now (MPI_Abort); with one process, exit(code). */
+_Noreturn void lipt_dist_abort(lipt_dist *d, int code);
+
+/* In-place sums across ranks. The float version goes in buckets of at most bucket_floats (0: one call), so a
+ * large gradient is never copied whole and messages stay within what the transport moves efficiently. */
+lipt_status lipt_dist_sum_f32(lipt_dist *d, float *x, size_t n, size_t bucket_floats, lipt_error *err);
+lipt_status lipt_dist_sum_f64(lipt_dist *d, double *x, int n, lipt_error *err);
+/* Minimum and maximum of a 64-bit value over ranks (a checksum agrees when min == max). */
+lipt_status lipt_dist_minmax_u64(lipt_dist *d, uint64_t v, uint64_t *vmin, uint64_t *vmax, lipt_error *err);
+/* The same bytes on every rank as on rank 0. */
+lipt_status lipt_dist_bcast(lipt_dist *d, void *buf, size_t bytes, lipt_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

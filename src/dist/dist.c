@@ -1,0 +1,174 @@
+/* Data-parallel collectives over MPI; without LIPT_HAVE_MPI every call is the one-rank identity. */
+#include "lipt/dist.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef LIPT_HAVE_MPI
+#include <mpi.h>
+#endif
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int lipt_dist_available(void) {
+#ifdef LIPT_HAVE_MPI
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+static int env_int(const char *name) {
+    const char *v = getenv(name);
+    if (!v || !*v) return 0;
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    return (end && !*end && n > 0 && n < 1000000) ? (int)n : 0;
+}
+
+int lipt_dist_launcher_size(void) {
+    static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        int n = env_int(vars[i]);
+        if (n) return n;
+    }
+    /* PMIx launchers (Open MPI 5) set PMIX_RANK but not always a size */
+    return getenv("PMIX_RANK") ? 1 : 0;
+}
+
+lipt_status lipt_dist_init(lipt_dist *d, int *argc, char ***argv, lipt_error *err) {
+    memset(d, 0, sizeof *d);
+    d->size = d->local_size = 1;
+    int launched = lipt_dist_launcher_size();
+#ifdef LIPT_HAVE_MPI
+    if (!launched) return LIPT_OK; /* a plain run: no MPI at all, so its behaviour is the non-MPI build's */
+    int ok = 0;
+    MPI_Initialized(&ok);
+    int provided = 0;
+    /* only the main thread calls MPI, outside OpenMP regions */
+    if (!ok && MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        return lipt_fail(err, LIPT_ERR_IO, "MPI_Init failed (is this process started by mpirun?)");
+    d->active = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &d->size);
+    /* errors come back as codes, so a failure prints lipt's message before the job is taken down */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm node;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_size(node, &d->local_size);
+        MPI_Comm_free(&node);
+    }
+    return LIPT_OK;
+#else
+    (void)argc;
+    (void)argv;
+    if (launched > 1)
+        return lipt_fail(err, LIPT_ERR_ARG,
+                         "started as one of %d ranks, but this lipt was built without MPI: rebuild with libopenmpi-dev "
+                         "installed (cmake -DLIPT_MPI=ON) or run one process",
+                         launched);
+    return LIPT_OK;
+#endif
+}
+
+void lipt_dist_finalize(lipt_dist *d) {
+#ifdef LIPT_HAVE_MPI
+    if (d->active) MPI_Finalize();
+#endif
+    d->active = 0;
+}
+
+_Noreturn void lipt_dist_abort(lipt_dist *d, int code) {
+#ifdef LIPT_HAVE_MPI
+    if (d->active && d->size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+    if (d->active) MPI_Finalize();
+#endif
+    (void)d;
+    exit(code);
+}
+
+#ifdef LIPT_HAVE_MPI
+static lipt_status mpi_fail(lipt_error *err, int rc, const char *what) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) strcpy(msg, "unknown MPI error");
+    return lipt_fail(err, LIPT_ERR_IO, "%s failed: %s (another rank may have died)", what, msg);
+}
+#endif
+
+lipt_status lipt_dist_sum_f32(lipt_dist *d, float *x, size_t n, size_t bucket_floats, lipt_error *err) {
+    if (!d->active || d->size == 1 || n == 0) return LIPT_OK;
+#ifdef LIPT_HAVE_MPI
+    double t0 = now_s();
+    size_t step = bucket_floats ? bucket_floats : n;
+    if (step > (size_t)1 << 30) step = (size_t)1 << 30; /* MPI counts are int */
+    for (size_t off = 0; off < n; off += step) {
+        int cnt = (int)(n - off < step ? n - off : step);
+        int rc = MPI_Allreduce(MPI_IN_PLACE, x + off, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Allreduce of the gradients");
+    }
+    d->comm_seconds += now_s() - t0;
+    d->comm_bytes += n * sizeof(float);
+    return LIPT_OK;
+#else
+    (void)x;
+    (void)bucket_floats;
+    (void)err;
+    return LIPT_OK;
+#endif
+}
+
+lipt_status lipt_dist_sum_f64(lipt_dist *d, double *x, int n, lipt_error *err) {
+    if (!d->active || d->size == 1 || n <= 0) return LIPT_OK;
+#ifdef LIPT_HAVE_MPI
+    double t0 = now_s();
+    int rc = MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    d->comm_seconds += now_s() - t0;
+    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Allreduce");
+    return LIPT_OK;
+#else
+    (void)x;
+    (void)err;
+    return LIPT_OK;
+#endif
+}
+
+lipt_status lipt_dist_minmax_u64(lipt_dist *d, uint64_t v, uint64_t *vmin, uint64_t *vmax, lipt_error *err) {
+    *vmin = *vmax = v;
+    if (!d->active || d->size == 1) return LIPT_OK;
+#ifdef LIPT_HAVE_MPI
+    double t0 = now_s();
+    int rc = MPI_Allreduce(&v, vmin, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(&v, vmax, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    d->comm_seconds += now_s() - t0;
+    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Allreduce of the parameter checksum");
+    return LIPT_OK;
+#else
+    (void)err;
+    return LIPT_OK;
+#endif
+}
+
+lipt_status lipt_dist_bcast(lipt_dist *d, void *buf, size_t bytes, lipt_error *err) {
+    if (!d->active || d->size == 1 || bytes == 0) return LIPT_OK;
+#ifdef LIPT_HAVE_MPI
+    double t0 = now_s();
+    unsigned char *p = buf;
+    for (size_t off = 0; off < bytes; off += (size_t)1 << 30) {
+        int cnt = (int)(bytes - off < ((size_t)1 << 30) ? bytes - off : ((size_t)1 << 30));
+        int rc = MPI_Bcast(p + off, cnt, MPI_BYTE, 0, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Bcast");
+    }
+    d->comm_seconds += now_s() - t0;
+    return LIPT_OK;
+#else
+    (void)buf;
+    (void)err;
+    return LIPT_OK;
+#endif
+}

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Data-parallel training under MPI with 2 ranks on this machine (loopback / shared memory only):
+#   1. 2 ranks x batch B and 1 rank x batch 2B from the same seed: parameters after 20 steps agree to 1e-5
+#      (and a run with a different global batch does not: the comparison can fail);
+#   2. the replica checksum stops the job with a clear error when one rank's weights drift;
+#   3. --resume with a different number of ranks (2 -> 1 and 1 -> 2) continues the same run;
+#   4. a rank killed with SIGKILL ends the job non-zero within seconds, the last checkpoint intact;
+#   5. SIGTERM to mpirun saves a checkpoint; non-train commands refuse to run as several ranks.
+# Usage: mpi_test.sh LIPT_BINARY [MPIEXEC]
+set -u
+LIPT=${1:?usage: mpi_test.sh path/to/lipt [mpiexec]}
+MPIEXEC=${2:-mpiexec}
+HERE=$(cd "$(dirname "$0")" && pwd)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+pass() { echo "ok   $*"; }
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+
+command -v python3 >/dev/null || { echo "FAIL python3 is needed to compare parameters (scripts/test.sh installs it)"; exit 1; }
+# Open MPI refuses root unless told; loopback only, no oversubscription complaints on 2 cores.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+MPIRUN=("$MPIEXEC" -np 2)
+if "$MPIEXEC" --version 2>/dev/null | grep -qi "open mpi"; then MPIRUN+=(--oversubscribe); fi
+
+SHARED=${LIPT_SHARED_DATA:-$HERE/../../shared/data}
+if [ -f "$SHARED/ptb/ptb.char.train.txt" ]; then
+  DATA=ptb
+  export LIPT_DATA="$SHARED"
+else
+  echo "note: ../shared/data/ptb absent: using a synthetic corpus"
+  for i in $(seq 1 4000); do echo "the cat sat on the mat and the dog sat on a log $i"; done > "$TMP/synth.txt"
+  DATA="$TMP/synth.txt"
+fi
+CFG="$HERE/../models/tiny.cfg"
+COMMON=(--config "$CFG" --data "$DATA" --eval-every 0 --final-eval none --log-every 1 --quiet --threads 1 --seed 3 --lr 3e-3 --warmup 5)
+
+export_params() { "$LIPT" export --ckpt "$1" --out "$2" >/dev/null 2>"$TMP/export.err" || cat "$TMP/export.err"; }
+
+# ---- 1. 2 ranks x 4 == 1 rank x 8
+"$LIPT" train "${COMMON[@]}" --out "$TMP/one" --steps 20 --batch 8 || fail "one-rank run"
+"${MPIRUN[@]}" "$LIPT" train "${COMMON[@]}" --out "$TMP/two" --steps 20 --batch 4 > "$TMP/two.log" 2>&1 || { fail "two-rank run"; cat "$TMP/two.log"; }
+"$LIPT" train "${COMMON[@]}" --out "$TMP/other" --steps 20 --batch 4 || fail "control run"
+export_params "$TMP/one/last.ckpt" "$TMP/one.st" && export_params "$TMP/two/last.ckpt" "$TMP/two.st" &&
+  export_params "$TMP/other/last.ckpt" "$TMP/other.st"
+if out=$(python3 "$HERE/compare_params.py" "$TMP/one.st" "$TMP/two.st" 1e-5); then
+  pass "2 ranks x batch 4 vs 1 rank x batch 8, 20 steps: $out"
+else
+  fail "2 ranks x 4 vs 1 x 8: $out"
+fi
+if out=$(python3 "$HERE/compare_params.py" "$TMP/one.st" "$TMP/other.st" 1e-5); then
+  fail "control: a different global batch gave the same parameters: $out"
+else
+  pass "control: 1 rank x batch 4 differs from 1 x 8 ($out)"
+fi
+grep -q '"comm_ms"' "$TMP/two/metrics.jsonl" && pass "metrics.jsonl records communication time per step" ||
+  fail "no comm_ms in the two-rank metrics"
+[ "$(wc -l < "$TMP/two/metrics.jsonl")" -eq 20 ] && pass "only rank 0 writes metrics (20 lines)" ||
+  fail "metrics.jsonl has $(wc -l < "$TMP/two/metrics.jsonl") lines, expected 20"
+
+# ---- 2. replica checksum: rank 1 perturbs a weight after step 5; the check at step 10 must stop the job
+LIPT_DEBUG_DRIFT_AT=5 "${MPIRUN[@]}" -x LIPT_DEBUG_DRIFT_AT "$LIPT" train "${COMMON[@]}" --out "$TMP/drift" --steps 30 \
+  --batch 4 --check-every 10 --save-every 5 > "$TMP/drift.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q "parameters differ across the 2 ranks" "$TMP/drift.log" && grep -q "(step 10)" "$TMP/drift.log"; then
+  pass "checksum: drift detected at step 10, exit $rc: $(grep 'differ across' "$TMP/drift.log" | head -1 | cut -c1-160)..."
+else
+  fail "checksum: exit $rc: $(tail -5 "$TMP/drift.log")"
+fi
+"${MPIRUN[@]}" "$LIPT" train "${COMMON[@]}" --out "$TMP/nodrift" --steps 12 --batch 4 --check-every 2 > "$TMP/nodrift.log" 2>&1 &&
+  pass "checksum: no false alarm over 6 checks" || fail "checksum false alarm: $(tail -3 "$TMP/nodrift.log")"
+
+# ---- 3. resume across rank counts: 2 ranks for 10 steps, then 1 rank to 20 (and 1 -> 2); same as one-rank 20 steps
+"${MPIRUN[@]}" "$LIPT" train "${COMMON[@]}" --out "$TMP/r21" --steps 10 --batch 4 > "$TMP/r21a.log" 2>&1 || fail "resume 2->1: first part"
+"$LIPT" train --out "$TMP/r21" --resume --steps 20 --quiet --threads 1 || fail "resume 2->1: second part"
+"$LIPT" train "${COMMON[@]}" --out "$TMP/r12" --steps 10 --batch 8 || fail "resume 1->2: first part"
+"${MPIRUN[@]}" "$LIPT" train --out "$TMP/r12" --resume --steps 20 --quiet --threads 1 > "$TMP/r12b.log" 2>&1 ||
+  { fail "resume 1->2: second part"; cat "$TMP/r12b.log"; }
+for r in r21 r12; do
+  export_params "$TMP/$r/last.ckpt" "$TMP/$r.st"
+  if out=$(python3 "$HERE/compare_params.py" "$TMP/one.st" "$TMP/$r.st" 1e-5); then
+    pass "resume ${r:1:1} -> ${r:2:1} ranks at step 10 equals the uninterrupted run: $out"
+  else
+    fail "resume $r: $out"
+  fi
+done
+"${MPIRUN[@]}" "$LIPT" train --out "$TMP/r21" --resume --steps 30 --batch 3 --quiet --threads 1 > "$TMP/r21c.log" 2>&1
+grep -q "global batch changes from 8 to 2 x 3 = 6" "$TMP/r21c.log" && pass "resume with an explicit --batch says the global batch changes" ||
+  fail "no note on a changed global batch: $(tail -3 "$TMP/r21c.log")"
+
+# ---- 4. a killed rank ends the job within seconds, the checkpoint intact
+"${MPIRUN[@]}" "$LIPT" train "${COMMON[@]}" --out "$TMP/kill" --steps 1000000 --batch 4 --save-every 20 > "$TMP/kill.log" 2>&1 &
+mp=$!
+for _ in $(seq 1 200); do [ -f "$TMP/kill/last.ckpt" ] && break; sleep 0.1; done
+victim=""
+for p in $(pgrep -f -- "--out $TMP/kill"); do
+  tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -Eq '^(OMPI_COMM_WORLD_RANK|PMI_RANK)=1$' && victim=$p
+done
+if [ -z "$victim" ]; then
+  fail "killed rank: could not find rank 1's process"
+  kill "$mp" 2>/dev/null
+  wait "$mp" 2>/dev/null
+else
+  t0=$(date +%s%N)
+  kill -9 "$victim"
+  for _ in $(seq 1 300); do kill -0 "$mp" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$mp" 2>/dev/null; then
+    fail "killed rank: the job still runs 30 s after rank 1 was killed"
+    pkill -9 -f -- "--out $TMP/kill"
+    wait "$mp" 2>/dev/null
+  else
+    wait "$mp"
+    rc=$?
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    [ $rc -ne 0 ] && [ $ms -lt 10000 ] && pass "killed rank: the job exited $rc after $ms ms" ||
+      fail "killed rank: exit $rc after $ms ms"
+    out=$("$LIPT" eval --ckpt "$TMP/kill/last.ckpt" --split valid --max-symbols 2000 --json --quiet 2>&1)
+    echo "$out" | grep -q '"bpc":[0-9]' && pass "killed rank: last.ckpt loads and evaluates (step $(echo "$out" | sed -n 's/.*"step":\([0-9]*\).*/\1/p'))" ||
+      fail "killed rank: last.ckpt: $out"
+  fi
+fi
+
+# ---- 5. SIGTERM saves; one-process commands refuse several ranks
+"${MPIRUN[@]}" "$LIPT" train "${COMMON[@]}" --out "$TMP/term" --steps 1000000 --batch 4 --save-every 100000 > "$TMP/term.log" 2>&1 &
+mp=$!
+for _ in $(seq 1 100); do [ -s "$TMP/term/metrics.jsonl" ] && break; sleep 0.1; done
+sleep 1
+kill -TERM "$mp"
+wait "$mp"
+rc=$?
+if [ $rc -ne 0 ] && grep -q "terminated at step" "$TMP/term.log" && [ -f "$TMP/term/last.ckpt" ]; then
+  pass "SIGTERM to mpirun: every rank stopped after the same step, rank 0 saved ($(grep -o 'terminated at step [0-9]*' "$TMP/term.log"), exit $rc)"
+else
+  fail "SIGTERM: exit $rc: $(tail -3 "$TMP/term.log")"
+fi
+"${MPIRUN[@]}" "$LIPT" eval --ckpt "$TMP/one/last.ckpt" --split valid > "$TMP/eval.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "only lipt train runs on several ranks" "$TMP/eval.log" && pass "lipt eval under mpirun refuses (exit $rc)" ||
+  fail "lipt eval under mpirun: exit $rc: $(tail -2 "$TMP/eval.log")"
+
+if [ $fails -gt 0 ]; then echo "$fails MPI test(s) failed"; exit 1; fi
+echo "all MPI tests passed"
