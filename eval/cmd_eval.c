@@ -18,7 +18,7 @@ static const cli_opt eval_opts_table[] = {
     {"batch", CLI_INT, "B", "windows per forward pass", "16"},
     {"max-symbols", CLI_INT, "N", "score only the first N symbols of the split (0: all)", "0"},
     {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS", NULL},
-    {"json", CLI_FLAG, NULL, "print one JSON object on stdout: split, symbols, nll, bpc, protocol, window, stride, seconds", NULL},
+    {"json", CLI_FLAG, NULL, "print one JSON object on stdout: split, parameters, symbols, nll, bpc, protocol, window, stride, seconds", NULL},
     {"quiet", CLI_FLAG, NULL, "no progress output", NULL},
 };
 
@@ -121,6 +121,7 @@ int cmd_eval(int argc, char **argv) {
         json_begin(&j, stdout);
         json_str(&j, "ckpt", ckpt);
         json_int(&j, "step", step);
+        json_int(&j, "parameters", (long long)lipt_params_count(&m.params));
         json_str(&j, "data", data);
         json_str(&j, "split", split_name);
         json_int(&j, "symbols", (long long)r.symbols);

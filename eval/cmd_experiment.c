@@ -13,69 +13,8 @@
 #include "lipt/bounds.h"
 #include "lipt/invert.h"
 #include "lipt/jacobian.h"
+#include "exp_util.h"
 #include "svg.h"
-
-/* ------------------------------------------------------------------------------------------- shared helpers */
-
-static lipt_status mkdir_p(const char *dir, lipt_error *err) {
-    char path[1024];
-    const size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof path) return lipt_fail(err, LIPT_ERR_ARG, "bad output directory '%s'", dir);
-    memcpy(path, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (path[i] != '/' && path[i] != 0) continue;
-        const char c = path[i];
-        path[i] = 0;
-        if (mkdir(path, 0777) != 0 && errno != EEXIST)
-            return lipt_fail(err, LIPT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
-        path[i] = c;
-    }
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return lipt_fail(err, LIPT_ERR_IO, "%s is not a directory", dir);
-    return LIPT_OK;
-}
-
-/* Comma-separated numbers into out (at most cap). Returns the count, or -1 on a malformed list. */
-static int parse_list(const char *s, double *out, int cap) {
-    int n = 0;
-    if (!s || !*s) return -1;
-    for (const char *p = s;;) {
-        char *end = NULL;
-        errno = 0;
-        const double v = strtod(p, &end);
-        if (errno || end == p || !isfinite(v) || n >= cap) return -1;
-        out[n++] = v;
-        while (*end == ' ') end++;
-        if (*end == 0) break;
-        if (*end != ',') return -1;
-        p = end + 1;
-    }
-    return n;
-}
-
-/* A FILE on path.tmp, renamed over path by commit_file (readers never see a partial file). */
-typedef struct { FILE *f; char path[1100], tmp[1110]; } out_file;
-
-static lipt_status open_file(out_file *o, const char *path, lipt_error *err) {
-    snprintf(o->path, sizeof o->path, "%s", path);
-    snprintf(o->tmp, sizeof o->tmp, "%s.tmp", path);
-    o->f = fopen(o->tmp, "w");
-    if (!o->f) return lipt_fail(err, LIPT_ERR_IO, "cannot write %s: %s", o->tmp, strerror(errno));
-    return LIPT_OK;
-}
-
-static lipt_status commit_file(out_file *o, lipt_error *err) {
-    const int bad = ferror(o->f) != 0;
-    if (fclose(o->f) != 0 || bad) {
-        remove(o->tmp);
-        return lipt_fail(err, LIPT_ERR_IO, "write error on %s", o->tmp);
-    }
-    if (rename(o->tmp, o->path) != 0) {
-        remove(o->tmp);
-        return lipt_fail(err, LIPT_ERR_IO, "cannot rename %s: %s", o->tmp, strerror(errno));
-    }
-    return LIPT_OK;
-}
 
 static uint64_t splitmix64(uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;
@@ -1026,9 +965,11 @@ done:
 /* ------------------------------------------------------------------------------------------- entry */
 
 static void exp_usage(FILE *f) {
-    fprintf(f, "usage: lipt experiment <tightness|invertibility> [options]   (--help after one for its options)\n"
+    fprintf(f, "usage: lipt experiment <tightness|invertibility|depth|stability> [options]   (--help after one for its options)\n"
                "  tightness      lower bounds on Lip(tied L2-MHA) by gradient ascent vs the upper bound, over N (Fig. 2)\n"
-               "  invertibility  fixed-point inversion of x + g(x), contractive L2 vs scaled DP attention (Fig. 3)\n");
+               "  invertibility  fixed-point inversion of x + g(x), contractive L2 vs scaled DP attention (Fig. 3)\n"
+               "  depth          PTB BPC of the four attention variants against depth, same budget per cell (Fig. 4)\n"
+               "  stability      Adam at a fixed learning rate without warmup, depth growing: divergence detected (Fig. 11)\n");
 }
 
 int cmd_experiment(int argc, char **argv) {
@@ -1042,6 +983,8 @@ int cmd_experiment(int argc, char **argv) {
     }
     if (strcmp(argv[0], "tightness") == 0) return exp_tightness(argc - 1, argv + 1);
     if (strcmp(argv[0], "invertibility") == 0) return exp_invertibility(argc - 1, argv + 1);
+    if (strcmp(argv[0], "depth") == 0) return exp_depth(argc - 1, argv + 1);
+    if (strcmp(argv[0], "stability") == 0) return exp_stability(argc - 1, argv + 1);
     fprintf(stderr, "lipt experiment: unknown experiment '%s'\n", argv[0]);
     exp_usage(stderr);
     return 2;
