@@ -14,6 +14,8 @@
 #include "lipt/invert.h"
 #include "lipt/jacobian.h"
 #include "exp_util.h"
+#include "lipt/model.h"
+#include "run.h"
 #include "svg.h"
 
 static uint64_t splitmix64(uint64_t x) {
@@ -579,9 +581,13 @@ static const cli_opt inv_opts[] = {
     {"heads", CLI_INT, "H", "attention heads (divides D)", "2"},
     {"c-list", CLI_STRING, "C,C,...", "contraction coefficients c < 1", "0.5,0.7,0.9"},
     {"scales", CLI_STRING, "S,S,...", "input scales (inputs are S times a fixed unit-scale draw)", "1,10,100"},
-    {"inputs", CLI_STRING, "spread|gaussian", "spread: Gaussian tokens with the last token at the origin (it attends "
-                                              "to far-out tokens: the DP Jacobian grows like S^2); gaussian: all Gaussian",
+    {"inputs", CLI_STRING, "spread|gaussian|ptb", "spread: Gaussian tokens with the last token at the origin (it attends "
+                                              "to far-out tokens: the DP Jacobian grows like S^2); gaussian: all Gaussian; "
+                                              "ptb: the input embeddings (token + position) of the first N test symbols "
+                                              "under the trained model --ckpt (D becomes its d_model)",
      "spread"},
+    {"ckpt", CLI_STRING, "FILE", "trained model whose embeddings give the inputs (with --inputs ptb)", NULL},
+    {"data", CLI_STRING, "NAME|PATH", "corpus of the test windows (with --inputs ptb)", "ptb"},
     {"dp-factor", CLI_STRING, "bound|ref", "DP scaling: bound = divide by max(1, UB/c) with UB the inf-norm bound formula "
                                            "of its own W^Q, W^V, W^O (the L2 rule); ref = divide by max(1, |J|_inf/c) "
                                            "with J its exact Jacobian at the unit-scale input", "bound"},
@@ -668,16 +674,57 @@ static int exp_invertibility(int argc, char **argv) {
     const int ones = strcmp(wmode, "ones") == 0;
     if (!ones && strcmp(wmode, "random") != 0) return cli_error(C, "--weights must be random or ones, got '%s'", wmode);
     const char *inputs = cli_str(&a, "inputs"), *dpf = cli_str(&a, "dp-factor");
-    const int spread = strcmp(inputs, "spread") == 0;
-    if (!spread && strcmp(inputs, "gaussian") != 0) return cli_error(C, "--inputs must be spread or gaussian");
+    const int spread = strcmp(inputs, "spread") == 0, from_ptb = strcmp(inputs, "ptb") == 0;
+    if (!spread && !from_ptb && strcmp(inputs, "gaussian") != 0) return cli_error(C, "--inputs must be spread, gaussian or ptb");
+    if (from_ptb != cli_has(&a, "ckpt")) return cli_error(C, "--inputs ptb needs --ckpt FILE (and --ckpt is only for --inputs ptb)");
+    lipt_error err = {0};
+    float *emb = NULL; /* the trained model's input embeddings, N x d_model */
+    if (from_ptb) {
+        lipt_model m;
+        lipt_vocab vocab;
+        int64_t step;
+        if (run_load_model(cli_str(&a, "ckpt"), &m, &vocab, &step, &err) != LIPT_OK) return cli_fail(C, &err);
+        lipt_data_opts dopts = {0};
+        dopts.use_vocab = &vocab;
+        lipt_dataset ds;
+        if (lipt_data_parse_split("auto", &dopts, &err) != LIPT_OK ||
+            lipt_dataset_load(cli_str(&a, "data"), &dopts, &ds, &err) != LIPT_OK) {
+            lipt_model_free(&m);
+            return cli_fail(C, &err);
+        }
+        size_t ntest;
+        const lipt_tok *tt = lipt_dataset_eval_tokens(&ds, LIPT_TEST, &ntest);
+        int bad = 0;
+        if (N > m.cfg.seq_len || (size_t)N + 1 > ntest) bad = cli_error(C, "--n %ld exceeds the model's seq_len %d or the test split", N, m.cfg.seq_len);
+        if (!bad) {
+            if (cli_has(&a, "d") && D != m.cfg.d_model)
+                fprintf(stderr, "note: --d %ld replaced by the model's d_model %d\n", D, m.cfg.d_model);
+            D = m.cfg.d_model;
+            if (D % H) bad = cli_error(C, "--heads %ld does not divide the model's d_model %ld", H, D);
+        }
+        if (!bad) {
+            int *ids = malloc(sizeof(int) * (size_t)N);
+            emb = malloc(sizeof(float) * (size_t)N * D);
+            for (long t = 0; t < N; t++) ids[t] = tt[t + 1];
+            lipt_ctx ectx;
+            lipt_ctx_init(&ectx, (size_t)8 << 20, 1);
+            lipt_no_grad_push(&ectx);
+            lipt_tensor *e = lipt_model_embed(&ectx, &m, ids, 1, (int)N);
+            memcpy(emb, e->data, sizeof(float) * (size_t)N * D);
+            lipt_ctx_free(&ectx);
+            free(ids);
+        }
+        lipt_dataset_free(&ds);
+        lipt_model_free(&m);
+        if (bad) return bad;
+    }
     const int dp_ref = strcmp(dpf, "ref") == 0;
     if (!dp_ref && strcmp(dpf, "bound") != 0) return cli_error(C, "--dp-factor must be bound or ref");
     const int causal = cli_has(&a, "causal"), json = cli_has(&a, "json");
-    lipt_error err = {0};
     const char *out = cli_str(&a, "out");
     if (mkdir_p(out, &err)) return cli_fail(C, &err);
     char base[1024], csv[1100], sumcsv[1100], svg[1100];
-    snprintf(base, sizeof base, "%s/invertibility_n%ld_d%ld_h%ld%s", out, N, D, H, causal ? "_causal" : "");
+    snprintf(base, sizeof base, "%s/invertibility_n%ld_d%ld_h%ld%s%s", out, N, D, H, causal ? "_causal" : "", from_ptb ? "_ptb" : "");
     snprintf(csv, sizeof csv, "%s.csv", base);
     snprintf(sumcsv, sizeof sumcsv, "%s_summary.csv", base);
     snprintf(svg, sizeof svg, "%s.svg", base);
@@ -693,6 +740,10 @@ static int exp_invertibility(int argc, char **argv) {
     lipt_rng_fill_normal(&r, z, n, 1.0f);
     if (spread)
         for (long j = 0; j < D; j++) z[(size_t)(N - 1) * D + j] = 0;
+    if (emb) {
+        memcpy(z, emb, sizeof(float) * n);
+        free(emb);
+    }
     const double ub_l2 = bound_inf(&wl2, (int)H, (int)N), ub_dp = bound_inf(&wdp, (int)H, (int)N);
     /* the DP reference norm: its exact Jacobian at the unit-scale input */
     double jdp_ref = NAN;
