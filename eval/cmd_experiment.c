@@ -1016,11 +1016,12 @@ done:
 /* ------------------------------------------------------------------------------------------- entry */
 
 static void exp_usage(FILE *f) {
-    fprintf(f, "usage: lipt experiment <tightness|invertibility|depth|stability> [options]   (--help after one for its options)\n"
+    fprintf(f, "usage: lipt experiment <tightness|invertibility|depth|stability|robustness> [options]   (--help after one for its options)\n"
                "  tightness      lower bounds on Lip(tied L2-MHA) by gradient ascent vs the upper bound, over N (Fig. 2)\n"
                "  invertibility  fixed-point inversion of x + g(x), contractive L2 vs scaled DP attention (Fig. 3)\n"
                "  depth          PTB BPC of the four attention variants against depth, same budget per cell (Fig. 4)\n"
-               "  stability      Adam at a fixed learning rate without warmup, depth growing: divergence detected (Fig. 11)\n");
+               "  stability      Adam at a fixed learning rate without warmup, depth growing: divergence detected (Fig. 11)\n"
+               "  robustness     output spread of trained attention under input perturbations at growing scales (Fig. 10)\n");
 }
 
 int cmd_experiment(int argc, char **argv) {
@@ -1036,6 +1037,7 @@ int cmd_experiment(int argc, char **argv) {
     if (strcmp(argv[0], "invertibility") == 0) return exp_invertibility(argc - 1, argv + 1);
     if (strcmp(argv[0], "depth") == 0) return exp_depth(argc - 1, argv + 1);
     if (strcmp(argv[0], "stability") == 0) return exp_stability(argc - 1, argv + 1);
+    if (strcmp(argv[0], "robustness") == 0) return exp_robustness(argc - 1, argv + 1);
     fprintf(stderr, "lipt experiment: unknown experiment '%s'\n", argv[0]);
     exp_usage(stderr);
     return 2;

@@ -19,5 +19,7 @@ lipt_status commit_file(out_file *o, lipt_error *err);
 /* lipt experiment depth / stability (exp_train.c) */
 int exp_depth(int argc, char **argv);
 int exp_stability(int argc, char **argv);
+/* lipt experiment robustness (exp_robust.c) */
+int exp_robustness(int argc, char **argv);
 
 #endif

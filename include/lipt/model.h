@@ -72,7 +72,8 @@ lipt_tensor *lipt_model_logits(lipt_ctx *ctx, const lipt_model *m, lipt_tensor *
  * the block computes x + g(x). For the pre-LN variants g includes its LayerNorm: g(x) = MHA(LN1(x)).
  * For the invertible model g has Lipschitz constant <= c (in the lip_norm norm for attention, 2-norm per
  * token for the feed-forward). */
-enum { LIPT_BRANCH_ATTN = 0, LIPT_BRANCH_FFN = 1 };
+enum { LIPT_BRANCH_ATTN = 0, LIPT_BRANCH_FFN = 1,
+       LIPT_BRANCH_MHA = 2 /* the attention map alone, without the pre-LN LayerNorm (studies of the attention op) */ };
 lipt_tensor *lipt_model_branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x);
 
 /* A lipt_branch_fn adaptor for lipt_fixed_point_invert and the Jacobian tools. */

@@ -95,11 +95,12 @@ static lipt_tensor *feed_forward(lipt_ctx *ctx, const lipt_model *m, const lipt_
 
 lipt_tensor *lipt_model_branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x) {
     LIPT_CHECK(layer >= 0 && layer < m->cfg.n_layers, "model branch: layer %d of %d", layer, m->cfg.n_layers);
-    LIPT_CHECK(which == LIPT_BRANCH_ATTN || which == LIPT_BRANCH_FFN, "model branch: which = %d", which);
+    LIPT_CHECK(which == LIPT_BRANCH_ATTN || which == LIPT_BRANCH_FFN || which == LIPT_BRANCH_MHA, "model branch: which = %d", which);
     LIPT_CHECK(x->ndim == 3 && x->shape[2] == m->cfg.d_model && x->shape[1] <= m->cfg.seq_len,
                "model branch: x must be [B,T<=%d,%d]", m->cfg.seq_len, m->cfg.d_model);
     const lipt_layer *L = &m->layers[layer];
     const float eps = m->cfg.ln_eps;
+    if (which == LIPT_BRANCH_MHA) return attention(ctx, m, L, x);
     if (which == LIPT_BRANCH_ATTN) {
         lipt_tensor *in = m->invertible ? x : lipt_layernorm(ctx, x, L->ln1_g, L->ln1_b, eps);
         return attention(ctx, m, L, in);

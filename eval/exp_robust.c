@@ -1,0 +1,271 @@
+/* lipt experiment robustness (SPEC §4.5, paper Fig. 10): how far the outputs of a trained model's attention branch
+ * spread when its input moves, at the inputs of the invertibility experiment scaled up. For each checkpoint and scale
+ * S, X = S z with z the attention's input at PTB test symbols (after the LayerNorm of the pre-LN variants; or the
+ * "spread" Gaussian draw), fed to the attention map alone; reported: the
+ * gain |g(X+d) - g(X)| / |d| over random small perturbations d (median, max) and the worst case over all directions,
+ * the exact Jacobian's 2-norm (and inf-norm), which an adversary perturbing X achieves to first order. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "exp_util.h"
+#include "lipt/jacobian.h"
+#include "lipt/model.h"
+#include "run.h"
+#include "svg.h"
+
+#define MAX_MODELS 8
+#define MAX_SCALES 16
+
+static const cli_opt rob_opts[] = {
+    {"ckpt", CLI_STRING, "A,B,...", "trained checkpoints (any attention variant) (required)", NULL},
+    {"data", CLI_STRING, "NAME|PATH", "corpus of the test symbols", "ptb"},
+    {"layer", CLI_INT, "L", "layer whose attention branch is studied (0-based)", "0"},
+    {"n", CLI_INT, "N", "tokens per input", "16"},
+    {"scales", CLI_STRING, "S,S,...", "input scales", "1,3,10,30,100"},
+    {"inputs", CLI_STRING, "ptb|spread", "ptb: the attention's input at the first N test symbols (after its LayerNorm); spread: Gaussian tokens "
+                                         "with the last at the origin, rms matched to the embeddings", "ptb"},
+    {"perturbations", CLI_INT, "K", "random perturbations per setting", "64"},
+    {"eps", CLI_FLOAT, "E", "perturbation size relative to |X| (Frobenius)", "1e-3"},
+    {"seed", CLI_INT, "S", "seed of the perturbations", "1"},
+    {"out", CLI_STRING, "DIR", "CSV and SVG folder", "docs/results"},
+    {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS", NULL},
+    {"json", CLI_FLAG, NULL, "one JSON object on stdout: per model and scale the gains", NULL},
+};
+
+typedef struct {
+    char label[96];
+    double scale, rand_median, rand_max, jac2, jacinf, out_rms;
+} rob_row;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double frob(const float *x, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return sqrt(s);
+}
+
+/* g(x) of the branch into out (no grad). */
+static void branch_eval(lipt_ctx *ctx, const lipt_model *m, int layer, const float *x, int N, float *out) {
+    lipt_ctx_reset(ctx);
+    lipt_no_grad_push(ctx);
+    const int shape[3] = {1, N, m->cfg.d_model};
+    lipt_tensor *t = lipt_tensor_new(ctx, 3, shape);
+    memcpy(t->data, x, sizeof(float) * (size_t)N * m->cfg.d_model);
+    lipt_tensor *y = lipt_model_branch(ctx, m, layer, LIPT_BRANCH_MHA, t);
+    memcpy(out, y->data, sizeof(float) * (size_t)N * m->cfg.d_model);
+    lipt_no_grad_pop(ctx);
+}
+
+int exp_robustness(int argc, char **argv) {
+    const char *C = "experiment robustness";
+    cli_args a;
+    int pr = cli_parse(&a, C,
+                       "Robustness of trained attention (paper Fig. 10, SPEC §4.5): the spread of a trained attention branch's\n"
+                       "outputs when its input X = S z moves, for growing S: random-perturbation gains and the exact Jacobian\n"
+                       "norms (the adversarial worst case to first order). Writes OUT/robustness.csv and OUT/robustness.svg.",
+                       rob_opts, (int)(sizeof rob_opts / sizeof rob_opts[0]), argc, argv, 0, 0);
+    if (pr) {
+        cli_free(&a);
+        return pr > 0 ? 0 : 2;
+    }
+    long layer, N, K, seed;
+    double eps;
+    int rc = 0;
+    if (cli_int(&a, "layer", &layer) || cli_int(&a, "n", &N) || cli_int(&a, "perturbations", &K) ||
+        cli_int(&a, "seed", &seed) || cli_float(&a, "eps", &eps)) {
+        cli_free(&a);
+        return 2;
+    }
+    rc = cli_apply_threads(&a, C);
+    double scales[MAX_SCALES];
+    const int nsc = parse_list(cli_str(&a, "scales"), scales, MAX_SCALES);
+    const char *inputs = cli_str(&a, "inputs");
+    const int from_ptb = strcmp(inputs, "ptb") == 0;
+    if (rc) {
+    } else if (!cli_has(&a, "ckpt")) rc = cli_error(C, "--ckpt A,B,... is required");
+    else if (nsc < 1) rc = cli_error(C, "--scales must be a comma list of positive numbers");
+    else if (!from_ptb && strcmp(inputs, "spread") != 0) rc = cli_error(C, "--inputs must be ptb or spread, got '%s'", inputs);
+    else if (N < 2 || K < 1 || !(eps > 0) || layer < 0) rc = cli_error(C, "--n >= 2, --perturbations >= 1, --eps > 0, --layer >= 0");
+    for (int i = 0; !rc && i < nsc; i++)
+        if (!(scales[i] > 0)) rc = cli_error(C, "--scales: %g is not positive", scales[i]);
+    lipt_error err = {0};
+    const char *out = cli_str(&a, "out");
+    if (!rc && mkdir_p(out, &err) != LIPT_OK) rc = cli_fail(C, &err);
+    char paths[MAX_MODELS][1024];
+    int nm = 0;
+    if (!rc) {
+        char buf[MAX_MODELS * 1024];
+        snprintf(buf, sizeof buf, "%s", cli_str(&a, "ckpt"));
+        for (char *tok = strtok(buf, ","); tok && nm < MAX_MODELS; tok = strtok(NULL, ",")) snprintf(paths[nm++], 1024, "%s", tok);
+    }
+    rob_row rows[MAX_MODELS * MAX_SCALES];
+    int nr = 0;
+    for (int mi = 0; mi < nm && !rc; mi++) {
+        lipt_model m;
+        lipt_vocab vocab;
+        int64_t step;
+        if (run_load_model(paths[mi], &m, &vocab, &step, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
+        const int D = m.cfg.d_model;
+        if (layer >= m.cfg.n_layers || N > m.cfg.seq_len) {
+            rc = cli_error(C, "%s has %d layers and seq_len %d: --layer %ld / --n %ld out of range", paths[mi], m.cfg.n_layers,
+                           m.cfg.seq_len, layer, N);
+            lipt_model_free(&m);
+            break;
+        }
+        lipt_data_opts dopts = {0};
+        dopts.use_vocab = &vocab;
+        lipt_dataset ds;
+        if (lipt_data_parse_split("auto", &dopts, &err) != LIPT_OK || lipt_dataset_load(cli_str(&a, "data"), &dopts, &ds, &err) != LIPT_OK) {
+            rc = cli_fail(C, &err);
+            lipt_model_free(&m);
+            break;
+        }
+        const size_t n = (size_t)N * D;
+        float *z = malloc(sizeof(float) * n), *x = malloc(sizeof(float) * n), *xp = malloc(sizeof(float) * n);
+        float *y = malloc(sizeof(float) * n), *yp = malloc(sizeof(float) * n);
+        double *gains = malloc(sizeof(double) * (size_t)K), *J = malloc(sizeof(double) * n * n);
+        lipt_ctx ctx;
+        lipt_ctx_init(&ctx, (size_t)16 << 20, 1);
+        {
+            size_t nt;
+            const lipt_tok *tt = lipt_dataset_eval_tokens(&ds, LIPT_TEST, &nt);
+            int *ids = malloc(sizeof(int) * (size_t)N);
+            for (long t = 0; t < N; t++) ids[t] = tt[1 + t];
+            lipt_no_grad_push(&ctx);
+            /* the attention's own input at this layer: earlier blocks, then the LayerNorm of the pre-LN variants */
+            lipt_tensor *e = lipt_model_embed(&ctx, &m, ids, 1, (int)N);
+            for (int l = 0; l < layer; l++) e = lipt_model_block(&ctx, &m, l, e);
+            if (!m.invertible) {
+                const lipt_layer *L = &m.layers[layer];
+                e = lipt_layernorm(&ctx, e, L->ln1_g, L->ln1_b, m.cfg.ln_eps);
+            }
+            memcpy(z, e->data, sizeof(float) * n);
+            lipt_no_grad_pop(&ctx);
+            free(ids);
+            if (!from_ptb) {
+                const double rms = frob(z, n) / sqrt((double)n);
+                lipt_rng r;
+                lipt_rng_seed(&r, (uint64_t)seed * 7919u + 3);
+                lipt_rng_fill_normal(&r, z, n, (float)rms);
+                for (int j = 0; j < D; j++) z[(size_t)(N - 1) * D + j] = 0;
+            }
+        }
+        char label[96];
+        snprintf(label, sizeof label, "%s (%d layers)", lipt_attn_name(m.cfg.attention), m.cfg.n_layers);
+        fprintf(stderr, "%s: %s, attention of layer %ld, N %ld, D %d\n", paths[mi], label, layer, N, D);
+        lipt_branch_ref ref = {&m, (int)layer, LIPT_BRANCH_MHA};
+        lipt_jac_map map = {lipt_model_branch_fn, &ref, 3, {1, (int)N, D}, 0};
+        for (int si = 0; si < nsc && !rc; si++) {
+            for (size_t i = 0; i < n; i++) x[i] = (float)(scales[si] * z[i]);
+            branch_eval(&ctx, &m, (int)layer, x, (int)N, y);
+            lipt_rng r;
+            lipt_rng_seed(&r, (uint64_t)seed * 1000003u + (uint64_t)si);
+            const double dn = eps * frob(x, n);
+            for (long k = 0; k < K; k++) {
+                lipt_rng_fill_normal(&r, xp, n, 1.0f);
+                const double s = dn / frob(xp, n);
+                for (size_t i = 0; i < n; i++) xp[i] = (float)(x[i] + s * xp[i]);
+                double din = 0;
+                for (size_t i = 0; i < n; i++) din += ((double)xp[i] - x[i]) * ((double)xp[i] - x[i]);
+                branch_eval(&ctx, &m, (int)layer, xp, (int)N, yp);
+                double dout = 0;
+                for (size_t i = 0; i < n; i++) dout += ((double)yp[i] - y[i]) * ((double)yp[i] - y[i]);
+                gains[k] = sqrt(dout) / fmax(sqrt(din), 1e-300);
+            }
+            qsort(gains, (size_t)K, sizeof *gains, cmp_double);
+            rob_row *row = &rows[nr];
+            snprintf(row->label, sizeof row->label, "%s", label);
+            row->scale = scales[si];
+            row->rand_median = gains[K / 2];
+            row->rand_max = gains[K - 1];
+            row->out_rms = frob(y, n) / sqrt((double)n);
+            if (lipt_jacobian(&map, x, J, &err) != LIPT_OK) {
+                row->jac2 = row->jacinf = NAN; /* a non-finite Jacobian (overflow at large scales) */
+                fprintf(stderr, "  note: scale %g: %s\n", scales[si], err.msg);
+            } else {
+                row->jac2 = lipt_matrix_norm_2(J, n, n, NULL, NULL);
+                row->jacinf = lipt_matrix_norm_inf(J, n, n);
+            }
+            fprintf(stderr, "  scale %-6g random gain median %.4g max %.4g | worst direction (|J|_2) %.4g, |J|_inf %.4g\n",
+                    row->scale, row->rand_median, row->rand_max, row->jac2, row->jacinf);
+            nr++;
+        }
+        lipt_ctx_free(&ctx);
+        free(z); free(x); free(xp); free(y); free(yp); free(gains); free(J);
+        lipt_dataset_free(&ds);
+        lipt_model_free(&m);
+    }
+    if (!rc) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/robustness.csv", out);
+        out_file o;
+        if (open_file(&o, path, &err) != LIPT_OK) rc = cli_fail(C, &err);
+        else {
+            fprintf(o.f, "model,scale,random_gain_median,random_gain_max,jacobian_2norm,jacobian_infnorm,output_rms\n");
+            for (int i = 0; i < nr; i++)
+                fprintf(o.f, "\"%s\",%g,%.6g,%.6g,%.6g,%.6g,%.6g\n", rows[i].label, rows[i].scale, rows[i].rand_median,
+                        rows[i].rand_max, rows[i].jac2, rows[i].jacinf, rows[i].out_rms);
+            if (commit_file(&o, &err) != LIPT_OK) rc = cli_fail(C, &err);
+        }
+        /* gains against scale: worst direction solid, random median dashed, one colour per model */
+        double xs[MAX_MODELS][MAX_SCALES], yw[MAX_MODELS][MAX_SCALES], ym[MAX_MODELS][MAX_SCALES];
+        svg_series s[2 * MAX_MODELS];
+        char lab[2 * MAX_MODELS][128];
+        int ns = 0;
+        for (int mi = 0; mi < nm; mi++) {
+            for (int si = 0; si < nsc; si++) {
+                const rob_row *r = &rows[mi * nsc + si];
+                xs[mi][si] = r->scale;
+                yw[mi][si] = r->jac2;
+                ym[mi][si] = r->rand_median;
+            }
+            snprintf(lab[ns], sizeof lab[0], "%.100s: worst direction", rows[mi * nsc].label);
+            s[ns] = (svg_series){lab[ns], xs[mi], yw[mi], nsc, svg_color(mi), SVG_MARK_CIRCLE, 1, SVG_SOLID, 0};
+            ns++;
+            snprintf(lab[ns], sizeof lab[0], "%.100s: random, median", rows[mi * nsc].label);
+            s[ns] = (svg_series){lab[ns], xs[mi], ym[mi], nsc, svg_color(mi), SVG_MARK_CROSS, 1, SVG_DASHED, 1.2};
+            ns++;
+        }
+        svg_plot p = svg_plot_defaults();
+        p.title = "trained attention: output change per unit input change, |g(X+d)-g(X)| / |d|, at X = S z";
+        p.xlabel = "input scale S";
+        p.ylabel = "gain";
+        p.logx = p.logy = 1;
+        p.width = 1000;
+        snprintf(path, sizeof path, "%s/robustness.svg", out);
+        if (!rc && svg_write_file(path, &p, s, ns, &err) != LIPT_OK) rc = cli_fail(C, &err);
+        if (!rc) {
+            printf("%-28s %7s %12s %12s %12s %12s\n", "model", "scale", "rand_median", "rand_max", "|J|_2", "|J|_inf");
+            for (int i = 0; i < nr; i++)
+                printf("%-28s %7g %12.4g %12.4g %12.4g %12.4g\n", rows[i].label, rows[i].scale, rows[i].rand_median,
+                       rows[i].rand_max, rows[i].jac2, rows[i].jacinf);
+            fprintf(stderr, "wrote %s/robustness.csv and %s/robustness.svg\n", out, out);
+        }
+        if (!rc && cli_has(&a, "json")) {
+            json_w j;
+            json_begin(&j, stdout);
+            json_arr_open(&j, "rows");
+            for (int i = 0; i < nr; i++) {
+                json_obj_open(&j, NULL);
+                json_str(&j, "model", rows[i].label);
+                json_num(&j, "scale", rows[i].scale);
+                json_num(&j, "random_gain_median", rows[i].rand_median);
+                json_num(&j, "random_gain_max", rows[i].rand_max);
+                json_num(&j, "jacobian_2norm", rows[i].jac2);
+                json_num(&j, "jacobian_infnorm", rows[i].jacinf);
+                json_obj_close(&j);
+            }
+            json_arr_close(&j);
+            json_end(&j);
+        }
+    }
+    cli_free(&a);
+    return rc;
+}
