@@ -66,6 +66,32 @@ else
   fail "experiments: $(tail -c 300 "$TMP/inv.txt" "$TMP/tight.txt")"
 fi
 "$LIPT" export --ckpt "$TMP/run/last.ckpt" --out "$TMP/w.safetensors" 2>/dev/null && [ -s "$TMP/w.safetensors" ] && pass "export" || fail "export"
+# the training-grid experiments at toy scale: CSV + SVG, resumable (a second call skips finished cells)
+GRID=(--d-model 16 --heads 2 --d-ff 32 --seq-len 16 --batch 2 --threads 1 --data "$DATA" --models "$(dirname "$0")/../models" --out "$TMP/exp")
+if "$LIPT" experiment depth "${GRID[@]}" --variants dp,contractive --depths 1,2 --steps 4 --warmup 1 --valid-symbols 500 \
+     --runs "$TMP/grid" >"$TMP/depth.txt" 2>&1 && [ "$(wc -l < "$TMP/exp/depth.csv")" -eq 5 ] && [ -s "$TMP/exp/depth.svg" ] &&
+   "$LIPT" experiment depth "${GRID[@]}" --variants dp,contractive --depths 1,2 --steps 4 --warmup 1 --valid-symbols 500 \
+     --runs "$TMP/grid" 2>&1 | grep -c "skipped" | grep -qx 4; then
+  pass "experiment depth: 4 cells in depth.csv and depth.svg; a second run skips them"
+else
+  fail "experiment depth: $(tail -c 400 "$TMP/depth.txt")"
+fi
+if "$LIPT" experiment stability "${GRID[@]}" --variants dp,l2-tied --depths 1,2 --steps 6 --runs "$TMP/stab" >"$TMP/stab.txt" 2>&1 &&
+   [ "$(wc -l < "$TMP/exp/stability.csv")" -eq 5 ] && [ -s "$TMP/exp/stability.svg" ] && [ -s "$TMP/exp/stability_dp.svg" ] &&
+   [ "$(wc -l < "$TMP/exp/stability_curves.csv")" -eq 25 ]; then
+  pass "experiment stability: 4 runs, their curves (24 points) and plots"
+else
+  fail "experiment stability: $(tail -c 400 "$TMP/stab.txt")"
+fi
+if "$LIPT" experiment robustness --ckpt "$TMP/run/last.ckpt,$TMP/grid/dp-L1/last.ckpt" --data "$DATA" --n 4 --scales 1,10 \
+     --perturbations 4 --out "$TMP/exp" --threads 1 >"$TMP/rob.txt" 2>&1 && [ "$(wc -l < "$TMP/exp/robustness.csv")" -eq 5 ] &&
+   [ -s "$TMP/exp/robustness.svg" ] &&
+   "$LIPT" experiment invertibility --inputs ptb --ckpt "$TMP/run/last.ckpt" --data "$DATA" --n 6 --heads 2 --dp-factor ref \
+     --out "$TMP/exp" --threads 1 >"$TMP/invp.txt" 2>&1 && [ -s "$TMP/exp/invertibility_n6_d64_h2_ptb.svg" ]; then
+  pass "experiment robustness and invertibility --inputs ptb on trained checkpoints"
+else
+  fail "experiment robustness / invertibility --inputs ptb: $(tail -c 400 "$TMP/rob.txt" "$TMP/invp.txt" 2>/dev/null)"
+fi
 
 # ---- resume: 20 + 20 steps give the same loss curve as 40 (dropout on, same threads)
 "$LIPT" train "${COMMON[@]}" --out "$TMP/half" --steps 20 --eval-every 10 --dropout 0.1 &&
@@ -139,7 +165,8 @@ expect_error "unseen symbol in --text" "$LIPT" invert --ckpt "$CK" --text "ABC~~
 expect_error "text too long" "$LIPT" invert --ckpt "$CK" --text "$(printf 'a%.0s' $(seq 1 500))"
 expect_error "bad --threads" "$LIPT" eval --ckpt "$CK" --threads 0
 expect_error "export without --out" "$LIPT" export --ckpt "$CK"
-for c in train eval invert export sample lipschitz bench data "experiment tightness" "experiment invertibility"; do
+for c in train eval invert export sample lipschitz bench data "experiment tightness" "experiment invertibility" \
+         "experiment depth" "experiment stability" "experiment robustness"; do
   # shellcheck disable=SC2086
   "$LIPT" $c --help >/dev/null 2>&1 && pass "$c --help" || fail "$c --help"
 done
