@@ -383,6 +383,21 @@ static int build_opts(cli_opt *dst, const cli_opt *own, int n_own) {
     return n;
 }
 
+/* --variants and --depths of a grid, checked; the output and run folders created. 0, or the exit status. */
+static int grid_select(cli_args *a, const char *C, const grid_opts *g, int *vars, int *nv, double *dl, int *nd) {
+    char bad[64];
+    lipt_error err = {0};
+    *nv = parse_variants(cli_str(a, "variants"), vars, bad, sizeof bad);
+    *nd = parse_list(cli_str(a, "depths"), dl, MAX_DEPTHS);
+    if (*nv < 1) return cli_error(C, "--variants: unknown variant '%s' (dp, l2, l2-tied, contractive)", bad);
+    if (*nd < 1) return cli_error(C, "--depths must be a comma list of layer counts, got '%s'", cli_str(a, "depths"));
+    if (g->steps < 1 || g->batch < 1 || g->threads < 1) return cli_error(C, "--steps, --batch and --threads must be >= 1");
+    for (int i = 0; i < *nd; i++)
+        if (dl[i] < 1 || dl[i] > 64 || dl[i] != floor(dl[i])) return cli_error(C, "--depths: %g is not a layer count in [1, 64]", dl[i]);
+    if (mkdir_p(g->out, &err) != LIPT_OK || mkdir_p(g->runs, &err) != LIPT_OK) return cli_fail(C, &err);
+    return 0;
+}
+
 static const cli_opt depth_own[] = {
     {"variants", CLI_STRING, "LIST", "attention variants: dp,l2,l2-tied,contractive", "dp,l2,l2-tied,contractive"},
     {"depths", CLI_STRING, "LIST", "numbers of layers", "1,2,4,8,12"},
@@ -422,18 +437,10 @@ int exp_depth(int argc, char **argv) {
     }
     g.schedule = "invsqrt";
     g.save_every = 100;
-    int vars[MAX_VARIANTS];
-    char bad[64];
-    int nv = parse_variants(cli_str(&a, "variants"), vars, bad, sizeof bad);
+    int vars[MAX_VARIANTS], nv, nd;
     double dl[MAX_DEPTHS];
-    int nd = parse_list(cli_str(&a, "depths"), dl, MAX_DEPTHS);
     lipt_error err = {0};
-    if (nv < 1) rc = cli_error(C, "--variants: unknown variant '%s' (dp, l2, l2-tied, contractive)", bad);
-    else if (nd < 1) rc = cli_error(C, "--depths must be a comma list of layer counts, got '%s'", cli_str(&a, "depths"));
-    else if (g.steps < 1 || g.batch < 1 || g.threads < 1) rc = cli_error(C, "--steps, --batch and --threads must be >= 1");
-    for (int i = 0; !rc && i < nd; i++)
-        if (dl[i] < 1 || dl[i] > 64 || dl[i] != floor(dl[i])) rc = cli_error(C, "--depths: %g is not a layer count in [1, 64]", dl[i]);
-    if (!rc && (mkdir_p(g.out, &err) != LIPT_OK || mkdir_p(g.runs, &err) != LIPT_OK)) rc = cli_fail(C, &err);
+    rc = grid_select(&a, C, &g, vars, &nv, dl, &nd);
     if (rc) {
         cli_free(&a);
         return rc;
@@ -708,19 +715,11 @@ int exp_stability(int argc, char **argv) {
     g.schedule = "constant";
     g.warmup = 0;
     g.save_every = 50;
-    int vars[MAX_VARIANTS];
-    char bad[64];
-    int nv = parse_variants(cli_str(&a, "variants"), vars, bad, sizeof bad);
+    int vars[MAX_VARIANTS], nv, nd;
     double dl[MAX_DEPTHS];
-    int nd = parse_list(cli_str(&a, "depths"), dl, MAX_DEPTHS);
     lipt_error err = {0};
-    if (nv < 1) rc = cli_error(C, "--variants: unknown variant '%s' (dp, l2, l2-tied, contractive)", bad);
-    else if (nd < 1) rc = cli_error(C, "--depths must be a comma list of layer counts, got '%s'", cli_str(&a, "depths"));
-    else if (g.steps < 1 || g.batch < 1 || g.threads < 1 || win < 1 || rise <= 0)
-        rc = cli_error(C, "--steps, --batch, --threads, --window must be >= 1 and --rise > 0");
-    for (int i = 0; !rc && i < nd; i++)
-        if (dl[i] < 1 || dl[i] > 64 || dl[i] != floor(dl[i])) rc = cli_error(C, "--depths: %g is not a layer count in [1, 64]", dl[i]);
-    if (!rc && (mkdir_p(g.out, &err) != LIPT_OK || mkdir_p(g.runs, &err) != LIPT_OK)) rc = cli_fail(C, &err);
+    if (win < 1 || rise <= 0) rc = cli_error(C, "--window must be >= 1 and --rise > 0");
+    else rc = grid_select(&a, C, &g, vars, &nv, dl, &nd);
     if (rc) {
         cli_free(&a);
         return rc;
