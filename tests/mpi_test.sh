@@ -20,7 +20,7 @@ fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 command -v python3 >/dev/null || { echo "FAIL python3 is needed to compare parameters (scripts/test.sh installs it)"; exit 1; }
 # Open MPI refuses root unless told; loopback only, no oversubscription complaints on 2 cores.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
 MPIRUN=("$MPIEXEC" -np 2)
 if "$MPIEXEC" --version 2>/dev/null | grep -qi "open mpi"; then MPIRUN+=(--oversubscribe); fi
