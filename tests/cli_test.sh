@@ -66,6 +66,14 @@ else
   fail "experiments: $(tail -c 300 "$TMP/inv.txt" "$TMP/tight.txt")"
 fi
 "$LIPT" export --ckpt "$TMP/run/last.ckpt" --out "$TMP/w.safetensors" 2>/dev/null && [ -s "$TMP/w.safetensors" ] && pass "export" || fail "export"
+# an empty validation/test split (fractions 1,0,0) trains and says it is not evaluated, exit 0
+for i in $(seq 1 300); do echo "the cat sat on the mat $i"; done > "$TMP/small.txt"
+if "$LIPT" train --config "$CFG" --data "$TMP/small.txt" --data-split 1,0,0 --steps 3 --batch 2 --threads 1 --out "$TMP/empty" \
+     2>"$TMP/empty.err" >/dev/null && grep -q "validation split is empty" "$TMP/empty.err" && [ -f "$TMP/empty/last.ckpt" ]; then
+  pass "empty validation and test splits: trained, not evaluated, exit 0"
+else
+  fail "empty splits: $(tail -c 300 "$TMP/empty.err")"
+fi
 # the training-grid experiments at toy scale: CSV + SVG, resumable (a second call skips finished cells)
 GRID=(--d-model 16 --heads 2 --d-ff 32 --seq-len 16 --batch 2 --threads 1 --data "$DATA" --models "$(dirname "$0")/../models" --out "$TMP/exp")
 if "$LIPT" experiment depth "${GRID[@]}" --variants dp,contractive --depths 1,2 --steps 4 --warmup 1 --valid-symbols 500 \

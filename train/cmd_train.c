@@ -441,6 +441,20 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
     eval_opts eo = {T, T, B, (size_t)eval_symbols, 0, dist};
     size_t nvalid;
     const lipt_tok *vtok = lipt_dataset_eval_tokens(&ds, LIPT_VALID, &nvalid);
+    {
+        /* an empty split (e.g. --data-split 1,0,0) is not an error after training: it is not evaluated, and says so */
+        size_t ntest_chk;
+        lipt_dataset_eval_tokens(&ds, LIPT_TEST, &ntest_chk);
+        if (nvalid < 2 && (eval_every > 0 || final_valid)) {
+            if (!quiet) fprintf(stderr, "note: the validation split is empty: no validation during or after training\n");
+            eval_every = 0;
+            final_valid = 0;
+        }
+        if (ntest_chk < 2 && final_test) {
+            if (!quiet) fprintf(stderr, "note: the test split is empty: no final test evaluation\n");
+            final_test = 0;
+        }
+    }
     int tty = cli_stderr_is_tty() && !quiet;
     double t_start = cli_now(), t_last = t_start, loss_ema = NAN;
     int64_t first_step = t.step;
