@@ -9,11 +9,13 @@
 #include <mpi.h>
 #endif
 
+#ifdef LIPT_HAVE_MPI
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+#endif
 
 int lipt_dist_available(void) {
 #ifdef LIPT_HAVE_MPI
