@@ -329,7 +329,7 @@ static int exp_tightness(int argc, char **argv) {
 
     lipt_error err = {0};
     const char *out = cli_str(&a, "out");
-    if (mkdir_p(out, &err)) return cli_fail(C, &err);
+    if (run_mkdir(out, &err)) return cli_fail(C, &err);
     char base[1024], csv[1100], svg[1100], setf[1100];
     snprintf(base, sizeof base, "%s/tightness_d%ld_h%ld_%s%s", out, D, H, norm2 ? "2" : "inf", causal ? "_causal" : "");
     snprintf(csv, sizeof csv, "%s.csv", base);
@@ -684,37 +684,19 @@ static int exp_invertibility(int argc, char **argv) {
         lipt_vocab vocab;
         int64_t step;
         if (run_load_model(cli_str(&a, "ckpt"), &m, &vocab, &step, &err) != LIPT_OK) return cli_fail(C, &err);
-        lipt_data_opts dopts = {0};
-        dopts.use_vocab = &vocab;
-        lipt_dataset ds;
-        if (lipt_data_parse_split("auto", &dopts, &err) != LIPT_OK ||
-            lipt_dataset_load(cli_str(&a, "data"), &dopts, &ds, &err) != LIPT_OK) {
-            lipt_model_free(&m);
-            return cli_fail(C, &err);
-        }
-        size_t ntest;
-        const lipt_tok *tt = lipt_dataset_eval_tokens(&ds, LIPT_TEST, &ntest);
         int bad = 0;
-        if (N > m.cfg.seq_len || (size_t)N + 1 > ntest) bad = cli_error(C, "--n %ld exceeds the model's seq_len %d or the test split", N, m.cfg.seq_len);
+        if (cli_has(&a, "d") && D != m.cfg.d_model)
+            fprintf(stderr, "note: --d %ld replaced by the model's d_model %d\n", D, m.cfg.d_model);
+        D = m.cfg.d_model;
+        if (D % H) bad = cli_error(C, "--heads %ld does not divide the model's d_model %ld", H, D);
         if (!bad) {
-            if (cli_has(&a, "d") && D != m.cfg.d_model)
-                fprintf(stderr, "note: --d %ld replaced by the model's d_model %d\n", D, m.cfg.d_model);
-            D = m.cfg.d_model;
-            if (D % H) bad = cli_error(C, "--heads %ld does not divide the model's d_model %ld", H, D);
-        }
-        if (!bad) {
-            int *ids = malloc(sizeof(int) * (size_t)N);
             emb = malloc(sizeof(float) * (size_t)N * D);
-            for (long t = 0; t < N; t++) ids[t] = tt[t + 1];
-            lipt_ctx ectx;
-            lipt_ctx_init(&ectx, (size_t)8 << 20, 1);
-            lipt_no_grad_push(&ectx);
-            lipt_tensor *e = lipt_model_embed(&ectx, &m, ids, 1, (int)N);
-            memcpy(emb, e->data, sizeof(float) * (size_t)N * D);
-            lipt_ctx_free(&ectx);
-            free(ids);
+            if (exp_test_inputs(&m, &vocab, cli_str(&a, "data"), (int)N, 0, 0, emb, &err) != LIPT_OK) {
+                free(emb);
+                emb = NULL;
+                bad = err.status == LIPT_ERR_ARG ? cli_error(C, "%s", err.msg) : cli_fail(C, &err);
+            }
         }
-        lipt_dataset_free(&ds);
         lipt_model_free(&m);
         if (bad) return bad;
     }
@@ -722,7 +704,7 @@ static int exp_invertibility(int argc, char **argv) {
     if (!dp_ref && strcmp(dpf, "bound") != 0) return cli_error(C, "--dp-factor must be bound or ref");
     const int causal = cli_has(&a, "causal"), json = cli_has(&a, "json");
     const char *out = cli_str(&a, "out");
-    if (mkdir_p(out, &err)) return cli_fail(C, &err);
+    if (run_mkdir(out, &err)) return cli_fail(C, &err);
     char base[1024], csv[1100], sumcsv[1100], svg[1100];
     snprintf(base, sizeof base, "%s/invertibility_n%ld_d%ld_h%ld%s%s", out, N, D, H, causal ? "_causal" : "", from_ptb ? "_ptb" : "");
     snprintf(csv, sizeof csv, "%s.csv", base);

@@ -97,7 +97,7 @@ int exp_robustness(int argc, char **argv) {
         if (!(scales[i] > 0)) rc = cli_error(C, "--scales: %g is not positive", scales[i]);
     lipt_error err = {0};
     const char *out = cli_str(&a, "out");
-    if (!rc && mkdir_p(out, &err) != LIPT_OK) rc = cli_fail(C, &err);
+    if (!rc && run_mkdir(out, &err) != LIPT_OK) rc = cli_fail(C, &err);
     char paths[MAX_MODELS][1024];
     int nm = 0;
     if (!rc) {
@@ -113,53 +113,26 @@ int exp_robustness(int argc, char **argv) {
         int64_t step;
         if (run_load_model(paths[mi], &m, &vocab, &step, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
         const int D = m.cfg.d_model;
-        if (layer >= m.cfg.n_layers || N > m.cfg.seq_len) {
-            rc = cli_error(C, "%s has %d layers and seq_len %d: --layer %ld / --n %ld out of range", paths[mi], m.cfg.n_layers,
-                           m.cfg.seq_len, layer, N);
-            lipt_model_free(&m);
-            break;
-        }
-        lipt_data_opts dopts = {0};
-        dopts.use_vocab = &vocab;
-        lipt_dataset ds;
-        if (lipt_data_parse_split("auto", &dopts, &err) != LIPT_OK || lipt_dataset_load(cli_str(&a, "data"), &dopts, &ds, &err) != LIPT_OK) {
-            rc = cli_fail(C, &err);
-            lipt_model_free(&m);
-            break;
-        }
         const size_t n = (size_t)N * D;
         float *z = malloc(sizeof(float) * n), *x = malloc(sizeof(float) * n), *xp = malloc(sizeof(float) * n);
         float *y = malloc(sizeof(float) * n), *yp = malloc(sizeof(float) * n);
         double *gains = malloc(sizeof(double) * (size_t)K), *J = malloc(sizeof(double) * n * n);
         lipt_ctx ctx;
         lipt_ctx_init(&ctx, (size_t)16 << 20, 1);
-        {
-            size_t nt;
-            const lipt_tok *tt = lipt_dataset_eval_tokens(&ds, LIPT_TEST, &nt);
-            int *ids = malloc(sizeof(int) * (size_t)N);
-            for (long t = 0; t < N; t++) ids[t] = tt[1 + t];
-            lipt_no_grad_push(&ctx);
-            /* the attention's own input at this layer: earlier blocks, then the LayerNorm of the pre-LN variants */
-            lipt_tensor *e = lipt_model_embed(&ctx, &m, ids, 1, (int)N);
-            for (int l = 0; l < layer; l++) e = lipt_model_block(&ctx, &m, l, e);
-            if (!m.invertible) {
-                const lipt_layer *L = &m.layers[layer];
-                e = lipt_layernorm(&ctx, e, L->ln1_g, L->ln1_b, m.cfg.ln_eps);
-            }
-            memcpy(z, e->data, sizeof(float) * n);
-            lipt_no_grad_pop(&ctx);
-            free(ids);
-            if (!from_ptb) {
-                const double rms = frob(z, n) / sqrt((double)n);
-                lipt_rng r;
-                lipt_rng_seed(&r, (uint64_t)seed * 7919u + 3);
-                lipt_rng_fill_normal(&r, z, n, (float)rms);
-                for (int j = 0; j < D; j++) z[(size_t)(N - 1) * D + j] = 0;
-            }
+        /* the attention's own input at this layer: earlier blocks, then the LayerNorm of the pre-LN variants */
+        if (exp_test_inputs(&m, &vocab, cli_str(&a, "data"), (int)N, (int)layer, 1, z, &err) != LIPT_OK) {
+            /* a bad --n / --layer for this model is a usage error (exit 2), a missing corpus a failure (1) */
+            rc = err.status == LIPT_ERR_ARG ? cli_error(C, "%s: %s", paths[mi], err.msg) : cli_fail(C, &err);
+        } else if (!from_ptb) {
+            const double rms = frob(z, n) / sqrt((double)n);
+            lipt_rng r;
+            lipt_rng_seed(&r, (uint64_t)seed * 7919u + 3);
+            lipt_rng_fill_normal(&r, z, n, (float)rms);
+            for (int j = 0; j < D; j++) z[(size_t)(N - 1) * D + j] = 0;
         }
         char label[96];
         snprintf(label, sizeof label, "%s (%d layers)", lipt_attn_name(m.cfg.attention), m.cfg.n_layers);
-        fprintf(stderr, "%s: %s, attention of layer %ld, N %ld, D %d\n", paths[mi], label, layer, N, D);
+        if (!rc) fprintf(stderr, "%s: %s, attention of layer %ld, N %ld, D %d\n", paths[mi], label, layer, N, D);
         lipt_branch_ref ref = {&m, (int)layer, LIPT_BRANCH_MHA};
         lipt_jac_map map = {lipt_model_branch_fn, &ref, 3, {1, (int)N, D}, 0};
         for (int si = 0; si < nsc && !rc; si++) {
@@ -199,7 +172,6 @@ int exp_robustness(int argc, char **argv) {
         }
         lipt_ctx_free(&ctx);
         free(z); free(x); free(xp); free(y); free(yp); free(gains); free(J);
-        lipt_dataset_free(&ds);
         lipt_model_free(&m);
     }
     if (!rc) {

@@ -24,15 +24,20 @@
 
 static const char *const variant_names[MAX_VARIANTS] = {"dp", "l2", "l2-tied", "contractive"};
 
+/* Index of a variant name in variant_names, -1 when unknown. */
+static int variant_index(const char *name) {
+    for (int i = 0; i < MAX_VARIANTS; i++)
+        if (strcmp(name, variant_names[i]) == 0) return i;
+    return -1;
+}
+
 /* "dp,l2-tied" -> indices into variant_names; -1 on an unknown name. */
 static int parse_variants(const char *s, int *out, char *bad, size_t badn) {
     int n = 0;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", s);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        int k = -1;
-        for (int i = 0; i < MAX_VARIANTS; i++)
-            if (strcmp(tok, variant_names[i]) == 0) k = i;
+        const int k = variant_index(tok);
         if (k < 0 || n >= MAX_VARIANTS) {
             snprintf(bad, badn, "%s", tok);
             return -1;
@@ -224,6 +229,36 @@ static int train_cell(const grid_opts *g, const char *variant, int depth, const 
     return 3;
 }
 
+/* The shared part of a grid cell: skipped when the CSV has it already, else trained in RUNS/<prefix><variant>-L<depth>.
+ * Returns -1 skipped, 0 trained, 1 diverged (why says how); or 2 when the grid must stop, with *rc its exit status. */
+static int grid_cell(const grid_opts *g, const char *C, int found, int cell, int total, int v, int depth,
+                     const char *prefix, int log_every, const char *csv, char *dir, size_t dirn, double *secs, char *why,
+                     size_t whyn, int *rc) {
+    if (found) {
+        fprintf(stderr, "[%d/%d] %s, %d layers: in %s already, skipped\n", cell, total, variant_names[v], depth, csv);
+        return -1;
+    }
+    lipt_error err = {0};
+    snprintf(dir, dirn, "%s/%s%s-L%d", g->runs, prefix, variant_names[v], depth);
+    if (run_mkdir(dir, &err) != LIPT_OK) {
+        *rc = cli_fail(C, &err);
+        return 2;
+    }
+    fprintf(stderr, "[%d/%d] %s, %d layers: training %ld steps at lr %g (log %s/experiment.log) ...\n", cell, total,
+            variant_names[v], depth, g->steps, g->lr, dir);
+    const int tr = train_cell(g, variant_names[v], depth, dir, log_every, secs, why, whyn);
+    if (tr == 2) {
+        *rc = 130;
+        fprintf(stderr, "lipt experiment: interrupted; run the same command again to continue\n");
+        return 2;
+    }
+    if (tr == 3) {
+        *rc = 1;
+        return 2;
+    }
+    return tr;
+}
+
 /* ------------------------------------------------------------------------------------------- depth */
 
 typedef struct {
@@ -252,9 +287,7 @@ static int read_depth_csv(const char *path, depth_row *rows, int cap) {
         r.test_bpc = strtod(tb, NULL);
         r.valid_nll = strtod(vn, NULL);
         r.test_nll = strtod(tn, NULL);
-        r.variant = -1;
-        for (int i = 0; i < MAX_VARIANTS; i++)
-            if (strcmp(vname, variant_names[i]) == 0) r.variant = i;
+        r.variant = variant_index(vname);
         if (r.variant >= 0) rows[n++] = r;
     }
     fclose(f);
@@ -394,7 +427,7 @@ static int grid_select(cli_args *a, const char *C, const grid_opts *g, int *vars
     if (g->steps < 1 || g->batch < 1 || g->threads < 1) return cli_error(C, "--steps, --batch and --threads must be >= 1");
     for (int i = 0; i < *nd; i++)
         if (dl[i] < 1 || dl[i] > 64 || dl[i] != floor(dl[i])) return cli_error(C, "--depths: %g is not a layer count in [1, 64]", dl[i]);
-    if (mkdir_p(g->out, &err) != LIPT_OK || mkdir_p(g->runs, &err) != LIPT_OK) return cli_fail(C, &err);
+    if (run_mkdir(g->out, &err) != LIPT_OK || run_mkdir(g->runs, &err) != LIPT_OK) return cli_fail(C, &err);
     return 0;
 }
 
@@ -458,20 +491,11 @@ int exp_depth(int argc, char **argv) {
             cell++;
             int found = 0;
             for (int i = 0; i < n; i++) found |= rows[i].variant == v && rows[i].depth == depth;
-            if (found) {
-                fprintf(stderr, "[%d/%d] %s, %d layers: in %s already, skipped\n", cell, total, variant_names[v], depth, csv);
-                continue;
-            }
-            char dir[1100];
-            snprintf(dir, sizeof dir, "%s/%s-L%d", g.runs, variant_names[v], depth);
-            if (mkdir_p(dir, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
-            fprintf(stderr, "[%d/%d] %s, %d layers: training %ld steps (log %s/experiment.log) ...\n", cell, total,
-                    variant_names[v], depth, g.steps, dir);
+            char dir[1100], why[128] = "";
             double secs = 0;
-            char why[128] = "";
-            int tr = train_cell(&g, variant_names[v], depth, dir, 10, &secs, why, sizeof why);
-            if (tr == 2) { rc = 130; fprintf(stderr, "lipt experiment: interrupted; run the same command again to continue\n"); break; }
-            if (tr == 3) { rc = 1; break; }
+            const int tr = grid_cell(&g, C, found, cell, total, v, depth, "", 10, csv, dir, sizeof dir, &secs, why, sizeof why, &rc);
+            if (tr < 0) continue;
+            if (tr == 2) break;
             depth_row r;
             memset(&r, 0, sizeof r);
             r.variant = v;
@@ -532,9 +556,7 @@ static int read_stab_csv(const char *path, stab_row *rows, int cap) {
         r.min_loss = strtod(ml, NULL);
         r.final_loss = strtod(ll, NULL);
         r.diverged = strcmp(kind, "stable") == 0 ? 0 : strcmp(kind, "non-finite") == 0 ? 1 : 2;
-        r.variant = -1;
-        for (int i = 0; i < MAX_VARIANTS; i++)
-            if (strcmp(vname, variant_names[i]) == 0) r.variant = i;
+        r.variant = variant_index(vname);
         if (r.variant >= 0) rows[n++] = r;
     }
     fclose(f);
@@ -740,19 +762,11 @@ int exp_stability(int argc, char **argv) {
             cell++;
             int found = 0;
             for (int i = 0; i < n; i++) found |= rows[i].variant == v && rows[i].depth == depth;
-            if (found) {
-                fprintf(stderr, "[%d/%d] %s, %d layers: in %s already, skipped\n", cell, total, variant_names[v], depth, csv);
-                continue;
-            }
-            char dir[1100];
-            snprintf(dir, sizeof dir, "%s/stab-%s-L%d", g.runs, variant_names[v], depth);
-            if (mkdir_p(dir, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
-            fprintf(stderr, "[%d/%d] %s, %d layers: %ld steps at lr %g ...\n", cell, total, variant_names[v], depth, g.steps, g.lr);
+            char dir[1100], why[128] = "";
             double secs = 0;
-            char why[128] = "";
-            int tr = train_cell(&g, variant_names[v], depth, dir, 1, &secs, why, sizeof why);
-            if (tr == 2) { rc = 130; fprintf(stderr, "lipt experiment: interrupted; run the same command again to continue\n"); break; }
-            if (tr == 3) { rc = 1; break; }
+            const int tr = grid_cell(&g, C, found, cell, total, v, depth, "stab-", 1, csv, dir, sizeof dir, &secs, why, sizeof why, &rc);
+            if (tr < 0) continue;
+            if (tr == 2) break;
             stab_row r;
             memset(&r, 0, sizeof r);
             r.variant = v;

@@ -1,29 +1,13 @@
 /* Helpers shared by the experiments: directories, number lists, files replaced atomically. */
 #include "exp_util.h"
 
+#include "lipt/data.h"
+#include "lipt/ops.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-
-lipt_status mkdir_p(const char *dir, lipt_error *err) {
-    char path[1024];
-    const size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof path) return lipt_fail(err, LIPT_ERR_ARG, "bad output directory '%s'", dir);
-    memcpy(path, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (path[i] != '/' && path[i] != 0) continue;
-        const char c = path[i];
-        path[i] = 0;
-        if (mkdir(path, 0777) != 0 && errno != EEXIST)
-            return lipt_fail(err, LIPT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
-        path[i] = c;
-    }
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return lipt_fail(err, LIPT_ERR_IO, "%s is not a directory", dir);
-    return LIPT_OK;
-}
 
 /* Comma-separated numbers into out (at most cap). Returns the count, or -1 on a malformed list. */
 int parse_list(const char *s, double *out, int cap) {
@@ -62,5 +46,40 @@ lipt_status commit_file(out_file *o, lipt_error *err) {
         remove(o->tmp);
         return lipt_fail(err, LIPT_ERR_IO, "cannot rename %s: %s", o->tmp, strerror(errno));
     }
+    return LIPT_OK;
+}
+
+lipt_status exp_test_inputs(const lipt_model *m, const lipt_vocab *vocab, const char *data, int N, int layer, int with_ln,
+                            float *out, lipt_error *err) {
+    if (N < 1 || N > m->cfg.seq_len || layer < 0 || layer >= m->cfg.n_layers)
+        return lipt_fail(err, LIPT_ERR_ARG, "the model has seq_len %d and %d layers: --n %d / --layer %d out of range",
+                         m->cfg.seq_len, m->cfg.n_layers, N, layer);
+    lipt_data_opts dopts = {0};
+    dopts.use_vocab = vocab;
+    lipt_dataset ds;
+    lipt_status st = lipt_data_parse_split("auto", &dopts, err);
+    if (st == LIPT_OK) st = lipt_dataset_load(data, &dopts, &ds, err);
+    if (st != LIPT_OK) return st;
+    size_t nt;
+    const lipt_tok *tt = lipt_dataset_eval_tokens(&ds, LIPT_TEST, &nt);
+    if ((size_t)N + 1 > nt) {
+        lipt_dataset_free(&ds);
+        return lipt_fail(err, LIPT_ERR_ARG, "the test split of %s has %zu symbols, fewer than --n %d", data, nt - 1, N);
+    }
+    int *ids = lipt_xmalloc(sizeof(int) * (size_t)N);
+    for (int t = 0; t < N; t++) ids[t] = tt[1 + t];
+    lipt_ctx ctx;
+    lipt_ctx_init(&ctx, (size_t)16 << 20, 1);
+    lipt_no_grad_push(&ctx);
+    lipt_tensor *e = lipt_model_embed(&ctx, m, ids, 1, N);
+    for (int l = 0; l < layer; l++) e = lipt_model_block(&ctx, m, l, e);
+    if (with_ln && !m->invertible) {
+        const lipt_layer *L = &m->layers[layer];
+        e = lipt_layernorm(&ctx, e, L->ln1_g, L->ln1_b, m->cfg.ln_eps);
+    }
+    memcpy(out, e->data, sizeof(float) * (size_t)N * m->cfg.d_model);
+    lipt_ctx_free(&ctx);
+    free(ids);
+    lipt_dataset_free(&ds);
     return LIPT_OK;
 }

@@ -5,9 +5,9 @@
 #include <stdio.h>
 
 #include "lipt/core.h"
+#include "lipt/model.h"
+#include "run.h" /* run_mkdir: mkdir -p of the output folders */
 
-/* mkdir -p; error naming the part that could not be created. */
-lipt_status mkdir_p(const char *dir, lipt_error *err);
 /* Comma-separated numbers into out (at most cap). Returns the count, or -1 on a malformed list. */
 int parse_list(const char *s, double *out, int cap);
 
@@ -15,6 +15,12 @@ int parse_list(const char *s, double *out, int cap);
 typedef struct { FILE *f; char path[1100], tmp[1110]; } out_file;
 lipt_status open_file(out_file *o, const char *path, lipt_error *err);
 lipt_status commit_file(out_file *o, lipt_error *err);
+
+/* Inputs from a trained model: the first N symbols of the test split of `data` (encoded with the checkpoint's
+ * vocabulary), embedded, passed through blocks 0 .. layer-1 and, when with_ln and the model is pre-LN, through layer
+ * `layer`'s first LayerNorm: the input of that layer's attention map. out: N x d_model floats. */
+lipt_status exp_test_inputs(const lipt_model *m, const lipt_vocab *vocab, const char *data, int N, int layer, int with_ln,
+                            float *out, lipt_error *err);
 
 /* lipt experiment depth / stability (exp_train.c) */
 int exp_depth(int argc, char **argv);

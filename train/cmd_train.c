@@ -491,17 +491,10 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
         }
         lipt_params_zero_grad(&t.model.params);
         lipt_backward(&t.ctx, loss);
-        if (K > 1) {
-            /* the mean over the global batch: the sum of the ranks' means over K */
-            if (lipt_dist_sum_f32(dist, t.model.params.grad, t.model.params.n_train, bucket, &err) != LIPT_OK) {
-                rc = cli_fail(C, &err);
-                break;
-            }
-            const float inv = 1.0f / (float)K;
-            float *g = t.model.params.grad;
-            const long ng = (long)t.model.params.n_train;
-#pragma omp parallel for schedule(static) if (ng >= 65536)
-            for (long i = 0; i < ng; i++) g[i] *= inv;
+        /* the gradient of the global batch: the mean of the ranks' (no-op on one rank) */
+        if (lipt_dist_mean_f32(dist, t.model.params.grad, t.model.params.n_train, bucket, &err) != LIPT_OK) {
+            rc = cli_fail(C, &err);
+            break;
         }
         double gnorm = lipt_clip_grad_norm(&t.model.params, clip);
         lipt_ctx_reset(&t.ctx);
@@ -524,12 +517,10 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
         loss_ema = isfinite(loss_ema) ? 0.95 * loss_ema + 0.05 * l : l;
         double tok_s = (double)G * T / dt;
         if (t.step % log_every == 0 || t.step == steps) {
-            if (K > 1)
-                fprintf(log, "{\"step\":%lld,\"loss\":%.6f,\"bpc\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6g,\"tok_per_s\":%.1f,\"comm_ms\":%.2f,\"elapsed_s\":%.3f}\n",
-                        (long long)t.step, l, l / LN2, cur_lr, gnorm, tok_s, 1e3 * (dist->comm_seconds - c0), now - t_start);
-            else
-                fprintf(log, "{\"step\":%lld,\"loss\":%.6f,\"bpc\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6g,\"tok_per_s\":%.1f,\"elapsed_s\":%.3f}\n",
-                        (long long)t.step, l, l / LN2, cur_lr, gnorm, tok_s, now - t_start);
+            fprintf(log, "{\"step\":%lld,\"loss\":%.6f,\"bpc\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6g,\"tok_per_s\":%.1f,",
+                    (long long)t.step, l, l / LN2, cur_lr, gnorm, tok_s);
+            if (K > 1) fprintf(log, "\"comm_ms\":%.2f,", 1e3 * (dist->comm_seconds - c0));
+            fprintf(log, "\"elapsed_s\":%.3f}\n", now - t_start);
         }
         if (K > 1 && ((check_every > 0 && t.step % check_every == 0) || t.step == steps || stop_after)) {
             if (check_replicas(&t, "replica check", &err)) { rc = 1; *agreed = 1; break; }

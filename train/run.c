@@ -63,17 +63,17 @@ lipt_status run_load_model(const char *path, lipt_model *m, lipt_vocab *vocab, i
 }
 
 lipt_status run_mkdir(const char *dir, lipt_error *err) {
-    /* mkdir -p: every missing parent too */
+    /* mkdir -p: every missing parent too (run directories and the experiments' output folders) */
     char path[1024];
     size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof path) return lipt_fail(err, LIPT_ERR_ARG, "bad run directory '%s'", dir);
+    if (n == 0 || n >= sizeof path) return lipt_fail(err, LIPT_ERR_ARG, "bad directory name '%s'", dir);
     memcpy(path, dir, n + 1);
     for (size_t i = 1; i <= n; i++) {
         if (path[i] != '/' && path[i] != 0) continue;
         char c = path[i];
         path[i] = 0;
         if (mkdir(path, 0777) != 0 && errno != EEXIST)
-            return lipt_fail(err, LIPT_ERR_IO, "cannot create run directory %s: %s", path, strerror(errno));
+            return lipt_fail(err, LIPT_ERR_IO, "cannot create directory %s: %s", path, strerror(errno));
         path[i] = c;
     }
     struct stat sb;

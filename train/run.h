@@ -23,7 +23,7 @@ lipt_status run_extra_unpack(run_extra *x, const unsigned char *blob, size_t len
  * The checkpoint is closed before returning. */
 lipt_status run_load_model(const char *path, lipt_model *m, lipt_vocab *vocab, int64_t *step, lipt_error *err);
 
-/* mkdir -p of the run directory; error naming what could not be created. */
+/* mkdir -p of a directory (a run directory, an output folder); error naming what could not be created. */
 lipt_status run_mkdir(const char *dir, lipt_error *err);
 
 #endif

@@ -18,7 +18,6 @@ typedef struct {
     int local_size;       /* ranks on this machine (for the default thread count) */
     int active;
     double comm_seconds;
-    size_t comm_bytes;    /* payload bytes reduced so far */
 } lipt_dist;
 
 /* 1 when lipt was built with MPI. */
@@ -34,14 +33,14 @@ void lipt_dist_finalize(lipt_dist *d);
 /* Ends every rank of the job now (MPI_Abort); with one process, exit(code). */
 _Noreturn void lipt_dist_abort(lipt_dist *d, int code);
 
-/* In-place sums across ranks. The float version goes in buckets of at most bucket_floats (0: one call), so a
- * large gradient is never copied whole and messages stay within what the transport moves efficiently. */
-lipt_status lipt_dist_sum_f32(lipt_dist *d, float *x, size_t n, size_t bucket_floats, lipt_error *err);
+/* In-place mean across ranks (sum, then / size): the gradient of the global batch from each rank's. It goes in
+ * buckets of at most bucket_floats (0: one call), so a large gradient is never copied whole and messages stay
+ * within what the transport moves efficiently. */
+lipt_status lipt_dist_mean_f32(lipt_dist *d, float *x, size_t n, size_t bucket_floats, lipt_error *err);
+/* In-place sum across ranks. */
 lipt_status lipt_dist_sum_f64(lipt_dist *d, double *x, int n, lipt_error *err);
 /* Minimum and maximum of a 64-bit value over ranks (a checksum agrees when min == max). */
 lipt_status lipt_dist_minmax_u64(lipt_dist *d, uint64_t v, uint64_t *vmin, uint64_t *vmax, lipt_error *err);
-/* The same bytes on every rank as on rank 0. */
-lipt_status lipt_dist_bcast(lipt_dist *d, void *buf, size_t bytes, lipt_error *err);
 
 #ifdef __cplusplus
 }

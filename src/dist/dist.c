@@ -103,7 +103,7 @@ static lipt_status mpi_fail(lipt_error *err, int rc, const char *what) {
 }
 #endif
 
-lipt_status lipt_dist_sum_f32(lipt_dist *d, float *x, size_t n, size_t bucket_floats, lipt_error *err) {
+lipt_status lipt_dist_mean_f32(lipt_dist *d, float *x, size_t n, size_t bucket_floats, lipt_error *err) {
     if (!d->active || d->size == 1 || n == 0) return LIPT_OK;
 #ifdef LIPT_HAVE_MPI
     double t0 = now_s();
@@ -115,7 +115,10 @@ lipt_status lipt_dist_sum_f32(lipt_dist *d, float *x, size_t n, size_t bucket_fl
         if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Allreduce of the gradients");
     }
     d->comm_seconds += now_s() - t0;
-    d->comm_bytes += n * sizeof(float);
+    const float inv = 1.0f / (float)d->size;
+    const long nl = (long)n;
+#pragma omp parallel for schedule(static) if (nl >= 65536)
+    for (long i = 0; i < nl; i++) x[i] *= inv;
     return LIPT_OK;
 #else
     (void)x;
@@ -151,25 +154,6 @@ lipt_status lipt_dist_minmax_u64(lipt_dist *d, uint64_t v, uint64_t *vmin, uint6
     if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Allreduce of the parameter checksum");
     return LIPT_OK;
 #else
-    (void)err;
-    return LIPT_OK;
-#endif
-}
-
-lipt_status lipt_dist_bcast(lipt_dist *d, void *buf, size_t bytes, lipt_error *err) {
-    if (!d->active || d->size == 1 || bytes == 0) return LIPT_OK;
-#ifdef LIPT_HAVE_MPI
-    double t0 = now_s();
-    unsigned char *p = buf;
-    for (size_t off = 0; off < bytes; off += (size_t)1 << 30) {
-        int cnt = (int)(bytes - off < ((size_t)1 << 30) ? bytes - off : ((size_t)1 << 30));
-        int rc = MPI_Bcast(p + off, cnt, MPI_BYTE, 0, MPI_COMM_WORLD);
-        if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Bcast");
-    }
-    d->comm_seconds += now_s() - t0;
-    return LIPT_OK;
-#else
-    (void)buf;
     (void)err;
     return LIPT_OK;
 #endif
