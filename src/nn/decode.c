@@ -8,11 +8,11 @@
 #include <string.h>
 
 #include "lipt/bounds.h"
+#include "ops/vmath.h"
 
 /* Work (B*H*T*d) above which the one-token attention runs its (sequence, head) loop in parallel. */
 #define DEC_ATTN_PAR_MIN 65536.0
 #define LIPSWISH_SCALE 1.1f   /* as in src/ops/activation.c */
-#define SQRT1_2 0.70710678118654752440f
 
 typedef struct {
     float *k, *v;        /* [B, T, D]: dp/l2 key and value rows; tied: query rows (= keys) and rows Q_h M_h */
@@ -231,7 +231,7 @@ static void activate(lipt_act_kind act, float beta, float *x, size_t n) {
         break;
     case LIPT_ACT_GELU:
     default:
-        for (size_t i = 0; i < n; i++) x[i] = x[i] * (0.5f * erfcf(-x[i] * SQRT1_2));
+        lipt_vgelu(x, x, NULL, n);
         break;
     }
 }
@@ -251,21 +251,10 @@ static float head_norm(const float *k, int d, double inv_s) {
     return (float)(acc * inv_s);
 }
 
-/* Softmax of row[0..cnt) in place (as softmax_rows in attention_dp.c: float max and exp, double sum), after
+/* Softmax of row[0..cnt) in place (the kernel of softmax_rows in attention_dp.c), after
  * subtracting kn[j] when given; row[cnt..nc) set to 0. */
 static void softmax_row(float *row, int cnt, int nc, const float *kn) {
-    if (kn)
-        for (int j = 0; j < cnt; j++) row[j] -= kn[j];
-    float mx = row[0];
-    for (int j = 1; j < cnt; j++) mx = row[j] > mx ? row[j] : mx;
-    double sum = 0;
-    for (int j = 0; j < cnt; j++) {
-        const float e = expf(row[j] - mx);
-        row[j] = e;
-        sum += e;
-    }
-    const double inv = 1.0 / sum;
-    for (int j = 0; j < cnt; j++) row[j] = (float)(row[j] * inv);
+    lipt_vsoftmax_row(row, (size_t)cnt, kn);
     for (int j = cnt; j < nc; j++) row[j] = 0.0f;
 }
 

@@ -1,5 +1,6 @@
 /* Multi-head attention kernels and untied-op driver (shared with L2, see attention_impl.h), and the DP op. */
 #include "attention_impl.h"
+#include "ops/vmath.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -44,18 +45,7 @@ static void softmax_rows(float *P, int T, int i0, int i1, int nc, int causal, co
     for (int i = i0; i < i1; i++) {
         float *row = P + (size_t)i * T;
         const int n = causal ? i + 1 : T;
-        if (kn)
-            for (int j = 0; j < n; j++) row[j] -= kn[j];
-        float mx = row[0];
-        for (int j = 1; j < n; j++) mx = row[j] > mx ? row[j] : mx;
-        double sum = 0;
-        for (int j = 0; j < n; j++) {
-            const float e = expf(row[j] - mx);
-            row[j] = e;
-            sum += e;
-        }
-        const double inv = 1.0 / sum;
-        for (int j = 0; j < n; j++) row[j] = (float)(row[j] * inv);
+        lipt_vsoftmax_row(row, (size_t)n, kn);
         if (n < T) memset(row + n, 0, (size_t)(T - n) * sizeof(float));
     }
 }

@@ -1,0 +1,150 @@
+/* Vectorised exp and normal CDF for the element-wise kernels (GELU, softmax rows).
+ *
+ * Why: gcc does not vectorise a loop that calls libm's expf, and without -ffast-math it keeps the selects of a
+ * hand-written scalar exp as branches, so a scalar loop runs one exp at a time (the GELU and its expf were a third
+ * of an evaluation step). These use gcc vector extensions (LIPT_VW floats per vector): the same source becomes
+ * AVX2 / AVX-512 code with -march=native and SSE pairs in a portable build, every select is a bitwise blend, and
+ * no flag of the library changes. Results are deterministic and the same on every path, including loop tails
+ * (which go through the same vector code on a zero-padded copy). */
+#ifndef LIPT_OPS_VMATH_H
+#define LIPT_OPS_VMATH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Lanes per vector: what the target's registers hold (a wider generic vector would be split, and passing one
+ * by value changes the ABI, which gcc warns about). Each lane is computed alone, so results do not depend on it. */
+#if defined(__AVX512F__)
+#define LIPT_VW 16
+#elif defined(__AVX__)
+#define LIPT_VW 8
+#else
+#define LIPT_VW 4
+#endif
+typedef float lipt_vf __attribute__((vector_size(LIPT_VW * sizeof(float))));
+typedef int32_t lipt_vi __attribute__((vector_size(LIPT_VW * sizeof(int32_t))));
+typedef double lipt_vd __attribute__((vector_size(LIPT_VW * sizeof(double))));
+
+static inline lipt_vf lipt_vload(const float *p) {
+    lipt_vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void lipt_vstore(float *p, lipt_vf v) { memcpy(p, &v, sizeof v); }
+
+/* The first n < LIPT_VW floats of p, `fill` after them (zeros for lipt_vload_part); and the inverse. */
+static inline lipt_vf lipt_vload_fill(const float *p, size_t n, float fill) {
+    float buf[LIPT_VW];
+    for (int i = 0; i < LIPT_VW; i++) buf[i] = fill;
+    memcpy(buf, p, n * sizeof(float));
+    return lipt_vload(buf);
+}
+static inline lipt_vf lipt_vload_part(const float *p, size_t n) { return lipt_vload_fill(p, n, 0.0f); }
+static inline void lipt_vstore_part(float *p, lipt_vf v, size_t n) {
+    float buf[LIPT_VW];
+    lipt_vstore(buf, v);
+    memcpy(p, buf, n * sizeof(float));
+}
+
+/* m ? a : b lane by lane, m from a vector comparison (all ones or all zeros per lane). */
+static inline lipt_vf lipt_vsel(lipt_vi m, lipt_vf a, lipt_vf b) { return (lipt_vf)((m & (lipt_vi)a) | (~m & (lipt_vi)b)); }
+
+static inline lipt_vf lipt_vset1(float a) { return (lipt_vf){0} + a; }
+
+static inline lipt_vf lipt_vabs(lipt_vf x) { return (lipt_vf)((lipt_vi)x & 0x7fffffff); }
+
+static inline lipt_vf lipt_vmax(lipt_vf a, lipt_vf b) { return lipt_vsel(a > b, a, b); }
+
+/* e^x with a relative error below 2e-7 over the normal range (Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2,
+ * then the degree-7 minimax polynomial of Cephes' expf, then 2^n put into the exponent bits). Below the smallest
+ * normal result it returns 0 (no denormals), above FLT_MAX +inf, NaN stays NaN. */
+static inline lipt_vf lipt_vexp(lipt_vf x) {
+    const float lo = -87.33654475f, hi = 88.37626266f; /* ln(FLT_MIN), 127.5 ln 2 (keeps n <= 127) */
+    const lipt_vi under = x < lo, over = x > hi;
+    x = lipt_vsel(under, lipt_vset1(lo), x);
+    x = lipt_vsel(over, lipt_vset1(hi), x);
+    /* round(x / ln2) by the 1.5·2^23 trick: exact for |x / ln2| < 2^22 in round-to-nearest (no contraction in C11) */
+    const float magic = 12582912.0f;
+    const lipt_vf fn = (x * 1.44269504088896341f + magic) - magic;
+    lipt_vf r = x - fn * 0.693359375f; /* ln2 split: the high part has few bits, so fn * it is exact */
+    r = r - fn * -2.12194440e-4f;
+    lipt_vf p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    const lipt_vi n = __builtin_convertvector(fn, lipt_vi);
+    lipt_vf y = p * (lipt_vf)((n + 127) << 23);
+    y = lipt_vsel(under, lipt_vset1(0.0f), y);
+    return lipt_vsel(over, lipt_vset1(__builtin_inff()), y);
+}
+
+/* Φ(x), the standard normal CDF, as erfc(|x|/√2)/2 taken from the tail side so both tails keep their relative
+ * accuracy (1 - erf would cancel). erfc(z), z >= 0, is the Chebyshev fit of Numerical Recipes' erfcc (fractional
+ * error below 1.2e-7), which needs one exp. */
+static inline lipt_vf lipt_vnormal_cdf(lipt_vf x) {
+    const lipt_vf z = lipt_vabs(x) * 0.70710678118654752440f;
+    const lipt_vf t = 1.0f / (z * 0.5f + 1.0f);
+    lipt_vf p = t * 0.17087277f - 0.82215223f;
+    p = p * t + 1.48851587f;
+    p = p * t - 1.13520398f;
+    p = p * t + 0.27886807f;
+    p = p * t - 0.18628806f;
+    p = p * t + 0.09678418f;
+    p = p * t + 0.37409196f;
+    p = p * t + 1.00002368f;
+    p = p * t - 1.26551223f;
+    const lipt_vf e = t * lipt_vexp(p - z * z) * 0.5f;
+    return lipt_vsel(x < 0.0f, e, 1.0f - e);
+}
+
+/* y = x Φ(x) over n floats (y may be x); cdf, if not NULL, receives Φ(x) for the backward. One thread. */
+static inline void lipt_vgelu(const float *x, float *y, float *cdf, size_t n) {
+    size_t i = 0;
+    for (; i + LIPT_VW <= n; i += LIPT_VW) {
+        const lipt_vf v = lipt_vload(x + i), c = lipt_vnormal_cdf(v);
+        if (cdf) lipt_vstore(cdf + i, c);
+        lipt_vstore(y + i, v * c);
+    }
+    if (i < n) {
+        const lipt_vf v = lipt_vload_part(x + i, n - i), c = lipt_vnormal_cdf(v);
+        if (cdf) lipt_vstore_part(cdf + i, c, n - i);
+        lipt_vstore_part(y + i, v * c, n - i);
+    }
+}
+
+/* Softmax of row[0..n), n >= 1, in place, after subtracting kn[j] from row[j] when kn is given (the |k_j|²/s
+ * term of L2 attention): float max and exp, the normaliser summed in double. */
+static inline void lipt_vsoftmax_row(float *row, size_t n, const float *kn) {
+    const size_t nfull = n - n % LIPT_VW;
+    if (kn) {
+        for (size_t j = 0; j < nfull; j += LIPT_VW) lipt_vstore(row + j, lipt_vload(row + j) - lipt_vload(kn + j));
+        for (size_t j = nfull; j < n; j++) row[j] -= kn[j];
+    }
+    /* padding lanes of the tail hold -inf: no effect on the max, exp gives 0 */
+    lipt_vf mv = lipt_vset1(-__builtin_inff());
+    for (size_t j = 0; j < nfull; j += LIPT_VW) mv = lipt_vmax(mv, lipt_vload(row + j));
+    if (nfull < n) mv = lipt_vmax(mv, lipt_vload_fill(row + nfull, n - nfull, -__builtin_inff()));
+    float mx = mv[0];
+    for (int i = 1; i < LIPT_VW; i++) mx = mv[i] > mx ? mv[i] : mx;
+    lipt_vd acc = {0};
+    for (size_t j = 0; j < nfull; j += LIPT_VW) {
+        const lipt_vf e = lipt_vexp(lipt_vload(row + j) - mx);
+        lipt_vstore(row + j, e);
+        acc += __builtin_convertvector(e, lipt_vd);
+    }
+    if (nfull < n) {
+        const lipt_vf e = lipt_vexp(lipt_vload_fill(row + nfull, n - nfull, -__builtin_inff()) - mx);
+        lipt_vstore_part(row + nfull, e, n - nfull);
+        acc += __builtin_convertvector(e, lipt_vd);
+    }
+    double sum = 0;
+    for (int i = 0; i < LIPT_VW; i++) sum += acc[i];
+    const float inv = (float)(1.0 / sum);
+    for (size_t j = 0; j < nfull; j += LIPT_VW) lipt_vstore(row + j, lipt_vload(row + j) * inv);
+    for (size_t j = nfull; j < n; j++) row[j] *= inv;
+}
+
+#endif
