@@ -1,7 +1,7 @@
-/* src/ops/vmath.h, the vectorised exp, normal CDF, GELU and softmax row: accuracy against double references over
- * dense sweeps, the special values (0, under/overflow, ±inf, NaN), loop tails of every length (the zero- or
- * -inf-padded copies must not leak into the results), in-place use, and that lipt_gelu gives the same bits on 1 and
- * 2 threads. */
+/* src/ops/vmath.h, the vectorised exp, sigmoid, normal CDF, GELU, LipSwish and softmax row: accuracy against double
+ * references over dense sweeps, the special values (0, under/overflow, ±inf, NaN), loop tails of every length (the
+ * zero- or -inf-padded copies must not leak into the results), in-place use, and that lipt_gelu and lipt_lipswish
+ * (with its β gradient) give the same bits on 1 and 2 threads. */
 #include "testutil.h"
 
 #include <math.h>
@@ -73,6 +73,24 @@ START_TEST(test_vnormal_cdf_accuracy) {
 }
 END_TEST
 
+/* The logistic function from both sides: relative error (the small side is e^-|z| / (1 + e^-|z|), kept accurate
+ * far into the tail), exact 1/2 at 0, saturation without overflow, NaN through. */
+START_TEST(test_vsigmoid) {
+    double worst = 0, at = 0;
+    for (double z = -87.0; z <= 87.0; z += 1.1e-3) {
+        const float zf = (float)z;
+        const double want = 1.0 / (1.0 + exp(-(double)zf)), e = fabs(lipt_vsigmoid(lipt_vset1(zf))[0] - want) / want;
+        if (!(e <= worst)) worst = e, at = zf;
+    }
+    printf("vsigmoid: worst relative error %.3e at z = %.3f\n", worst, at);
+    ck_assert_msg(worst < 4e-7, "sigmoid relative error %.3e at %g", worst, at);
+    ck_assert(lipt_vsigmoid(lipt_vset1(0.0f))[0] == 0.5f);
+    ck_assert(lipt_vsigmoid(lipt_vset1(1e30f))[0] == 1.0f && lipt_vsigmoid(lipt_vset1(INFINITY))[0] == 1.0f);
+    ck_assert(lipt_vsigmoid(lipt_vset1(-1e30f))[0] == 0.0f && lipt_vsigmoid(lipt_vset1(-INFINITY))[0] == 0.0f);
+    ck_assert(isnan(lipt_vsigmoid(lipt_vset1(NAN))[0]));
+}
+END_TEST
+
 /* lipt_vgelu on every length 0..3 vectors + 1, against the double GELU and against itself in place; the saved
  * CDF matches; nothing past n is written. */
 START_TEST(test_vgelu_tails) {
@@ -130,17 +148,39 @@ START_TEST(test_vsoftmax_row) {
 }
 END_TEST
 
-/* The op splits its work in fixed chunks, so the thread count cannot change a bit of the result. */
-START_TEST(test_gelu_threads_bitwise) {
+/* lipt_vlipswish on every length against the double reference, in place, nothing written past n. */
+START_TEST(test_vlipswish_tails) {
+    enum { MAXN = 3 * LIPT_VW + 1 };
+    float x[MAXN + 1], y[MAXN + 1];
+    for (int n = 0; n <= MAXN; n++) {
+        for (int i = 0; i <= MAXN; i++) x[i] = (float)(0.61 * i - 7.3), y[i] = -7.0f;
+        lipt_vlipswish(x, y, (size_t)n, 0.8f, 1.1f);
+        for (int i = 0; i < n; i++) {
+            const double want = x[i] / (1.0 + exp(-0.8 * (double)x[i])) / 1.1;
+            ck_assert_msg(fabs(y[i] - want) <= 1e-6 * fmax(1.0, fabs(want)), "n %d i %d: %g vs %g", n, i, y[i], want);
+        }
+        for (int i = n; i <= MAXN; i++) ck_assert_msg(y[i] == -7.0f, "n %d: wrote past the end", n);
+        lipt_vlipswish(x, x, (size_t)n, 0.8f, 1.1f);
+        ck_assert(memcmp(x, y, (size_t)n * sizeof(float)) == 0);
+    }
+}
+END_TEST
+
+/* The ops split their work in fixed chunks (and LipSwish sums its β gradient chunk by chunk in order), so the
+ * thread count cannot change a bit of the result. */
+static void activation_threads_bitwise(int lipswish) {
     lipt_rng rng;
     lipt_rng_seed(&rng, 9);
     lipt_tensor *X = tu_tensor(&rng, 2, (int[]){37, 1001}, 3.0f, 1);
-    float *out[2], *grad[2];
+    lipt_tensor *Beta = tu_tensor(NULL, 1, (int[]){1}, 0, 1);
+    Beta->data[0] = 1.3f;
+    float *out[2], *grad[2], dbeta[2];
     for (int t = 0; t < 2; t++) {
         lipt_set_threads(t + 1);
         lipt_ctx ctx;
         lipt_ctx_init(&ctx, 1 << 20, 1);
-        lipt_tensor *Y = lipt_gelu(&ctx, X);
+        Beta->grad = NULL;
+        lipt_tensor *Y = lipswish ? lipt_lipswish(&ctx, X, Beta) : lipt_gelu(&ctx, X);
         float *r = malloc(Y->numel * sizeof(float));
         for (size_t i = 0; i < Y->numel; i++) r[i] = (float)((i % 7) - 3);
         X->grad = NULL;
@@ -149,15 +189,21 @@ START_TEST(test_gelu_threads_bitwise) {
         grad[t] = malloc(X->numel * sizeof(float));
         memcpy(out[t], Y->data, X->numel * sizeof(float));
         memcpy(grad[t], X->grad, X->numel * sizeof(float));
-        X->grad = NULL;
+        dbeta[t] = lipswish ? Beta->grad[0] : 0.0f;
+        X->grad = Beta->grad = NULL;
         free(r);
         lipt_ctx_free(&ctx);
     }
     ck_assert(memcmp(out[0], out[1], X->numel * sizeof(float)) == 0);
     ck_assert(memcmp(grad[0], grad[1], X->numel * sizeof(float)) == 0);
+    ck_assert(dbeta[0] == dbeta[1]);
     for (int t = 0; t < 2; t++) free(out[t]), free(grad[t]);
     tu_free(X);
+    tu_free(Beta);
 }
+START_TEST(test_gelu_threads_bitwise) { activation_threads_bitwise(0); }
+END_TEST
+START_TEST(test_lipswish_threads_bitwise) { activation_threads_bitwise(1); }
 END_TEST
 
 int main(void) {
@@ -167,9 +213,12 @@ int main(void) {
     tcase_add_test(tc, test_vexp_accuracy);
     tcase_add_test(tc, test_vexp_special);
     tcase_add_test(tc, test_vnormal_cdf_accuracy);
+    tcase_add_test(tc, test_vsigmoid);
     tcase_add_test(tc, test_vgelu_tails);
+    tcase_add_test(tc, test_vlipswish_tails);
     tcase_add_test(tc, test_vsoftmax_row);
     tcase_add_test(tc, test_gelu_threads_bitwise);
+    tcase_add_test(tc, test_lipswish_threads_bitwise);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -211,12 +211,6 @@ static void layernorm_rows(const float *x, float *y, int rows, int D, const floa
     }
 }
 
-static inline float sigmoidf_(float z) {
-    if (z >= 0) return 1.0f / (1.0f + expf(-z));
-    const float e = expf(z);
-    return e / (1.0f + e);
-}
-
 /* As src/ops/activation.c. */
 static void activate(lipt_act_kind act, float beta, float *x, size_t n) {
     switch (act) {
@@ -227,7 +221,7 @@ static void activate(lipt_act_kind act, float beta, float *x, size_t n) {
         for (size_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : expm1f(x[i]);
         break;
     case LIPT_ACT_LIPSWISH:
-        for (size_t i = 0; i < n; i++) x[i] = x[i] * sigmoidf_(beta * x[i]) / LIPSWISH_SCALE;
+        lipt_vlipswish(x, x, n, beta, LIPSWISH_SCALE);
         break;
     case LIPT_ACT_GELU:
     default:

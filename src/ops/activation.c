@@ -109,45 +109,66 @@ void lipt_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
 
 /* ---------------------------------------------------------------- LipSwish */
 
-/* Overflow-free logistic function. */
-static inline float sigmoidf(float z) {
-    if (z >= 0) return 1.0f / (1.0f + expf(-z));
-    const float e = expf(z);
-    return e / (1.0f + e);
-}
-
 /* farg: 0 β at forward time (backward recomputes the sigmoid instead of saving it) */
 lipt_tensor *lipt_lipswish(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *beta) {
     char sb[64];
     LIPT_CHECK(beta->numel == 1, "lipswish: beta %s must have one element", lipt_shape_str(beta, sb, sizeof sb));
     const float bt = beta->data[0];
     lipt_tensor *out = lipt_tensor_like(ctx, x);
-    const size_t n = x->numel;
+    const size_t n = x->numel, nchunk = (n + ACT_CHUNK - 1) / ACT_CHUNK;
     const float *xi = x->data;
     float *o = out->data;
 #pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
-    for (size_t i = 0; i < n; i++) o[i] = xi[i] * sigmoidf(bt * xi[i]) / LIPSWISH_SCALE;
+    for (size_t c = 0; c < nchunk; c++) {
+        const size_t i = c * ACT_CHUNK, len = n - i < ACT_CHUNK ? n - i : ACT_CHUNK;
+        lipt_vlipswish(xi + i, o + i, len, bt, LIPSWISH_SCALE);
+    }
     lipt_node *node = lipt_record(ctx, LIPT_OP_LIPSWISH, out, 2, (lipt_tensor *[]){x, beta});
     if (node) node->farg[0] = bt;
     return out;
 }
 
-/* With s = sigmoid(βx):  dy/dx = (s + βx s(1-s)) / 1.1,  dy/dβ = x² s(1-s) / 1.1 (summed over x in double). */
+/* With s = sigmoid(βx):  dy/dx = (s + βx s(1-s)) / 1.1,  dy/dβ = x² s(1-s) / 1.1, summed in double per chunk and
+ * the chunks in order (the same bits on any thread count). */
 void lipt_lipswish_backward(lipt_ctx *ctx, lipt_node *node) {
     lipt_tensor *x = node->in[0], *beta = node->in[1];
     float *dx = lipt_grad_of(ctx, x);
     float *dbeta = lipt_grad_of(ctx, beta);
     if (!dx && !dbeta) return;
-    const size_t n = x->numel;
+    const size_t n = x->numel, nchunk = (n + ACT_CHUNK - 1) / ACT_CHUNK;
     const float bt = node->farg[0];
     const float *xi = x->data, *g = node->out->grad;
-    double sb = 0;
-#pragma omp parallel for reduction(+ : sb) if (n >= ACT_PAR_MIN) schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        const float v = xi[i], s = sigmoidf(bt * v), ds = s * (1.0f - s);
-        if (dx) dx[i] += g[i] * (s + bt * v * ds) / LIPSWISH_SCALE;
-        if (dbeta) sb += (double)g[i] * ((double)v * v * ds);
+    lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
+    double *part = dbeta ? lipt_arena_alloc(&ctx->arena, nchunk * sizeof(double)) : NULL;
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
+    for (size_t c = 0; c < nchunk; c++) {
+        const size_t end = (c + 1) * ACT_CHUNK < n ? (c + 1) * ACT_CHUNK : n;
+        lipt_vd acc = {0};
+        for (size_t i = c * ACT_CHUNK; i < end; i += LIPT_VW) {
+            const size_t len = end - i < LIPT_VW ? end - i : LIPT_VW;
+            const int full = len == LIPT_VW;
+            const lipt_vf v = full ? lipt_vload(xi + i) : lipt_vload_part(xi + i, len);
+            const lipt_vf gv = full ? lipt_vload(g + i) : lipt_vload_part(g + i, len);
+            const lipt_vf sg = lipt_vsigmoid(v * bt), ds = sg * (1.0f - sg);
+            if (dx) {
+                const lipt_vf d = full ? lipt_vload(dx + i) : lipt_vload_part(dx + i, len);
+                const lipt_vf r = d + gv * (sg + v * bt * ds) / LIPSWISH_SCALE;
+                if (full) lipt_vstore(dx + i, r);
+                else lipt_vstore_part(dx + i, r, len);
+            }
+            if (part) acc += __builtin_convertvector(gv * (v * v * ds), lipt_vd); /* padding lanes have g = 0 */
+        }
+        if (part) {
+            double sum = 0;
+            for (int l = 0; l < LIPT_VW; l++) sum += acc[l];
+            part[c] = sum;
+        }
     }
     /* after the loop, so x == beta (a one-element x) accumulates both terms */
-    if (dbeta) dbeta[0] += (float)(sb / LIPSWISH_SCALE);
+    if (dbeta) {
+        double sb = 0;
+        for (size_t c = 0; c < nchunk; c++) sb += part[c];
+        dbeta[0] += (float)(sb / LIPSWISH_SCALE);
+    }
+    lipt_arena_release(&ctx->arena, mark);
 }

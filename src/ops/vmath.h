@@ -81,6 +81,12 @@ static inline lipt_vf lipt_vexp(lipt_vf x) {
     return lipt_vsel(over, lipt_vset1(__builtin_inff()), y);
 }
 
+/* The logistic function 1/(1 + e^-z) without overflow: e = e^-|z| <= 1, then 1/(1+e) or e/(1+e) by the sign. */
+static inline lipt_vf lipt_vsigmoid(lipt_vf z) {
+    const lipt_vf e = lipt_vexp(-lipt_vabs(z)), r = 1.0f / (e + 1.0f);
+    return lipt_vsel(z >= 0.0f, r, e * r);
+}
+
 /* Φ(x), the standard normal CDF, as erfc(|x|/√2)/2 taken from the tail side so both tails keep their relative
  * accuracy (1 - erf would cancel). erfc(z), z >= 0, is the Chebyshev fit of Numerical Recipes' erfcc (fractional
  * error below 1.2e-7), which needs one exp. */
@@ -112,6 +118,17 @@ static inline void lipt_vgelu(const float *x, float *y, float *cdf, size_t n) {
         const lipt_vf v = lipt_vload_part(x + i, n - i), c = lipt_vnormal_cdf(v);
         if (cdf) lipt_vstore_part(cdf + i, c, n - i);
         lipt_vstore_part(y + i, v * c, n - i);
+    }
+}
+
+/* y = x sigmoid(βx) / scale (LipSwish) over n floats (y may be x). One thread. */
+static inline void lipt_vlipswish(const float *x, float *y, size_t n, float beta, float scale) {
+    for (size_t i = 0; i < n; i += LIPT_VW) {
+        const size_t len = n - i < LIPT_VW ? n - i : LIPT_VW;
+        const lipt_vf v = len == LIPT_VW ? lipt_vload(x + i) : lipt_vload_part(x + i, len);
+        const lipt_vf r = v * lipt_vsigmoid(v * beta) / scale;
+        if (len == LIPT_VW) lipt_vstore(y + i, r);
+        else lipt_vstore_part(y + i, r, len);
     }
 }
 
