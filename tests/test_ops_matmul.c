@@ -1,9 +1,11 @@
 /* matmul: forward against a naive double loop, backward against finite differences,
- * for 2-D (all four transpose combinations), batched and linear (N-D times matrix) forms. */
+ * for 2-D (all four transpose combinations), batched and linear (N-D times matrix) forms; the fused linear layer
+ * x w + b against the reference and against matmul + add. */
 #include "testutil.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct { int ta, tb; } mm_args;
 
@@ -128,6 +130,77 @@ START_TEST(test_matmul_linear) {
 }
 END_TEST
 
+static lipt_tensor *build_linear(lipt_ctx *ctx, lipt_tensor **in, void *user) {
+    (void)user;
+    return lipt_linear(ctx, in[0], in[1], in[2]);
+}
+
+static lipt_tensor *build_matmul_add(lipt_ctx *ctx, lipt_tensor **in, void *user) {
+    (void)user;
+    return lipt_add(ctx, lipt_matmul(ctx, in[0], in[1], 0, 0), in[2]);
+}
+
+/* The fused x w + b: forward against the double reference, the same bits as matmul followed by add, gradients of
+ * x, w and b by finite differences and equal to those of matmul + add, accumulating into existing gradients. */
+START_TEST(test_linear_fused) {
+    const int shapes[][4] = {{2, 3, 5, 4}, {1, 1, 3, 1}, {1, 1, 1, 6}, {3, 7, 8, 11}, {4, 40, 33, 70}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int Bt = shapes[si][0], T = shapes[si][1], K = shapes[si][2], N = shapes[si][3];
+        lipt_rng rng;
+        lipt_rng_seed(&rng, 21 + si);
+        lipt_tensor *X = tu_tensor(&rng, 3, (int[]){Bt, T, K}, 1.0f, 1);
+        lipt_tensor *W = tu_tensor(&rng, 2, (int[]){K, N}, 1.0f, 1);
+        lipt_tensor *Bv = tu_tensor(&rng, 1, (int[]){N}, 1.0f, 1);
+        lipt_tensor *in[3] = {X, W, Bv};
+        lipt_ctx ctx;
+        lipt_ctx_init(&ctx, 1 << 16, 1);
+        lipt_tensor *Y = lipt_linear(&ctx, X, W, Bv), *Y2 = lipt_matmul(&ctx, X, W, 0, 0);
+        Y2 = lipt_add(&ctx, Y2, Bv);
+        ck_assert(Y->ndim == 3 && Y->shape[0] == Bt && Y->shape[1] == T && Y->shape[2] == N);
+        const size_t n = (size_t)Bt * T * N;
+        double *ref = malloc(n * sizeof(double));
+        ref_mm(X, W, 1, Bt * T, N, K, 0, 0, 0, ref);
+        for (size_t i = 0; i < n; i++) ref[i] += Bv->data[i % (size_t)N];
+        const double e = tu_max_rel_err(Y->data, ref, n, 1e-6);
+        ck_assert_msg(e < 1e-5, "linear forward rel err %.3e", e);
+        ck_assert_msg(memcmp(Y->data, Y2->data, n * sizeof(float)) == 0, "linear differs from matmul + add");
+        free(ref);
+        lipt_ctx_free(&ctx);
+
+        /* gradients: fused against unfused, both on top of gradients pre-filled with 0.25 */
+        float *r = malloc(n * sizeof(float));
+        lipt_rng_fill_normal(&rng, r, n, 1.0f);
+        float *g[2][3];
+        for (int fused = 0; fused < 2; fused++) {
+            float *pre[3];
+            for (int k = 0; k < 3; k++) {
+                pre[k] = malloc(in[k]->numel * sizeof(float));
+                for (size_t j = 0; j < in[k]->numel; j++) pre[k][j] = 0.25f;
+                in[k]->grad = pre[k];
+            }
+            lipt_ctx_init(&ctx, 1 << 16, 1);
+            lipt_tensor *out = fused ? build_linear(&ctx, in, NULL) : build_matmul_add(&ctx, in, NULL);
+            lipt_backward_seeded(&ctx, out, r);
+            for (int k = 0; k < 3; k++) g[fused][k] = pre[k], in[k]->grad = NULL;
+            lipt_ctx_free(&ctx);
+        }
+        for (int k = 0; k < 3; k++) {
+            const double ek = tu_max_rel_err_f(g[1][k], g[0][k], in[k]->numel, 1e-6);
+            ck_assert_msg(ek < 1e-5, "linear gradient of input %d differs from matmul + add by %.3e", k, ek);
+            free(g[0][k]);
+            free(g[1][k]);
+        }
+        free(r);
+        char label[64];
+        snprintf(label, sizeof label, "linear %dx%dx%d->%d", Bt, T, K, N);
+        if (n <= 4096) tu_gradcheck(label, build_linear, NULL, in, 3, &(tu_gradcheck_opts){.seed = 9 + si});
+        tu_free(X);
+        tu_free(W);
+        tu_free(Bv);
+    }
+}
+END_TEST
+
 int main(void) {
     lipt_set_threads(2);
     Suite *s = suite_create("ops_matmul");
@@ -135,6 +208,7 @@ int main(void) {
     tcase_add_test(tc, test_matmul_2d);
     tcase_add_test(tc, test_matmul_batched);
     tcase_add_test(tc, test_matmul_linear);
+    tcase_add_test(tc, test_linear_fused);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -10,6 +10,7 @@
  * plus its file. */
 #define LIPT_OP_LIST(X)                 \
     X(MATMUL, matmul)                   \
+    X(LINEAR, linear)                   \
     X(ADD, add)                         \
     X(SUB, sub)                         \
     X(MUL, mul)                         \

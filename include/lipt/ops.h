@@ -14,6 +14,10 @@
  * linear:   a [..., K] with ndim >= 2 and b 2-D: rows of a times b       -> [..., N]  (ta must be 0) */
 lipt_tensor *lipt_matmul(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b, int ta, int tb);
 
+/* y = x w + b over rows: x [..., K] (ndim >= 2), w [K,N], b [N] -> [..., N]. One op instead of matmul + add: the
+ * output starts as the bias rows and the GEMM adds onto it, and the gradient of y goes straight to the products. */
+lipt_tensor *lipt_linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_tensor *b);
+
 /* Elementwise with row broadcasting: b has a's shape, or b.numel equals the product of a's
  * trailing dims (bias rows), or b has one element (a scalar). */
 lipt_tensor *lipt_add(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b);

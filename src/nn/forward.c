@@ -6,8 +6,7 @@
 #include "lipt/bounds.h"
 
 static lipt_tensor *linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_tensor *b) {
-    lipt_tensor *y = lipt_matmul(ctx, x, w, 0, 0);
-    return b ? lipt_add(ctx, y, b) : y;
+    return b ? lipt_linear(ctx, x, w, b) : lipt_matmul(ctx, x, w, 0, 0);
 }
 
 lipt_status lipt_model_check_ids(const lipt_model *m, const int *ids, int B, int T, lipt_error *err) {
@@ -53,20 +52,18 @@ static lipt_tensor *attention(lipt_ctx *ctx, const lipt_model *m, const lipt_lay
         a = lipt_attention_l2_tied(ctx, q, L->wq, L->wv, H, 1);
         break;
     }
-    lipt_tensor *f = lipt_matmul(ctx, a, L->wo, 0, 0);
-    if (c->attention == LIPT_ATTN_CONTRACTIVE_L2) {
-        /* F / max(1, UB/c) with UB for N = seq_len: the bound grows with N, so it covers every shorter
-         * (causal) sequence. The bias is a constant shift, outside the bounded map. */
-        lipt_tensor *ub;
-        if (c->lip_norm == LIPT_LIPNORM_2) {
-            lipt_bound_vectors v = {L->bv[0]->data, L->bv[1]->data, L->bv[2]->data,
-                                    L->bv[3]->data, L->bv[4]->data, L->bv[5]->data};
-            ub = lipt_bound_l2_2(ctx, L->wq, L->wv, L->wo, H, c->seq_len, &v, 0);
-        } else {
-            ub = lipt_bound_l2_inf(ctx, L->wq, L->wv, L->wo, H, c->seq_len);
-        }
-        f = lipt_mul(ctx, f, contract(ctx, ub, c->c));
+    if (c->attention != LIPT_ATTN_CONTRACTIVE_L2) return linear(ctx, a, L->wo, L->bo);
+    /* contractive: F / max(1, UB/c) with UB for N = seq_len: the bound grows with N, so it covers every shorter
+     * (causal) sequence. The bias is a constant shift, outside the bounded map. */
+    lipt_tensor *ub;
+    if (c->lip_norm == LIPT_LIPNORM_2) {
+        lipt_bound_vectors v = {L->bv[0]->data, L->bv[1]->data, L->bv[2]->data,
+                                L->bv[3]->data, L->bv[4]->data, L->bv[5]->data};
+        ub = lipt_bound_l2_2(ctx, L->wq, L->wv, L->wo, H, c->seq_len, &v, 0);
+    } else {
+        ub = lipt_bound_l2_inf(ctx, L->wq, L->wv, L->wo, H, c->seq_len);
     }
+    lipt_tensor *f = lipt_mul(ctx, lipt_matmul(ctx, a, L->wo, 0, 0), contract(ctx, ub, c->c));
     return lipt_add(ctx, f, L->bo);
 }
 

@@ -4,6 +4,8 @@
 
 #include <math.h>
 
+#include "ops/reduce_impl.h"
+
 /* Below this many elements a loop runs on one thread: a parallel region costs more than it saves. */
 #define EW_PAR_MIN ((size_t)1 << 15)
 /* Columns per block in the broadcast reduction: one block's double accumulators stay in registers/L1. */
@@ -74,8 +76,7 @@ static void ew_acc(float *d, const float *g, const float *w, size_t n, float sig
     }
 }
 
-/* db[j] += sign * sum_r g[r*P + j] (* w[r*P + j]), in double: the sums run over every broadcast row. */
-static void reduce_rows(float *db, const float *g, const float *w, size_t rows, size_t P, double sign) {
+void lipt_reduce_rows_acc(float *db, const float *g, const float *w, size_t rows, size_t P, double sign) {
     if (P == 1) {
         double s = 0;
         if (w) {
@@ -132,7 +133,7 @@ static void binary_backward(lipt_ctx *ctx, lipt_node *node) {
         const float *w = op == LIPT_OP_MUL ? a->data : NULL;
         const float sign = op == LIPT_OP_SUB ? -1.0f : 1.0f;
         if (P == n) ew_acc(db, g, w, n, sign);
-        else reduce_rows(db, g, w, n / P, P, sign);
+        else lipt_reduce_rows_acc(db, g, w, n / P, P, sign);
     }
 }
 
