@@ -90,6 +90,9 @@ void lipt_matmul_backward(lipt_ctx *ctx, lipt_node *node) {
     }
 }
 
+/* Below this many output elements the bias rows are written by one thread. */
+#define LINEAR_PAR_MIN ((size_t)1 << 15)
+
 /* iarg: 0 M (rows), 1 N, 2 K */
 lipt_tensor *lipt_linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_tensor *b) {
     char sx[64], sw[64], sb[64];
@@ -102,6 +105,7 @@ lipt_tensor *lipt_linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_ten
     shape[x->ndim - 1] = N;
     lipt_tensor *out = lipt_tensor_new(ctx, x->ndim, shape);
     /* the bias rows, then C += x w: one pass over the output fewer than a zeroed GEMM followed by an add */
+#pragma omp parallel for if ((size_t)M * N >= LINEAR_PAR_MIN) schedule(static)
     for (int r = 0; r < M; r++) memcpy(out->data + (size_t)r * N, b->data, (size_t)N * sizeof(float));
     if (M > 0 && N > 0 && K > 0) gemm(0, 0, M, N, K, x->data, w->data, out->data, 1.0f);
     lipt_node *node = lipt_record(ctx, LIPT_OP_LINEAR, out, 3, (lipt_tensor *[]){x, w, b});
