@@ -44,9 +44,23 @@ void *lipt_arena_alloc(lipt_arena *a, size_t bytes) {
     return p;
 }
 
+/* Zeroing above this size is split over the threads (gradient buffers of activations are megabytes; one thread
+ * clearing them left the others waiting). */
+#define ARENA_PAR_ZERO ((size_t)1 << 20)
+#define ARENA_ZERO_CHUNK ((size_t)1 << 16)
+
 void *lipt_arena_calloc(lipt_arena *a, size_t bytes) {
-    void *p = lipt_arena_alloc(a, bytes);
-    memset(p, 0, bytes);
+    unsigned char *p = lipt_arena_alloc(a, bytes);
+    if (bytes < ARENA_PAR_ZERO) {
+        memset(p, 0, bytes);
+        return p;
+    }
+    const size_t nchunk = (bytes + ARENA_ZERO_CHUNK - 1) / ARENA_ZERO_CHUNK;
+#pragma omp parallel for schedule(static)
+    for (size_t c = 0; c < nchunk; c++) {
+        const size_t off = c * ARENA_ZERO_CHUNK, len = bytes - off < ARENA_ZERO_CHUNK ? bytes - off : ARENA_ZERO_CHUNK;
+        memset(p + off, 0, len);
+    }
     return p;
 }
 
