@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Summary of bench/compare_rounds.sh: per configuration, the medians over the rounds of lipt's and PyTorch's
+training and evaluation tokens/s, the median ratio lipt/PyTorch with its range over the rounds, lipt's achieved
+training GFLOP/s as a fraction of the SGEMM rate of the same run (when measured), and peak memory (VmHWM).
+
+usage: bench/summarize_rounds.py DIR [--markdown]
+"""
+import glob
+import json
+import os
+import re
+import sys
+from statistics import median
+
+
+def load(d: str) -> dict:
+    runs = {}
+    for f in sorted(glob.glob(os.path.join(d, "*.r*.json"))):
+        m = re.match(r"(.+)\.r(\d+)\.json$", os.path.basename(f))
+        if not m:
+            continue
+        with open(f) as fh:
+            runs.setdefault(m.group(1), []).append(json.load(fh)["speed"])
+    return runs
+
+
+def fmt_range(v: list) -> str:
+    return "%.2f (%.2f–%.2f)" % (median(v), min(v), max(v))
+
+
+def main() -> int:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if len(args) != 1 or not os.path.isdir(args[0]):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    md = "--markdown" in sys.argv
+    runs = load(args[0])
+    if not runs:
+        print("summarize_rounds.py: no *.rN.json files in %s" % args[0], file=sys.stderr)
+        return 1
+    head = ["config", "rounds", "train lipt", "train PyTorch", "train ratio (range)", "eval lipt", "eval PyTorch",
+            "eval ratio (range)", "train/SGEMM", "VmHWM lipt MB", "VmHWM PyTorch MB"]
+    rows = []
+    for name, rs in runs.items():
+        tl = [r["lipt"]["tokens_per_s"]["train"] for r in rs]
+        tp = [r["pytorch"]["tokens_per_s"]["train"] for r in rs]
+        el = [r["lipt"]["tokens_per_s"]["eval"] for r in rs]
+        ep = [r["pytorch"]["tokens_per_s"]["eval"] for r in rs]
+        frac = [r["lipt"]["achieved_gflops"]["train"] / r["lipt"]["gemm_gflops"] for r in rs
+                if r["lipt"].get("gemm_gflops")]
+        hl = [r["lipt"]["vm_hwm_mb"]["peak"] for r in rs]
+        hp = [r["pytorch"]["vm_hwm_mb"]["peak"] for r in rs]
+        rows.append([name, str(len(rs)), "%.0f" % median(tl), "%.0f" % median(tp),
+                     fmt_range([a / b for a, b in zip(tl, tp)]), "%.0f" % median(el), "%.0f" % median(ep),
+                     fmt_range([a / b for a, b in zip(el, ep)]), "%.2f" % median(frac) if frac else "-",
+                     "%.0f" % median(hl), "%.0f" % median(hp)])
+    if md:
+        print("| " + " | ".join(head) + " |")
+        print("|" + "|".join("---" if i == 0 else "---:" for i in range(len(head))) + "|")
+        for r in rows:
+            print("| " + " | ".join(r) + " |")
+    else:
+        w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+        print("  ".join(h.ljust(w[i]) for i, h in enumerate(head)))
+        for r in rows:
+            print("  ".join(c.ljust(w[i]) for i, c in enumerate(r)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
