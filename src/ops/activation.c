@@ -8,6 +8,14 @@
 /* Below this many elements a loop runs on one thread (exp/erf make these loops heavier than add). */
 #define ACT_PAR_MIN ((size_t)1 << 14)
 
+/* GELU and LipSwish split their work in chunks of ACT_CHUNK floats (a multiple of the vector width), so the
+ * result does not depend on the thread count. */
+#define ACT_CHUNK ((size_t)4096)
+
+/* Chunks of n floats, and the length of chunk c. */
+static inline size_t act_nchunk(size_t n) { return (n + ACT_CHUNK - 1) / ACT_CHUNK; }
+static inline size_t act_chunk_len(size_t n, size_t c) { return n - c * ACT_CHUNK < ACT_CHUNK ? n - c * ACT_CHUNK : ACT_CHUNK; }
+
 #define ACT_INV_SQRT_2PI 0.39894228040143267794f /* 1/√(2π) */
 #define LIPSWISH_SCALE 1.1f                     /* max of d/dx x·sigmoid(x) is ~1.0998, so /1.1 makes it 1-Lipschitz */
 
@@ -60,13 +68,10 @@ void lipt_elu_backward(lipt_ctx *ctx, lipt_node *node) {
 /* ---------------------------------------------------------------- GELU */
 
 /* The exact-erf GELU x Φ(x), with Φ from src/ops/vmath.h (vectorised; a third of an evaluation step was the
- * scalar GELU and its expf). Work is split in chunks of ACT_CHUNK (a multiple of the vector width), so the
- * result does not depend on the thread count. */
-#define ACT_CHUNK ((size_t)4096)
-
+ * scalar GELU and its expf). */
 lipt_tensor *lipt_gelu(lipt_ctx *ctx, lipt_tensor *x) {
     lipt_tensor *out = lipt_tensor_like(ctx, x);
-    const size_t n = x->numel, nchunk = (n + ACT_CHUNK - 1) / ACT_CHUNK;
+    const size_t n = x->numel, nchunk = act_nchunk(n);
     const float *xi = x->data;
     float *o = out->data;
     lipt_node *node = lipt_record(ctx, LIPT_OP_GELU, out, 1, (lipt_tensor *[]){x});
@@ -75,35 +80,27 @@ lipt_tensor *lipt_gelu(lipt_ctx *ctx, lipt_tensor *x) {
     if (node) node->saved = cdf;
 #pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (size_t c = 0; c < nchunk; c++) {
-        const size_t i = c * ACT_CHUNK, len = n - i < ACT_CHUNK ? n - i : ACT_CHUNK;
-        lipt_vgelu(xi + i, o + i, cdf ? cdf + i : NULL, len);
+        const size_t i = c * ACT_CHUNK;
+        lipt_vgelu(xi + i, o + i, cdf ? cdf + i : NULL, act_chunk_len(n, c));
     }
     return out;
-}
-
-/* dx += g (Φ(x) + x φ(x)) on [i, i + len), len <= LIPT_VW. */
-static inline void gelu_grad_block(const float *x, const float *g, const float *cdf, float *dx, size_t len) {
-    const int full = len == LIPT_VW;
-    const lipt_vf v = full ? lipt_vload(x) : lipt_vload_part(x, len);
-    const lipt_vf gv = full ? lipt_vload(g) : lipt_vload_part(g, len);
-    const lipt_vf c = full ? lipt_vload(cdf) : lipt_vload_part(cdf, len);
-    const lipt_vf d = full ? lipt_vload(dx) : lipt_vload_part(dx, len);
-    const lipt_vf r = d + gv * (c + v * ACT_INV_SQRT_2PI * lipt_vexp(v * v * -0.5f));
-    if (full) lipt_vstore(dx, r);
-    else lipt_vstore_part(dx, r, len);
 }
 
 /* d/dx x Φ(x) = Φ(x) + x φ(x) */
 void lipt_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
     float *dx = lipt_grad_of(ctx, node->in[0]);
     if (!dx) return;
-    const size_t n = node->in[0]->numel, nchunk = (n + ACT_CHUNK - 1) / ACT_CHUNK;
+    const size_t n = node->in[0]->numel, nchunk = act_nchunk(n);
     const float *xi = node->in[0]->data, *g = node->out->grad, *cdf = node->saved;
 #pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (size_t c = 0; c < nchunk; c++) {
-        const size_t end = (c + 1) * ACT_CHUNK < n ? (c + 1) * ACT_CHUNK : n;
-        for (size_t i = c * ACT_CHUNK; i < end; i += LIPT_VW)
-            gelu_grad_block(xi + i, g + i, cdf + i, dx + i, end - i < LIPT_VW ? end - i : LIPT_VW);
+        const size_t end = c * ACT_CHUNK + act_chunk_len(n, c);
+        for (size_t i = c * ACT_CHUNK; i < end; i += LIPT_VW) {
+            const size_t len = lipt_vlanes(i, end);
+            const lipt_vf v = lipt_vload_n(xi + i, len), gv = lipt_vload_n(g + i, len);
+            const lipt_vf r = gv * (lipt_vload_n(cdf + i, len) + v * ACT_INV_SQRT_2PI * lipt_vexp(v * v * -0.5f));
+            lipt_vstore_n(dx + i, lipt_vload_n(dx + i, len) + r, len);
+        }
     }
 }
 
@@ -115,13 +112,13 @@ lipt_tensor *lipt_lipswish(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *beta) {
     LIPT_CHECK(beta->numel == 1, "lipswish: beta %s must have one element", lipt_shape_str(beta, sb, sizeof sb));
     const float bt = beta->data[0];
     lipt_tensor *out = lipt_tensor_like(ctx, x);
-    const size_t n = x->numel, nchunk = (n + ACT_CHUNK - 1) / ACT_CHUNK;
+    const size_t n = x->numel, nchunk = act_nchunk(n);
     const float *xi = x->data;
     float *o = out->data;
 #pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (size_t c = 0; c < nchunk; c++) {
-        const size_t i = c * ACT_CHUNK, len = n - i < ACT_CHUNK ? n - i : ACT_CHUNK;
-        lipt_vlipswish(xi + i, o + i, len, bt, LIPSWISH_SCALE);
+        const size_t i = c * ACT_CHUNK;
+        lipt_vlipswish(xi + i, o + i, act_chunk_len(n, c), bt, LIPSWISH_SCALE);
     }
     lipt_node *node = lipt_record(ctx, LIPT_OP_LIPSWISH, out, 2, (lipt_tensor *[]){x, beta});
     if (node) node->farg[0] = bt;
@@ -135,34 +132,23 @@ void lipt_lipswish_backward(lipt_ctx *ctx, lipt_node *node) {
     float *dx = lipt_grad_of(ctx, x);
     float *dbeta = lipt_grad_of(ctx, beta);
     if (!dx && !dbeta) return;
-    const size_t n = x->numel, nchunk = (n + ACT_CHUNK - 1) / ACT_CHUNK;
+    const size_t n = x->numel, nchunk = act_nchunk(n);
     const float bt = node->farg[0];
     const float *xi = x->data, *g = node->out->grad;
     lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
     double *part = dbeta ? lipt_arena_alloc(&ctx->arena, nchunk * sizeof(double)) : NULL;
 #pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (size_t c = 0; c < nchunk; c++) {
-        const size_t end = (c + 1) * ACT_CHUNK < n ? (c + 1) * ACT_CHUNK : n;
+        const size_t end = c * ACT_CHUNK + act_chunk_len(n, c);
         lipt_vd acc = {0};
         for (size_t i = c * ACT_CHUNK; i < end; i += LIPT_VW) {
-            const size_t len = end - i < LIPT_VW ? end - i : LIPT_VW;
-            const int full = len == LIPT_VW;
-            const lipt_vf v = full ? lipt_vload(xi + i) : lipt_vload_part(xi + i, len);
-            const lipt_vf gv = full ? lipt_vload(g + i) : lipt_vload_part(g + i, len);
+            const size_t len = lipt_vlanes(i, end);
+            const lipt_vf v = lipt_vload_n(xi + i, len), gv = lipt_vload_n(g + i, len);
             const lipt_vf sg = lipt_vsigmoid(v * bt), ds = sg * (1.0f - sg);
-            if (dx) {
-                const lipt_vf d = full ? lipt_vload(dx + i) : lipt_vload_part(dx + i, len);
-                const lipt_vf r = d + gv * (sg + v * bt * ds) / LIPSWISH_SCALE;
-                if (full) lipt_vstore(dx + i, r);
-                else lipt_vstore_part(dx + i, r, len);
-            }
+            if (dx) lipt_vstore_n(dx + i, lipt_vload_n(dx + i, len) + gv * (sg + v * bt * ds) / LIPSWISH_SCALE, len);
             if (part) acc += __builtin_convertvector(gv * (v * v * ds), lipt_vd); /* padding lanes have g = 0 */
         }
-        if (part) {
-            double sum = 0;
-            for (int l = 0; l < LIPT_VW; l++) sum += acc[l];
-            part[c] = sum;
-        }
+        if (part) part[c] = lipt_vd_sum(acc);
     }
     /* after the loop, so x == beta (a one-element x) accumulates both terms */
     if (dbeta) {

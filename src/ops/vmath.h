@@ -1,4 +1,4 @@
-/* Vectorised exp and normal CDF for the element-wise kernels (GELU, softmax rows).
+/* Vectorised exp, sigmoid and normal CDF for the element-wise kernels (GELU, LipSwish, softmax rows).
  *
  * Why: gcc does not vectorise a loop that calls libm's expf, and without -ffast-math it keeps the selects of a
  * hand-written scalar exp as branches, so a scalar loop runs one exp at a time (the GELU and its expf were a third
@@ -33,18 +33,33 @@ static inline lipt_vf lipt_vload(const float *p) {
 }
 static inline void lipt_vstore(float *p, lipt_vf v) { memcpy(p, &v, sizeof v); }
 
-/* The first n < LIPT_VW floats of p, `fill` after them (zeros for lipt_vload_part); and the inverse. */
+/* The first n <= LIPT_VW floats of p, `fill` in the lanes after them (zeros for lipt_vload_n); and the inverse,
+ * which writes only n floats. A full vector is one plain load or store. */
 static inline lipt_vf lipt_vload_fill(const float *p, size_t n, float fill) {
+    if (n == LIPT_VW) return lipt_vload(p);
     float buf[LIPT_VW];
     for (int i = 0; i < LIPT_VW; i++) buf[i] = fill;
     memcpy(buf, p, n * sizeof(float));
     return lipt_vload(buf);
 }
-static inline lipt_vf lipt_vload_part(const float *p, size_t n) { return lipt_vload_fill(p, n, 0.0f); }
-static inline void lipt_vstore_part(float *p, lipt_vf v, size_t n) {
+static inline lipt_vf lipt_vload_n(const float *p, size_t n) { return lipt_vload_fill(p, n, 0.0f); }
+static inline void lipt_vstore_n(float *p, lipt_vf v, size_t n) {
+    if (n == LIPT_VW) {
+        lipt_vstore(p, v);
+        return;
+    }
     float buf[LIPT_VW];
     lipt_vstore(buf, v);
     memcpy(p, buf, n * sizeof(float));
+}
+
+/* Lanes in [i, i + LIPT_VW) that lie below n (the loop bound of a blocked loop over n floats). */
+static inline size_t lipt_vlanes(size_t i, size_t n) { return n - i < LIPT_VW ? n - i : LIPT_VW; }
+
+static inline double lipt_vd_sum(lipt_vd v) {
+    double s = 0;
+    for (int i = 0; i < LIPT_VW; i++) s += v[i];
+    return s;
 }
 
 /* m ? a : b lane by lane, m from a vector comparison (all ones or all zeros per lane). */
@@ -108,60 +123,49 @@ static inline lipt_vf lipt_vnormal_cdf(lipt_vf x) {
 
 /* y = x Φ(x) over n floats (y may be x); cdf, if not NULL, receives Φ(x) for the backward. One thread. */
 static inline void lipt_vgelu(const float *x, float *y, float *cdf, size_t n) {
-    size_t i = 0;
-    for (; i + LIPT_VW <= n; i += LIPT_VW) {
-        const lipt_vf v = lipt_vload(x + i), c = lipt_vnormal_cdf(v);
-        if (cdf) lipt_vstore(cdf + i, c);
-        lipt_vstore(y + i, v * c);
-    }
-    if (i < n) {
-        const lipt_vf v = lipt_vload_part(x + i, n - i), c = lipt_vnormal_cdf(v);
-        if (cdf) lipt_vstore_part(cdf + i, c, n - i);
-        lipt_vstore_part(y + i, v * c, n - i);
+    for (size_t i = 0; i < n; i += LIPT_VW) {
+        const size_t len = lipt_vlanes(i, n);
+        const lipt_vf v = lipt_vload_n(x + i, len), c = lipt_vnormal_cdf(v);
+        if (cdf) lipt_vstore_n(cdf + i, c, len);
+        lipt_vstore_n(y + i, v * c, len);
     }
 }
 
 /* y = x sigmoid(βx) / scale (LipSwish) over n floats (y may be x). One thread. */
 static inline void lipt_vlipswish(const float *x, float *y, size_t n, float beta, float scale) {
     for (size_t i = 0; i < n; i += LIPT_VW) {
-        const size_t len = n - i < LIPT_VW ? n - i : LIPT_VW;
-        const lipt_vf v = len == LIPT_VW ? lipt_vload(x + i) : lipt_vload_part(x + i, len);
-        const lipt_vf r = v * lipt_vsigmoid(v * beta) / scale;
-        if (len == LIPT_VW) lipt_vstore(y + i, r);
-        else lipt_vstore_part(y + i, r, len);
+        const size_t len = lipt_vlanes(i, n);
+        const lipt_vf v = lipt_vload_n(x + i, len);
+        lipt_vstore_n(y + i, v * lipt_vsigmoid(v * beta) / scale, len);
     }
 }
 
 /* Softmax of row[0..n), n >= 1, in place, after subtracting kn[j] from row[j] when kn is given (the |k_j|²/s
  * term of L2 attention): float max and exp, the normaliser summed in double. */
 static inline void lipt_vsoftmax_row(float *row, size_t n, const float *kn) {
-    const size_t nfull = n - n % LIPT_VW;
-    if (kn) {
-        for (size_t j = 0; j < nfull; j += LIPT_VW) lipt_vstore(row + j, lipt_vload(row + j) - lipt_vload(kn + j));
-        for (size_t j = nfull; j < n; j++) row[j] -= kn[j];
-    }
+    const float ninf = -__builtin_inff();
+    if (kn)
+        for (size_t j = 0; j < n; j += LIPT_VW) {
+            const size_t len = lipt_vlanes(j, n);
+            lipt_vstore_n(row + j, lipt_vload_n(row + j, len) - lipt_vload_n(kn + j, len), len);
+        }
     /* padding lanes of the tail hold -inf: no effect on the max, exp gives 0 */
-    lipt_vf mv = lipt_vset1(-__builtin_inff());
-    for (size_t j = 0; j < nfull; j += LIPT_VW) mv = lipt_vmax(mv, lipt_vload(row + j));
-    if (nfull < n) mv = lipt_vmax(mv, lipt_vload_fill(row + nfull, n - nfull, -__builtin_inff()));
+    lipt_vf mv = lipt_vset1(ninf);
+    for (size_t j = 0; j < n; j += LIPT_VW) mv = lipt_vmax(mv, lipt_vload_fill(row + j, lipt_vlanes(j, n), ninf));
     float mx = mv[0];
     for (int i = 1; i < LIPT_VW; i++) mx = mv[i] > mx ? mv[i] : mx;
     lipt_vd acc = {0};
-    for (size_t j = 0; j < nfull; j += LIPT_VW) {
-        const lipt_vf e = lipt_vexp(lipt_vload(row + j) - mx);
-        lipt_vstore(row + j, e);
+    for (size_t j = 0; j < n; j += LIPT_VW) {
+        const size_t len = lipt_vlanes(j, n);
+        const lipt_vf e = lipt_vexp(lipt_vload_fill(row + j, len, ninf) - mx);
+        lipt_vstore_n(row + j, e, len);
         acc += __builtin_convertvector(e, lipt_vd);
     }
-    if (nfull < n) {
-        const lipt_vf e = lipt_vexp(lipt_vload_fill(row + nfull, n - nfull, -__builtin_inff()) - mx);
-        lipt_vstore_part(row + nfull, e, n - nfull);
-        acc += __builtin_convertvector(e, lipt_vd);
+    const float inv = (float)(1.0 / lipt_vd_sum(acc));
+    for (size_t j = 0; j < n; j += LIPT_VW) {
+        const size_t len = lipt_vlanes(j, n);
+        lipt_vstore_n(row + j, lipt_vload_n(row + j, len) * inv, len);
     }
-    double sum = 0;
-    for (int i = 0; i < LIPT_VW; i++) sum += acc[i];
-    const float inv = (float)(1.0 / sum);
-    for (size_t j = 0; j < nfull; j += LIPT_VW) lipt_vstore(row + j, lipt_vload(row + j) * inv);
-    for (size_t j = nfull; j < n; j++) row[j] *= inv;
 }
 
 #endif
