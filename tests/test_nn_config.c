@@ -108,7 +108,7 @@ static const bad_case bad_cases[] = {
     {"d_model = 64\nn_heads = 3\n", 2, {"n_heads = 3 must divide d_model = 64", NULL, NULL}},
     {"n_heads = 5\n\nd_model = 64\n", 3, {"must divide", NULL, NULL}},
     {"attention = contractive-l2\nactivation = relu\n", 1, {"needs ffn = contractive", NULL, NULL}},
-    {"ffn = contractive\nactivation = relu\n", 1, {"needs attention = contractive-l2", NULL, NULL}},
+    {"ffn = contractive\nactivation = relu\n", 1, {"needs attention = clipped-dp or contractive-l2", NULL, NULL}},
     {"attention = contractive-l2\nffn = contractive\n", 2, {"gelu is not 1-Lipschitz", "relu, elu, lipswish", NULL}},
     {"attention = contractive-l2\n# x\nactivation = gelu\nffn = contractive\n", 4, {"gelu", "1.13", NULL}},
 };

@@ -1,6 +1,7 @@
 /* Incremental decoding: cached logits equal lipt_model_forward on the same window for every variant (one token
- * at a time, blocks, batches), the sliding window at seq_len, fixed memory with no heap allocation per token,
- * argument errors, and next-token sampling (greedy, temperature, top-k). */
+ * at a time, blocks, batches; clipped-dp with and without its relative-position bias and ActNorm, at a radius
+ * that clips every row and at the default one), the sliding window at seq_len, fixed memory with no heap
+ * allocation per token, argument errors, and next-token sampling (greedy, temperature, top-k). */
 #include "testutil.h"
 
 #include <math.h>
@@ -42,20 +43,35 @@ typedef struct {
     lipt_act_kind act;
     lipt_lipnorm_kind lipnorm;
     int V, D, H, F, L, N;
+    int rel_bias, actnorm; /* clipped-dp options (rel_bias only read for clipped-dp) */
+    float clip_radius;     /* clipped-dp: 0 = the default sqrt(d_model) */
 } variant;
 
 static const variant variants[] = {
-    {"dp/gelu", LIPT_ATTN_DP, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 11, 12, 3, 20, 2, 16},
-    {"l2/relu", LIPT_ATTN_L2, LIPT_ACT_RELU, LIPT_LIPNORM_INF, 11, 12, 3, 20, 2, 16},
-    {"l2-tied/elu", LIPT_ATTN_L2_TIED, LIPT_ACT_ELU, LIPT_LIPNORM_INF, 11, 12, 3, 20, 2, 16},
-    {"contractive/lipswish/inf", LIPT_ATTN_CONTRACTIVE_L2, LIPT_ACT_LIPSWISH, LIPT_LIPNORM_INF, 11, 12, 3, 20, 2, 16},
-    {"contractive/elu/2", LIPT_ATTN_CONTRACTIVE_L2, LIPT_ACT_ELU, LIPT_LIPNORM_2, 11, 12, 3, 20, 2, 16},
+    {"dp/gelu", LIPT_ATTN_DP, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f},
+    {"l2/relu", LIPT_ATTN_L2, LIPT_ACT_RELU, LIPT_LIPNORM_INF, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f},
+    {"l2-tied/elu", LIPT_ATTN_L2_TIED, LIPT_ACT_ELU, LIPT_LIPNORM_INF, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f},
+    {"contractive/lipswish/inf", LIPT_ATTN_CONTRACTIVE_L2, LIPT_ACT_LIPSWISH, LIPT_LIPNORM_INF, 11, 12, 3, 20, 2, 16, 0, 0,
+     0.0f},
+    {"contractive/elu/2", LIPT_ATTN_CONTRACTIVE_L2, LIPT_ACT_ELU, LIPT_LIPNORM_2, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f},
     /* odd sizes: d = 5, one layer; and a model without blocks */
-    {"dp/relu odd", LIPT_ATTN_DP, LIPT_ACT_RELU, LIPT_LIPNORM_INF, 7, 10, 2, 7, 1, 9},
-    {"l2-tied/gelu odd", LIPT_ATTN_L2_TIED, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 7, 10, 2, 7, 1, 9},
-    {"contractive/relu odd", LIPT_ATTN_CONTRACTIVE_L2, LIPT_ACT_RELU, LIPT_LIPNORM_2, 7, 10, 2, 7, 1, 9},
-    {"l2/gelu no layers", LIPT_ATTN_L2, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 7, 10, 2, 7, 0, 9},
+    {"dp/relu odd", LIPT_ATTN_DP, LIPT_ACT_RELU, LIPT_LIPNORM_INF, 7, 10, 2, 7, 1, 9, 0, 0, 0.0f},
+    {"l2-tied/gelu odd", LIPT_ATTN_L2_TIED, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 7, 10, 2, 7, 1, 9, 0, 0, 0.0f},
+    {"contractive/relu odd", LIPT_ATTN_CONTRACTIVE_L2, LIPT_ACT_RELU, LIPT_LIPNORM_2, 7, 10, 2, 7, 1, 9, 0, 0, 0.0f},
+    {"l2/gelu no layers", LIPT_ATTN_L2, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 7, 10, 2, 7, 0, 9, 0, 0, 0.0f},
+    /* clipped-dp (index CLIPPED_FIRST on): relative bias on/off, ActNorm on/off, radius 1 (every row clipped) and
+     * the default sqrt(D) (some rows clipped) */
+    {"clipped/relu rel R1", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_RELU, LIPT_LIPNORM_INF2, 11, 12, 3, 20, 2, 16, 1, 0, 1.0f},
+    {"clipped/elu rel+an", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_ELU, LIPT_LIPNORM_INF2, 11, 12, 3, 20, 2, 16, 1, 1, 0.0f},
+    {"clipped/lipswish an R1", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_LIPSWISH, LIPT_LIPNORM_INF2, 11, 12, 3, 20, 2, 16, 0, 1,
+     1.0f},
+    {"clipped/relu plain", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_RELU, LIPT_LIPNORM_INF2, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f},
+    {"clipped/elu rel+an odd R1", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_ELU, LIPT_LIPNORM_INF2, 7, 10, 2, 7, 1, 9, 1, 1, 1.0f},
+    /* ActNorm is an option of either invertible attention */
+    {"contractive/elu/inf2 an", LIPT_ATTN_CONTRACTIVE_L2, LIPT_ACT_ELU, LIPT_LIPNORM_INF2, 11, 12, 3, 20, 2, 16, 0, 1,
+     0.0f},
 };
+#define CLIPPED_FIRST 9
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
 /* Parameters drawn wider than the initialisation (std 1/sqrt(fan-in), LayerNorm gains around 1, biases and
@@ -71,11 +87,17 @@ static void build_model(lipt_model *m, const variant *v, uint64_t seed) {
     cfg.n_layers = v->L;
     cfg.seq_len = v->N;
     cfg.attention = v->attn;
-    cfg.ffn = v->attn == LIPT_ATTN_CONTRACTIVE_L2 ? LIPT_FFN_CONTRACTIVE : LIPT_FFN_STANDARD;
+    cfg.ffn = lipt_attn_contractive(v->attn) ? LIPT_FFN_CONTRACTIVE : LIPT_FFN_STANDARD;
     cfg.activation = v->act;
     cfg.lip_norm = v->lipnorm;
     cfg.init_seed = seed;
+    if (v->attn == LIPT_ATTN_CLIPPED_DP) {
+        cfg.rel_bias = v->rel_bias;
+        cfg.clip_radius = v->clip_radius;
+    }
+    cfg.actnorm = v->actnorm;
     lipt_error err = {0};
+    ck_assert_msg(lipt_config_validate(&cfg, &err) == LIPT_OK, "%s config: %s", v->label, err.msg);
     ck_assert_msg(lipt_model_init(m, &cfg, &err) == LIPT_OK, "model init: %s", err.msg);
     lipt_rng r;
     lipt_rng_seed(&r, seed * 7919 + 1);
@@ -84,7 +106,10 @@ static void build_model(lipt_model *m, const variant *v, uint64_t seed) {
         if (m->params.flags[i] & LIPT_PARAM_BUFFER) continue;
         const char *nm = t->name;
         size_t ln = strlen(nm);
-        if (t->ndim == 2) {
+        if (strstr(nm, "attn.rel_bias")) {
+            /* stored divided by LIPT_REL_BIAS_GAIN: logit biases of std 1.2, a different one per distance */
+            lipt_rng_fill_normal(&r, t->data, t->numel, 0.15f);
+        } else if (t->ndim == 2) {
             lipt_rng_fill_normal(&r, t->data, t->numel, (float)(1.0 / sqrt((double)t->shape[0])));
         } else if (ln >= 5 && strcmp(nm + ln - 5, "gamma") == 0) {
             for (size_t j = 0; j < t->numel; j++) t->data[j] = 1.0f + 0.3f * lipt_rng_normal(&r);
@@ -107,10 +132,40 @@ static void check_normalisers_active(lipt_model *m) {
     if (!m->invertible) return;
     for (int l = 0; l < m->cfg.n_layers; l++) {
         lipt_layer_lipschitz ll;
-        lipt_model_layer_lipschitz(m, l, &ll);
+        lipt_model_layer_lipschitz(m, l, 0, &ll);
         ck_assert_msg(ll.attn_factor < 0.999 && ll.ffn_factor1 < 0.999 && ll.ffn_factor2 < 0.999,
                       "layer %d normalisers inactive: %g %g %g", l, ll.attn_factor, ll.ffn_factor1, ll.ffn_factor2);
     }
+}
+
+/* Fraction of the attention branches' input rows (every layer, one random window) that clipped-dp clips: the
+ * block inputs of the forward pass against the radius. -1 for the other kinds. */
+static double clipped_fraction(lipt_model *m, uint64_t seed) {
+    if (m->cfg.attention != LIPT_ATTN_CLIPPED_DP || m->cfg.n_layers == 0) return -1;
+    const int T = m->cfg.seq_len, D = m->cfg.d_model;
+    const double R = lipt_config_clip_radius(&m->cfg);
+    int *ids = malloc(sizeof(int) * (size_t)T);
+    lipt_rng r;
+    lipt_rng_seed(&r, seed);
+    for (int t = 0; t < T; t++) ids[t] = (int)lipt_rng_below(&r, (uint64_t)m->cfg.vocab_size);
+    lipt_ctx ctx;
+    lipt_ctx_init(&ctx, 1 << 16, 0);
+    lipt_no_grad_push(&ctx);
+    lipt_tensor *x = lipt_model_embed(&ctx, m, ids, 1, T);
+    long clipped = 0, rows = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        for (int t = 0; t < T; t++) {
+            double n2 = 0;
+            for (int j = 0; j < D; j++) n2 += (double)x->data[(size_t)t * D + j] * x->data[(size_t)t * D + j];
+            clipped += sqrt(n2) > R;
+            rows++;
+        }
+        x = lipt_model_block(&ctx, m, l, x);
+    }
+    lipt_no_grad_pop(&ctx);
+    lipt_ctx_free(&ctx);
+    free(ids);
+    return (double)clipped / (double)rows;
 }
 
 /* Worst relative error (to the row's scale) of the decoder's logits [B,V] against lipt_model_forward on the
@@ -149,6 +204,19 @@ START_TEST(test_matches_forward) {
         lipt_model m;
         build_model(&m, v, seed);
         check_normalisers_active(&m);
+        const double fc = clipped_fraction(&m, 500 + seed);
+        if (fc >= 0) { /* clipping must happen (and the relative bias and ActNorm be non-trivial) */
+            ck_assert_msg(fc > 0, "%s: no row clipped", v->label);
+            if (m.cfg.clip_radius == 0) ck_assert_msg(fc < 1, "%s: default radius clips every row", v->label);
+            printf("%s seed %d: %.0f%% of the attention inputs clipped (R = %g)\n", v->label, (int)seed, 100 * fc,
+                   (double)lipt_config_clip_radius(&m.cfg));
+            for (int l = 0; l < m.cfg.n_layers; l++) {
+                const lipt_layer *W = &m.layers[l];
+                ck_assert((W->rel != NULL) == (v->rel_bias != 0) && (W->an_s != NULL) == (v->actnorm != 0));
+                if (W->rel) ck_assert(W->rel->data[1] != 0 && W->rel->data[0] != W->rel->data[1]);
+                if (W->an_s) ck_assert(W->an_s->data[0] != 0 && W->an_b->data[0] != 0);
+            }
+        }
         lipt_ctx ctx;
         lipt_ctx_init(&ctx, 1 << 16, 1);
         lipt_rng r;
@@ -213,9 +281,12 @@ END_TEST
 START_TEST(test_sliding) {
     lipt_set_threads(2);
     const int lens[3] = {8, 7, 1};
-    double worst = 0;
-    for (int vi = 0; vi < 4; vi++)
+    /* the four main kinds, then clipped-dp with the bias (a window restarts its distances at 0) and ActNorm */
+    const int which[] = {0, 1, 2, 3, CLIPPED_FIRST, CLIPPED_FIRST + 1, CLIPPED_FIRST + 3};
+    double worst = 0, worst_clipped = 0;
+    for (int wi = 0; wi < (int)(sizeof which / sizeof which[0]); wi++)
         for (int li = 0; li < 3; li++) {
+            const int vi = which[wi];
             variant v = variants[vi];
             v.N = lens[li];
             lipt_model m;
@@ -254,7 +325,8 @@ START_TEST(test_sliding) {
                     ck_assert_int_eq(lipt_decoder_slides(dec), slides);
                     ck_assert(memcmp(lipt_decoder_window(dec, 0), win, sizeof(int) * (size_t)wlen) == 0);
                     double e = compare_to_forward(&ctx, &m, dec, lg);
-                    if (!(e <= worst)) worst = e;
+                    double *w = v.attn == LIPT_ATTN_CLIPPED_DP ? &worst_clipped : &worst;
+                    if (!(e <= *w)) *w = e;
                     ck_assert_msg(e <= TOL, "%s seq_len %d mode %d after %d tokens: rel err %.3g", v.label, v.N, mode,
                                   fed, e);
                 }
@@ -264,7 +336,8 @@ START_TEST(test_sliding) {
             lipt_ctx_free(&ctx);
             lipt_model_free(&m);
         }
-    printf("sliding window (seq_len 8, 7, 1; four variants) worst rel err %.2e\n", worst);
+    printf("sliding window (seq_len 8, 7, 1; four variants) worst rel err %.2e; clipped-dp (3 variants) %.2e\n",
+           worst, worst_clipped);
 }
 END_TEST
 
@@ -272,10 +345,13 @@ END_TEST
  * once B*H*T*d >= 65536 (here 4*8*T*8: from T = 256 on). */
 START_TEST(test_parallel_heads) {
     lipt_set_threads(2);
-    const variant v[2] = {{"l2-tied wide", LIPT_ATTN_L2_TIED, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 13, 64, 8, 32, 1, 264},
-                          {"dp wide", LIPT_ATTN_DP, LIPT_ACT_RELU, LIPT_LIPNORM_INF, 13, 64, 8, 32, 1, 264}};
+    const variant v[3] = {
+        {"l2-tied wide", LIPT_ATTN_L2_TIED, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 13, 64, 8, 32, 1, 264, 0, 0, 0.0f},
+        {"dp wide", LIPT_ATTN_DP, LIPT_ACT_RELU, LIPT_LIPNORM_INF, 13, 64, 8, 32, 1, 264, 0, 0, 0.0f},
+        {"clipped-dp rel+an wide", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_RELU, LIPT_LIPNORM_INF2, 13, 64, 8, 32, 1, 264, 1, 1,
+         0.0f}};
     enum { B = 4 };
-    for (int vi = 0; vi < 2; vi++) {
+    for (int vi = 0; vi < 3; vi++) {
         lipt_model m;
         build_model(&m, &v[vi], 11);
         lipt_ctx ctx;
@@ -316,7 +392,9 @@ END_TEST
 /* After warm-up, appends (including slides) allocate nothing and the state's size does not change. */
 START_TEST(test_memory_fixed) {
     lipt_set_threads(1);
-    for (int vi = 0; vi < 4; vi++) {
+    const int which[] = {0, 1, 2, 3, CLIPPED_FIRST + 1};
+    for (int wi = 0; wi < (int)(sizeof which / sizeof which[0]); wi++) {
+        const int vi = which[wi];
         lipt_model m;
         build_model(&m, &variants[vi], 3);
         lipt_decoder *dec;

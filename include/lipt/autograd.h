@@ -29,7 +29,11 @@
     X(ATTENTION_DP, attention_dp)       \
     X(ATTENTION_L2, attention_l2)       \
     X(ATTENTION_L2_TIED, attention_l2_tied) \
+    X(ATTENTION_DP_REL, attention_dp_rel) \
+    X(CLIP_ROWS, clip_rows)             \
+    X(EXP, exp)                         \
     X(SPECTRAL_NORM, spectral_norm)     \
+    X(SPECTRAL_NORM_UB, spectral_norm_ub) \
     X(NORM_INF, norm_inf)               \
     X(MAX, max)                         \
     X(SQRT, sqrt)                       \

@@ -15,7 +15,10 @@ typedef enum {
     LIPT_ATTN_DP = 0,          /* "dp": softmax(q kᵀ / s) */
     LIPT_ATTN_L2,              /* "l2": untied L2, W^K != W^Q */
     LIPT_ATTN_L2_TIED,         /* "l2-tied": W^K = W^Q (Lipschitz) */
-    LIPT_ATTN_CONTRACTIVE_L2   /* "contractive-l2": tied L2 divided by max(1, UB/c) (invertible model) */
+    LIPT_ATTN_CONTRACTIVE_L2,  /* "contractive-l2": tied L2 divided by max(1, UB/c) (the paper's invertible model) */
+    LIPT_ATTN_CLIPPED_DP       /* "clipped-dp": tokens clipped to a ball of radius R, causal DP attention with a
+                                * relative-position logit bias, divided by max(1, UB/c), UB certified in the
+                                * token-wise norm max_i ‖x_i‖₂ (lip_norm = inf2; models/README.md) */
 } lipt_attn_kind;
 
 typedef enum {
@@ -27,7 +30,9 @@ typedef enum { LIPT_ACT_GELU = 0, LIPT_ACT_RELU, LIPT_ACT_ELU, LIPT_ACT_LIPSWISH
 
 typedef enum {
     LIPT_LIPNORM_INF = 0,      /* "inf": lipt_bound_l2_inf normalises the contractive attention */
-    LIPT_LIPNORM_2             /* "2":   lipt_bound_l2_2 (power iteration on persistent vectors) */
+    LIPT_LIPNORM_2,            /* "2":   lipt_bound_l2_2 (certified spectral norms, Gram iteration) */
+    LIPT_LIPNORM_INF2          /* "inf2": the token-wise mixed norm ‖X‖_{∞,2} = max_i ‖x_i‖₂ (lipt_bound_l2_inf2 for
+                                * contractive-l2; the only norm of clipped-dp) */
 } lipt_lipnorm_kind;
 
 typedef struct {
@@ -46,6 +51,11 @@ typedef struct {
     int power_iters;           /* power-iteration rounds per optimizer step (lipt_model_refresh_norms) */
     uint64_t init_seed;        /* parameter initialisation */
     float ln_eps;              /* LayerNorm epsilon, in (0, 1) */
+    /* invertible-model options (models/README.md) */
+    float clip_radius;         /* clipped-dp: radius R of the token ball; 0 means sqrt(d_model) */
+    int rel_bias;              /* clipped-dp: 1 learns a relative-position logit bias per head (default 1) */
+    int actnorm;               /* invertible model: 1 puts ActNorm (per-channel exp(s) x + b) after every block */
+    int gram_iters;            /* Gram-iteration squarings of the certified spectral norms in the forward pass */
 } lipt_config;
 
 /* Defaults: a small DP model (vocab 256, d_model 128, 4 heads, d_ff 512, 2 layers, seq_len 128, gelu,
@@ -78,10 +88,16 @@ const char *lipt_ffn_name(lipt_ffn_kind k);
 const char *lipt_act_name(lipt_act_kind k);
 const char *lipt_lipnorm_name(lipt_lipnorm_kind k);
 
-/* The invertible model: contractive-l2 attention with the contractive feed-forward. */
-static inline int lipt_config_invertible(const lipt_config *cfg) {
-    return cfg->attention == LIPT_ATTN_CONTRACTIVE_L2 && cfg->ffn == LIPT_FFN_CONTRACTIVE;
+/* A contractive attention kind (divided by a certified bound: an invertible model's attention). */
+static inline int lipt_attn_contractive(lipt_attn_kind k) {
+    return k == LIPT_ATTN_CONTRACTIVE_L2 || k == LIPT_ATTN_CLIPPED_DP;
 }
+/* The invertible model: a contractive attention with the contractive feed-forward. */
+static inline int lipt_config_invertible(const lipt_config *cfg) {
+    return lipt_attn_contractive(cfg->attention) && cfg->ffn == LIPT_FFN_CONTRACTIVE;
+}
+/* The clip radius R in use (clip_radius, or sqrt(d_model) when 0). */
+float lipt_config_clip_radius(const lipt_config *cfg);
 
 #ifdef __cplusplus
 }

@@ -13,25 +13,30 @@
 /* Every key, in file order (also the order of lipt_config_to_text). */
 enum {
     K_VOCAB, K_DMODEL, K_HEADS, K_DFF, K_LAYERS, K_SEQ, K_ATTN, K_FFN, K_ACT, K_DROPOUT, K_C, K_LIPNORM,
-    K_POWER, K_SEED, K_LNEPS, K_COUNT
+    K_POWER, K_SEED, K_LNEPS, K_CLIPR, K_RELB, K_ACTNORM, K_GRAM, K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
     "vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn", "activation",
-    "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps"};
+    "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps", "clip_radius", "rel_bias", "actnorm",
+    "gram_iters"};
 #define ACCEPTED_KEYS \
     "vocab_size, d_model, n_heads, d_ff, n_layers, seq_len, attention, ffn, activation, dropout, c, lip_norm, " \
-    "power_iters, init_seed, ln_eps"
+    "power_iters, init_seed, ln_eps, clip_radius, rel_bias, actnorm, gram_iters"
 
-static const char *const attn_names[] = {"dp", "l2", "l2-tied", "contractive-l2"};
+static const char *const attn_names[] = {"dp", "l2", "l2-tied", "contractive-l2", "clipped-dp"};
 static const char *const ffn_names[] = {"standard", "contractive"};
 static const char *const act_names[] = {"gelu", "relu", "elu", "lipswish"};
-static const char *const lipnorm_names[] = {"inf", "2"};
+static const char *const lipnorm_names[] = {"inf", "2", "inf2"};
 #define NAMES(a) (int)(sizeof(a) / sizeof((a)[0]))
 
-const char *lipt_attn_name(lipt_attn_kind k) { return (unsigned)k < 4 ? attn_names[k] : "?"; }
+const char *lipt_attn_name(lipt_attn_kind k) { return (unsigned)k < NAMES(attn_names) ? attn_names[k] : "?"; }
 const char *lipt_ffn_name(lipt_ffn_kind k) { return (unsigned)k < 2 ? ffn_names[k] : "?"; }
 const char *lipt_act_name(lipt_act_kind k) { return (unsigned)k < 4 ? act_names[k] : "?"; }
-const char *lipt_lipnorm_name(lipt_lipnorm_kind k) { return (unsigned)k < 2 ? lipnorm_names[k] : "?"; }
+const char *lipt_lipnorm_name(lipt_lipnorm_kind k) { return (unsigned)k < NAMES(lipnorm_names) ? lipnorm_names[k] : "?"; }
+
+float lipt_config_clip_radius(const lipt_config *cfg) {
+    return cfg->clip_radius > 0 ? cfg->clip_radius : (float)sqrt((double)cfg->d_model);
+}
 
 void lipt_config_default(lipt_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
@@ -50,6 +55,10 @@ void lipt_config_default(lipt_config *cfg) {
     cfg->power_iters = 1;
     cfg->init_seed = 1234;
     cfg->ln_eps = 1e-5f;
+    cfg->clip_radius = 0.0f;
+    cfg->rel_bias = 1;
+    cfg->actnorm = 0;
+    cfg->gram_iters = 8;
 }
 
 /* '-' and '_' are the same in keys (flags are often spelled --d-model). */
@@ -105,7 +114,7 @@ static lipt_status parse_enum(const char *where, const char *key, const char *v,
 /* Set key k from the string v; `where` prefixes messages ("file:line: " or ""). */
 static lipt_status set_key(lipt_config *cfg, int k, const char *v, const char *where, lipt_error *err) {
     const char *key = key_names[k];
-    int e;
+    int e = 0;
     lipt_status st = LIPT_OK;
     switch (k) {
     case K_VOCAB: return parse_int(where, key, v, 2, 1 << 24, &cfg->vocab_size, err);
@@ -115,6 +124,10 @@ static lipt_status set_key(lipt_config *cfg, int k, const char *v, const char *w
     case K_LAYERS: return parse_int(where, key, v, 0, 1024, &cfg->n_layers, err);
     case K_SEQ: return parse_int(where, key, v, 1, 1 << 20, &cfg->seq_len, err);
     case K_POWER: return parse_int(where, key, v, 0, 10000, &cfg->power_iters, err);
+    case K_RELB: return parse_int(where, key, v, 0, 1, &cfg->rel_bias, err);
+    case K_ACTNORM: return parse_int(where, key, v, 0, 1, &cfg->actnorm, err);
+    case K_GRAM: return parse_int(where, key, v, 1, 30, &cfg->gram_iters, err);
+    case K_CLIPR: return parse_float(where, key, v, 0.0, 0, 1e6, 0, &cfg->clip_radius, err);
     case K_ATTN:
         if ((st = parse_enum(where, key, v, attn_names, NAMES(attn_names), &e, err)) == LIPT_OK)
             cfg->attention = (lipt_attn_kind)e;
@@ -170,18 +183,30 @@ static lipt_status validate(const lipt_config *cfg, const char *source, const in
         return lipt_fail(err, LIPT_ERR_ARG, "%sn_heads = %d must divide d_model = %d", where, cfg->n_heads,
                          cfg->d_model);
     }
-    if (cfg->attention == LIPT_ATTN_CONTRACTIVE_L2 && cfg->ffn != LIPT_FFN_CONTRACTIVE) {
+    if (lipt_attn_contractive(cfg->attention) && cfg->ffn != LIPT_FFN_CONTRACTIVE) {
         WHERE2(K_ATTN, K_FFN);
         return lipt_fail(err, LIPT_ERR_ARG,
-                         "%sattention = contractive-l2 is the invertible model and needs ffn = contractive (got ffn = %s)",
-                         where, lipt_ffn_name(cfg->ffn));
+                         "%sattention = %s is an invertible model's attention and needs ffn = contractive (got ffn = %s)",
+                         where, lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn));
     }
-    if (cfg->ffn == LIPT_FFN_CONTRACTIVE && cfg->attention != LIPT_ATTN_CONTRACTIVE_L2) {
+    if (cfg->ffn == LIPT_FFN_CONTRACTIVE && !lipt_attn_contractive(cfg->attention)) {
         WHERE2(K_ATTN, K_FFN);
         return lipt_fail(err, LIPT_ERR_ARG,
                          "%sffn = contractive is the invertible model's feed-forward and needs attention = "
-                         "contractive-l2 (got attention = %s)",
+                         "clipped-dp or contractive-l2 (got attention = %s)",
                          where, lipt_attn_name(cfg->attention));
+    }
+    if (cfg->attention == LIPT_ATTN_CLIPPED_DP && cfg->lip_norm != LIPT_LIPNORM_INF2) {
+        WHERE2(K_ATTN, K_LIPNORM);
+        return lipt_fail(err, LIPT_ERR_ARG,
+                         "%sattention = clipped-dp is certified in the token-wise norm only: set lip_norm = inf2 "
+                         "(got lip_norm = %s)",
+                         where, lipt_lipnorm_name(cfg->lip_norm));
+    }
+    if (cfg->actnorm && !lipt_config_invertible(cfg)) {
+        WHERE2(K_ACTNORM, K_ATTN);
+        return lipt_fail(err, LIPT_ERR_ARG, "%sactnorm = 1 is an option of the invertible model (attention = clipped-dp "
+                         "or contractive-l2 with ffn = contractive)", where);
     }
     if (cfg->ffn == LIPT_FFN_CONTRACTIVE && cfg->activation == LIPT_ACT_GELU) {
         WHERE2(K_ACT, K_FFN);
@@ -289,10 +314,12 @@ size_t lipt_config_to_text(const lipt_config *cfg, char *buf, size_t len) {
     int n = snprintf(buf, len,
                      "vocab_size = %d\nd_model = %d\nn_heads = %d\nd_ff = %d\nn_layers = %d\nseq_len = %d\n"
                      "attention = %s\nffn = %s\nactivation = %s\ndropout = %.9g\nc = %.9g\nlip_norm = %s\n"
-                     "power_iters = %d\ninit_seed = %" PRIu64 "\nln_eps = %.9g\n",
+                     "power_iters = %d\ninit_seed = %" PRIu64 "\nln_eps = %.9g\nclip_radius = %.9g\nrel_bias = %d\n"
+                     "actnorm = %d\ngram_iters = %d\n",
                      cfg->vocab_size, cfg->d_model, cfg->n_heads, cfg->d_ff, cfg->n_layers, cfg->seq_len,
                      lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn), lipt_act_name(cfg->activation),
                      (double)cfg->dropout, (double)cfg->c, lipt_lipnorm_name(cfg->lip_norm), cfg->power_iters,
-                     cfg->init_seed, (double)cfg->ln_eps);
+                     cfg->init_seed, (double)cfg->ln_eps, (double)cfg->clip_radius, cfg->rel_bias, cfg->actnorm,
+                     cfg->gram_iters);
     return n < 0 ? 0 : (size_t)n;
 }

@@ -1,5 +1,7 @@
 /* Incremental decoding with per-layer key/value caches (the maths of lipt_model_forward, one new row at a time),
- * window sliding at seq_len, and next-token sampling (greedy, temperature, top-k). */
+ * window sliding at seq_len, and next-token sampling (greedy, temperature, top-k). Every attention kind: dp, l2,
+ * l2-tied, contractive-l2, and clipped-dp (rows clipped to the ball of radius R before the projections, relative
+ * position bias by window position), with the invertible model's optional ActNorm after each block. */
 #include "lipt/decode.h"
 
 #include <cblas.h>
@@ -19,13 +21,18 @@ typedef struct {
     float *kn;           /* [B, H, T]: |k_j|²/s per head (l2 and tied), else NULL */
     float *M;            /* [H, d, d]: M_h = W^{Q,h}ᵀ W^{V,h} / s (tied), else NULL */
     const float *w1, *w2;/* feed-forward weights: the model's, or (contractive) copies times their factor */
-    float attn_factor;   /* 1/max(1, UB/c) (contractive-l2), else 1 */
+    float *rel;          /* [H, T]: LIPT_REL_BIAS_GAIN * rel (clipped-dp with rel_bias), the logit bias at distance
+                          * i - j within the window, else NULL */
+    float *an_scale;     /* [D]: exp(actnorm.log_scale) (actnorm), else NULL */
+    float attn_factor;   /* 1/max(1, UB/c) (contractive kinds), else 1 */
 } dec_layer;
 
 struct lipt_decoder {
     const lipt_model *m;
     int B, T, D, H, d, F, V;
     int l2, tied;        /* logits -|q-k|²/s (l2 and tied); keys are the queries, values Q_h M_h (tied) */
+    int clip;            /* clipped-dp: queries, keys and values from the rows clipped to radius R */
+    float R;
     int len;             /* tokens in every window */
     long slides;
     dec_layer *layers;
@@ -77,6 +84,8 @@ static void layout(lipt_decoder *s, planner *p, int contractive_ffn) {
         L->v = TAKEF(p, R * D);
         L->kn = s->l2 ? TAKEF(p, B * H * T) : NULL;
         L->M = s->tied ? TAKEF(p, H * d * d) : NULL;
+        L->rel = s->m->layers[l].rel ? TAKEF(p, H * T) : NULL;
+        L->an_scale = s->m->layers[l].an_s ? TAKEF(p, D) : NULL;
         if (contractive_ffn) {
             L->w1 = TAKEF(p, D * F);
             L->w2 = TAKEF(p, F * D);
@@ -110,7 +119,9 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
     s->d = c->d_model / c->n_heads;
     s->F = c->d_ff;
     s->V = c->vocab_size;
-    s->l2 = c->attention != LIPT_ATTN_DP;
+    s->l2 = c->attention != LIPT_ATTN_DP && c->attention != LIPT_ATTN_CLIPPED_DP;
+    s->clip = c->attention == LIPT_ATTN_CLIPPED_DP;
+    s->R = s->clip ? lipt_config_clip_radius(c) : 0.0f;
     s->tied = c->attention == LIPT_ATTN_L2_TIED || c->attention == LIPT_ATTN_CONTRACTIVE_L2;
     const int cffn = c->ffn == LIPT_FFN_CONTRACTIVE;
     planner p = {NULL, 0};
@@ -132,24 +143,16 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
         const lipt_layer *W = &m->layers[l];
         dec_layer *L = &s->layers[l];
         L->attn_factor = 1.0f;
-        if (c->attention == LIPT_ATTN_CONTRACTIVE_L2) {
-            lipt_tensor *ub;
-            if (c->lip_norm == LIPT_LIPNORM_2) {
-                lipt_bound_vectors v = {W->bv[0]->data, W->bv[1]->data, W->bv[2]->data,
-                                        W->bv[3]->data, W->bv[4]->data, W->bv[5]->data};
-                ub = lipt_bound_l2_2(&ctx, W->wq, W->wv, W->wo, H, c->seq_len, &v, 0);
-            } else {
-                ub = lipt_bound_l2_inf(&ctx, W->wq, W->wv, W->wo, H, c->seq_len);
-            }
-            L->attn_factor = lipt_contract_factor(&ctx, ub, c->c)->data[0];
-        }
+        if (lipt_attn_contractive(c->attention))
+            L->attn_factor = lipt_contract_factor(&ctx, lipt_model_attn_bound(&ctx, m, l, c->seq_len, 0), c->c)->data[0];
         if (cffn) {
-            const float f1 =
-                lipt_contract_factor(&ctx, lipt_spectral_norm(&ctx, W->w1, W->sn1_u->data, W->sn1_v->data, 1, 0), c->c)
-                    ->data[0];
-            const float f2 =
-                lipt_contract_factor(&ctx, lipt_spectral_norm(&ctx, W->w2, W->sn2_u->data, W->sn2_v->data, 1, 0), c->c)
-                    ->data[0];
+            const int g = c->gram_iters;
+            const float f1 = lipt_contract_factor(
+                                 &ctx, lipt_spectral_norm_ub(&ctx, W->w1, W->sn1_u->data, W->sn1_v->data, 1, 0, g), c->c)
+                                 ->data[0];
+            const float f2 = lipt_contract_factor(
+                                 &ctx, lipt_spectral_norm_ub(&ctx, W->w2, W->sn2_u->data, W->sn2_v->data, 1, 0, g), c->c)
+                                 ->data[0];
             /* the forward multiplies the weights (not the products) by the factor: same rounding here */
             float *w1 = (float *)L->w1, *w2 = (float *)L->w2;
             for (size_t i = 0; i < (size_t)D * F; i++) w1[i] = W->w1->data[i] * f1;
@@ -158,6 +161,12 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
             L->w1 = W->w1->data;
             L->w2 = W->w2->data;
         }
+        if (L->rel) { /* as lipt_scale(rel, LIPT_REL_BIAS_GAIN) in the forward pass; rel is [H, seq_len = T] */
+            const float *r = W->rel->data;
+            for (size_t i = 0; i < (size_t)H * s->T; i++) L->rel[i] = LIPT_REL_BIAS_GAIN * r[i];
+        }
+        if (L->an_scale) /* as lipt_exp */
+            for (int j = 0; j < D; j++) L->an_scale[j] = expf(W->an_s->data[j]);
         if (s->tied) /* as tied_values() in src/ops/attention_l2.c */
             for (int h = 0; h < H; h++)
                 gemm(1, 0, d, d, D, inv_s, W->wq->data + (size_t)h * d, D, W->wv->data + (size_t)h * d, D, 0.0f,
@@ -208,6 +217,24 @@ static void layernorm_rows(const float *x, float *y, int rows, int D, const floa
         var /= D;
         double rstd = 1.0 / sqrt(var + (double)eps);
         for (int j = 0; j < D; j++) yr[j] = (float)((xr[j] - mu) * rstd * gamma[j] + beta[j]);
+    }
+}
+
+/* As lipt_clip_rows: each row projected on the ball of radius R, the norm in double, the scale R/‖x‖ rounded
+ * to float. */
+static void clip_rows(const float *x, float *y, int rows, int D, float R) {
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * D;
+        float *yr = y + (size_t)r * D;
+        double acc = 0;
+        for (int c = 0; c < D; c++) acc += (double)xr[c] * xr[c];
+        const double nrm = sqrt(acc);
+        if (nrm > R) {
+            const float f = (float)(R / nrm);
+            for (int c = 0; c < D; c++) yr[c] = xr[c] * f;
+        } else if (yr != xr) {
+            memcpy(yr, xr, (size_t)D * sizeof(float));
+        }
     }
 }
 
@@ -265,6 +292,10 @@ static void attend_one(lipt_decoder *s, const dec_layer *L, int bh, int nc, floa
         for (int c = 0; c < d; c++) dot += qh[c] * kr[c];
         row[j] = alpha * dot;
     }
+    if (L->rel) { /* the query is window position nc - 1 (softmax_rows in attention_dp.c: row[j] += rel[i - j]) */
+        const float *rel = L->rel + (size_t)h * T;
+        for (int j = 0; j < nc; j++) row[j] += rel[nc - 1 - j];
+    }
     softmax_row(row, nc, nc, s->l2 ? L->kn + (size_t)bh * T : NULL);
     double *acc = s->acc + (size_t)b * D + (size_t)h * d;
     for (int c = 0; c < d; c++) acc[c] = 0;
@@ -301,8 +332,15 @@ static void attend(lipt_decoder *s, const dec_layer *L, int n) {
             const float *qh = s->q + (size_t)b * n * D + (size_t)h * d;
             const float *Kh = L->k + (size_t)b * T * D + (size_t)h * d, *Vh = L->v + (size_t)b * T * D + (size_t)h * d;
             const float *kn = s->l2 ? L->kn + ((size_t)b * H + h) * T : NULL;
+            const float *rel = L->rel ? L->rel + (size_t)h * T : NULL;
             gemm(0, 1, n, nc, d, alpha, qh, D, Kh, D, 0.0f, s->P, T);
-            for (int i = 0; i < n; i++) softmax_row(s->P + (size_t)i * T, len + i + 1, nc, kn);
+            for (int i = 0; i < n; i++) {
+                float *row = s->P + (size_t)i * T;
+                const int pi = len + i; /* window position of the query */
+                if (rel)
+                    for (int j = 0; j <= pi; j++) row[j] += rel[pi - j];
+                softmax_row(row, pi + 1, nc, kn);
+            }
             gemm(0, 0, n, d, nc, 1.0f, s->P, T, Vh, D, 0.0f, s->att + (size_t)b * n * D + (size_t)h * d, D);
         }
 }
@@ -334,6 +372,10 @@ static void run_block(lipt_decoder *s, const int *ids, int ld, int n, int want_l
             layernorm_rows(s->x, s->u, R, D, W->ln1_g->data, W->ln1_b->data, eps);
             in = s->u;
         }
+        if (s->clip) { /* clipped-dp (invertible: no LayerNorm before) */
+            clip_rows(in, s->u, R, D, s->R);
+            in = s->u;
+        }
         linear_rows(in, R, D, W->wq->data, D, NULL, s->q);
         for (int b = 0; b < B; b++) {
             const float *inb = in + (size_t)b * n * D, *qb = s->q + (size_t)b * n * D;
@@ -359,7 +401,7 @@ static void run_block(lipt_decoder *s, const int *ids, int ld, int n, int want_l
             float *gr = s->g + (size_t)r * D, *xr = s->x + (size_t)r * D;
             /* same float operations as lipt_mul (contractive), lipt_add (bias), then the residual add */
             for (int j = 0; j < D; j++) {
-                float gj = c->attention == LIPT_ATTN_CONTRACTIVE_L2 ? gr[j] * fa : gr[j];
+                float gj = lipt_attn_contractive(c->attention) ? gr[j] * fa : gr[j];
                 gj = gj + bo[j];
                 xr[j] = xr[j] + gj;
             }
@@ -374,6 +416,16 @@ static void run_block(lipt_decoder *s, const int *ids, int ld, int n, int want_l
         activate(c->activation, W->beta ? W->beta->data[0] : 1.0f, s->h, (size_t)R * F);
         linear_rows(s->h, R, F, L->w2, D, W->b2->data, s->g);
         for (size_t i = 0; i < (size_t)R * D; i++) s->x[i] = s->x[i] + s->g[i];
+        if (L->an_scale) { /* ActNorm: lipt_mul by exp(log_scale), then lipt_add of the bias */
+            const float *as = L->an_scale, *ab = W->an_b->data;
+            for (int r = 0; r < R; r++) {
+                float *xr = s->x + (size_t)r * D;
+                for (int j = 0; j < D; j++) {
+                    const float t = xr[j] * as[j];
+                    xr[j] = t + ab[j];
+                }
+            }
+        }
     }
     s->len = len + n;
     if (!want_logits) return;

@@ -39,12 +39,15 @@ static void check_qkv(const char *op, const lipt_tensor *q, const lipt_tensor *k
 
 /* Rows [i0, i1) of P hold logits in columns [0, nc); turn them into probabilities over the
  * unmasked columns (j <= i when causal) and write exact zeros to the rest of the row. kn, if
- * given, is subtracted per column first (the |k_j|²/s term of L2). */
-static void softmax_rows(float *P, int T, int i0, int i1, int nc, int causal, const float *kn) {
+ * given, is subtracted per column first (the |k_j|²/s term of L2); rel, if given (causal only),
+ * adds rel[i - j] to logit (i, j). */
+static void softmax_rows(float *P, int T, int i0, int i1, int nc, int causal, const float *kn, const float *rel) {
 #pragma omp parallel for schedule(static) if (!omp_in_parallel() && (long)(i1 - i0) * nc >= ATTN_ROWS_PAR_MIN)
     for (int i = i0; i < i1; i++) {
         float *row = P + (size_t)i * T;
         const int n = causal ? i + 1 : T;
+        if (rel)
+            for (int j = 0; j < n; j++) row[j] += rel[i - j];
         lipt_vsoftmax_row(row, (size_t)n, kn);
         if (n < T) memset(row + n, 0, (size_t)(T - n) * sizeof(float));
     }
@@ -88,7 +91,7 @@ static void head_forward(const lipt_attn_job *j, int bh, float *P, float *kn, fl
     for (int i0 = 0; i0 < T; i0 += rb) {
         const int i1 = i0 + rb < T ? i0 + rb : T, m = i1 - i0, nc = j->causal ? i1 : T;
         gemm(0, 1, m, nc, d, alpha, qh + (size_t)i0 * D, D, kh, D, 0.0f, P + (size_t)i0 * T, T);
-        softmax_rows(P, T, i0, i1, nc, j->causal, j->l2 ? kn : NULL);
+        softmax_rows(P, T, i0, i1, nc, j->causal, j->l2 ? kn : NULL, j->rel ? j->rel + (size_t)h * j->rel_stride : NULL);
         gemm(0, 0, m, d, nc, 1.0f, P + (size_t)i0 * T, T, vh, D, 0.0f, oh + (size_t)i0 * D, D);
     }
 }
@@ -115,14 +118,14 @@ void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float 
  *   dv = Pᵀ dO,  dP = dO vᵀ,  dq = a G k,  dk = a Gᵀ q  (a = 1/s for DP, 2/s for L2),
  *   and for L2 also dk_j -= a k_j Σ_i G_ij (from the -|k_j|² term). */
 static void head_backward(const lipt_attn_job *j, int bh, const float *P, const float *dout, float *G, double *cs,
-                          float *dq, float *dk, float *dv) {
+                          float *dq, float *dk, float *dv, double *drel_bh) {
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H;
     const size_t off = (size_t)b * T * D + (size_t)h * d;
     const float *qh = j->q + off, *kh = j->k + off, *vh = j->v + off, *dOh = dout + off;
     float *dqh = dq ? dq + off : NULL, *dkh = dk ? dk + off : NULL, *dvh = dv ? dv + off : NULL;
     const double a = (j->l2 ? 2.0 : 1.0) / sqrt((double)d);
     const float alpha = (float)a;
-    const int need_g = dqh || dkh, need_cs = j->l2 && dkh;
+    const int need_g = dqh || dkh || drel_bh, need_cs = j->l2 && dkh;
     if (need_cs) memset(cs, 0, (size_t)T * sizeof(double));
     const int rb = row_block(T, j->causal);
     for (int i0 = 0; i0 < T; i0 += rb) {
@@ -134,6 +137,11 @@ static void head_backward(const lipt_attn_job *j, int bh, const float *P, const 
         float *Gb = G + (size_t)i0 * T;
         gemm(0, 1, m, nc, d, 1.0f, dOb, D, vh, D, 0.0f, Gb, T);
         softmax_grad_rows(P, G, T, i0, i1, nc, j->causal);
+        if (drel_bh) /* causal only: logit (i, j) got rel[i - j] */
+            for (int i = i0; i < i1; i++) {
+                const float *g = G + (size_t)i * T;
+                for (int c = 0; c <= i; c++) drel_bh[i - c] += g[c];
+            }
         if (dqh) gemm(0, 0, m, d, nc, alpha, Gb, T, kh, D, 1.0f, dqh + (size_t)i0 * D, D);
         if (dkh) gemm(1, 0, nc, d, m, alpha, Gb, T, qh + (size_t)i0 * D, D, 1.0f, dkh, D);
         if (need_cs)
@@ -152,22 +160,38 @@ static void head_backward(const lipt_attn_job *j, int bh, const float *P, const 
         }
 }
 
-void lipt_attn_backward(lipt_ctx *ctx, const lipt_attn_job *j, const float *P, const float *dout, float *dq,
-                        float *dk, float *dv) {
+void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *j, const float *P, const float *dout, float *dq,
+                            float *dk, float *dv, float *drel) {
     const int BH = j->B * j->H;
     const size_t TT = (size_t)j->T * j->T;
-    if ((!dq && !dk && !dv) || BH == 0 || j->T == 0) return;
+    if (!j->rel) drel = NULL;
+    if ((!dq && !dk && !dv && !drel) || BH == 0 || j->T == 0) return;
     lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
     const int nthr = omp_get_max_threads();
-    float *G = (dq || dk) ? lipt_arena_alloc(&ctx->arena, (size_t)nthr * TT * sizeof(float)) : NULL;
+    float *G = (dq || dk || drel) ? lipt_arena_alloc(&ctx->arena, (size_t)nthr * TT * sizeof(float)) : NULL;
     double *cs = lipt_arena_alloc(&ctx->arena, (size_t)nthr * j->T * sizeof(double));
+    /* one partial sum per (batch, head), reduced in batch order below: the same bits on any thread count */
+    double *pr = drel ? lipt_arena_alloc(&ctx->arena, (size_t)BH * j->T * sizeof(double)) : NULL;
+    if (pr) memset(pr, 0, (size_t)BH * j->T * sizeof(double));
 #pragma omp parallel for schedule(static) if (use_par(j))
     for (int bh = 0; bh < BH; bh++) {
         const int tid = omp_get_thread_num();
         head_backward(j, bh, P + (size_t)bh * TT, dout, G ? G + (size_t)tid * TT : NULL, cs + (size_t)tid * j->T,
-                      dq, dk, dv);
+                      dq, dk, dv, pr ? pr + (size_t)bh * j->T : NULL);
     }
+    if (pr)
+        for (int h = 0; h < j->H; h++)
+            for (int t = 0; t < j->T; t++) {
+                double s = 0;
+                for (int b = 0; b < j->B; b++) s += pr[((size_t)b * j->H + h) * j->T + t];
+                drel[(size_t)h * j->rel_stride + t] += (float)s;
+            }
     lipt_arena_release(&ctx->arena, mark);
+}
+
+void lipt_attn_backward(lipt_ctx *ctx, const lipt_attn_job *j, const float *P, const float *dout, float *dq,
+                        float *dk, float *dv) {
+    lipt_attn_backward_rel(ctx, j, P, dout, dq, dk, dv, NULL);
 }
 
 /* The untied (q, k, v) op of either kind (l2 = 0: attention_dp, 1: attention_l2).
@@ -177,7 +201,8 @@ lipt_tensor *lipt_attn_qkv(lipt_ctx *ctx, int l2, lipt_tensor *q, lipt_tensor *k
     lipt_tensor *out = lipt_tensor_new(ctx, 3, q->shape);
     lipt_node *node = lipt_record(ctx, l2 ? LIPT_OP_ATTENTION_L2 : LIPT_OP_ATTENTION_DP, out, 3,
                                   (lipt_tensor *[]){q, k, v});
-    const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], H, causal != 0, l2, q->data, k->data, v->data};
+    const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], H, causal != 0, l2, q->data, k->data, v->data,
+                               NULL, 0};
     float *P = node ? lipt_arena_alloc(&ctx->arena, (size_t)job.B * H * job.T * job.T * sizeof(float)) : NULL;
     lipt_attn_forward(ctx, &job, out->data, P);
     if (node) {
@@ -192,7 +217,7 @@ void lipt_attn_qkv_backward(lipt_ctx *ctx, lipt_node *node, int l2) {
     lipt_tensor *q = node->in[0], *k = node->in[1], *v = node->in[2];
     float *dq = lipt_grad_of(ctx, q), *dk = lipt_grad_of(ctx, k), *dv = lipt_grad_of(ctx, v);
     const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], node->iarg[0], node->iarg[1], l2,
-                               q->data, k->data, v->data};
+                               q->data, k->data, v->data, NULL, 0};
     lipt_attn_backward(ctx, &job, node->saved, node->out->grad, dq, dk, dv);
 }
 
@@ -201,3 +226,34 @@ lipt_tensor *lipt_attention_dp(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, li
 }
 
 void lipt_attention_dp_backward(lipt_ctx *ctx, lipt_node *node) { lipt_attn_qkv_backward(ctx, node, 0); }
+
+/* DP attention with a learned relative-position logit bias, causal. rel [H, S] with S >= T: logit (i, j) of
+ * head h gets rel[h, i - j]. saved: P [B,H,T,T]. iarg: 0 H, 1 S. */
+lipt_tensor *lipt_attention_dp_rel(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, lipt_tensor *rel,
+                                   int H) {
+    check_qkv("attention_dp_rel", q, k, v, H);
+    char a[64];
+    LIPT_CHECK(rel->ndim == 2 && rel->shape[0] == H && rel->shape[1] >= q->shape[1],
+               "attention_dp_rel: rel must be [H = %d, S >= T = %d], got %s", H, q->shape[1], lipt_shape_str(rel, a, 64));
+    lipt_tensor *out = lipt_tensor_new(ctx, 3, q->shape);
+    lipt_node *node = lipt_record(ctx, LIPT_OP_ATTENTION_DP_REL, out, 4, (lipt_tensor *[]){q, k, v, rel});
+    const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], H, 1, 0, q->data, k->data, v->data,
+                               rel->data, rel->shape[1]};
+    float *P = node ? lipt_arena_alloc(&ctx->arena, (size_t)job.B * H * job.T * job.T * sizeof(float)) : NULL;
+    lipt_attn_forward(ctx, &job, out->data, P);
+    if (node) {
+        node->saved = P;
+        node->iarg[0] = H;
+        node->iarg[1] = rel->shape[1];
+    }
+    return out;
+}
+
+void lipt_attention_dp_rel_backward(lipt_ctx *ctx, lipt_node *node) {
+    lipt_tensor *q = node->in[0], *k = node->in[1], *v = node->in[2], *rel = node->in[3];
+    float *dq = lipt_grad_of(ctx, q), *dk = lipt_grad_of(ctx, k), *dv = lipt_grad_of(ctx, v);
+    float *drel = lipt_grad_of(ctx, rel);
+    const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], node->iarg[0], 1, 0,
+                               q->data, k->data, v->data, rel->data, node->iarg[1]};
+    lipt_attn_backward_rel(ctx, &job, node->saved, node->out->grad, dq, dk, dv, drel);
+}

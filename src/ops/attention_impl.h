@@ -10,6 +10,10 @@
 typedef struct {
     int B, T, D, H, causal, l2;
     const float *q, *k, *v;
+    /* Optional relative-position logit bias (causal only): rel[h * rel_stride + (i - j)] is added to logit (i, j)
+     * of head h. A constant of the input, so it costs nothing in a Lipschitz bound. NULL: none. */
+    const float *rel;
+    int rel_stride;
 } lipt_attn_job;
 
 /* The untied attention op: attention_dp (l2 = 0) or attention_l2 (l2 = 1) of [B,T,D] q, k, v with H heads,
@@ -25,5 +29,8 @@ void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *job, float *out, floa
  * and the saved P. Scratch comes from the arena and is released before returning. */
 void lipt_attn_backward(lipt_ctx *ctx, const lipt_attn_job *job, const float *P, const float *dout, float *dq,
                         float *dk, float *dv);
+/* The same with the gradient of the relative bias accumulated (+=) into drel [H * rel_stride] (may be NULL). */
+void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *job, const float *P, const float *dout, float *dq,
+                            float *dk, float *dv, float *drel);
 
 #endif

@@ -51,7 +51,7 @@ lipt_tensor *lipt_attention_l2_tied(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *
     float *VM = lipt_arena_alloc(&ctx->arena, ((size_t)B * T * D + (size_t)H * d * d) * sizeof(float));
     tied_values(q, wq, wv, H, VM);
     float *P = node ? lipt_arena_alloc(&ctx->arena, (size_t)B * H * T * T * sizeof(float)) : NULL;
-    const lipt_attn_job job = {B, T, D, H, causal != 0, 1, q->data, q->data, VM};
+    const lipt_attn_job job = {B, T, D, H, causal != 0, 1, q->data, q->data, VM, NULL, 0};
     lipt_attn_forward(ctx, &job, out->data, P);
     if (node) {
         node->saved = P;
@@ -76,7 +76,7 @@ void lipt_attention_l2_tied_backward(lipt_ctx *ctx, lipt_node *node) {
     const float *V = node->saved2, *M = V + (size_t)BT * D;
     lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
     float *dV = lipt_arena_calloc(&ctx->arena, (size_t)BT * D * sizeof(float));
-    const lipt_attn_job job = {B, T, D, H, node->iarg[1], 1, q->data, q->data, V};
+    const lipt_attn_job job = {B, T, D, H, node->iarg[1], 1, q->data, q->data, V, NULL, 0};
     lipt_attn_backward(ctx, &job, node->saved, node->out->grad, dq, dq, dV);
     float *dM = (dwq || dwv) ? lipt_arena_alloc(&ctx->arena, (size_t)d * d * sizeof(float)) : NULL;
     for (int h = 0; h < H; h++) {
