@@ -373,7 +373,7 @@ static int exp_tightness(int argc, char **argv) {
     weights_init(&w0, (int)D, ones, wscale, splitmix64((uint64_t)seed));
     float *vbuf = malloc(sizeof(float) * (size_t)(2 * H * D + 4 * D));
     lipt_bound_vectors vec = {vbuf, vbuf + H * D, vbuf + H * D + D, vbuf + 2 * H * D + D, vbuf + 2 * H * D + 2 * D,
-                              vbuf + 2 * H * D + 3 * D};
+                              vbuf + 2 * H * D + 3 * D, NULL, NULL, 0};
     if (norm2) {
         lipt_bound_vectors_init(&vec, (int)D, (int)H, (uint64_t)seed + 7);
         bound_2(&w0, (int)H, 2, &vec, (int)piters); /* converge the vectors once: the weights do not change */

@@ -279,7 +279,7 @@ static double check_lipschitz(golden *G) {
     load_values(G, "param/");
     for (int l = 0; l < L; l++) {
         lipt_layer_lipschitz r;
-        lipt_model_layer_lipschitz(&G->m, l, &r);
+        lipt_model_layer_lipschitz(&G->m, l, 0, &r);
         const double got[6] = {r.attn_bound, r.attn_factor, r.sigma1, r.sigma2, r.ffn_factor1, r.ffn_factor2};
         for (int k = 0; k < 6; k++) {
             char name[64];

@@ -65,7 +65,7 @@ static void att_init(att_branch *m, int N, int D, int H, int causal, int dp, int
     m->wo = tu_tensor(&r, 2, (int[]){D, D}, sd, 0);
     float *b = malloc((size_t)(2 * H * D + 4 * D) * sizeof(float));
     m->vec = (lipt_bound_vectors){b, b + H * D, b + H * D + D, b + 2 * H * D + D, b + 2 * H * D + 2 * D,
-                                  b + 2 * H * D + 3 * D};
+                                  b + 2 * H * D + 3 * D, NULL, NULL, 0};
     m->vecbuf = b;
     lipt_bound_vectors_init(&m->vec, D, H, seed + 1);
     lipt_ctx ctx;

@@ -55,7 +55,7 @@ static lipt_tensor *att_forward(lipt_ctx *ctx, lipt_tensor *x, void *user) {
 static void vec_alloc(lipt_bound_vectors *v, float **buf, int D, int H) {
     float *b = malloc((size_t)(2 * H * D + 4 * D) * sizeof(float));
     *v = (lipt_bound_vectors){b, b + H * D, b + H * D + D, b + 2 * H * D + D, b + 2 * H * D + 2 * D,
-                              b + 2 * H * D + 3 * D};
+                              b + 2 * H * D + 3 * D, NULL, NULL, 0};
     *buf = b;
 }
 

@@ -361,7 +361,7 @@ START_TEST(test_gradients) {
             lipt_model_refresh_norms(&m, 300);
             for (int l = 0; l < L; l++) {
                 lipt_layer_lipschitz lp;
-                lipt_model_layer_lipschitz(&m, l, &lp);
+                lipt_model_layer_lipschitz(&m, l, 0, &lp);
                 ck_assert_msg(lp.attn_factor < 1 && lp.ffn_factor1 < 1 && lp.ffn_factor2 < 1,
                               "normalisers inactive: %g %g %g", lp.attn_factor, lp.ffn_factor1, lp.ffn_factor2);
             }
@@ -473,7 +473,7 @@ static void ref_branch(lipt_model *m, int l, int which, const float *xf, int T, 
     const lipt_layer *L = &m->layers[l];
     const int D = c->d_model, H = c->n_heads, d = D / H, F = c->d_ff;
     lipt_layer_lipschitz lp;
-    lipt_model_layer_lipschitz(m, l, &lp);
+    lipt_model_layer_lipschitz(m, l, 0, &lp);
     double *x = malloc((size_t)T * D * sizeof(double));
     for (int i = 0; i < T * D; i++) x[i] = xf[i];
     const lipt_tensor *g = which ? L->ln2_g : L->ln1_g, *bb = which ? L->ln2_b : L->ln1_b;
@@ -564,7 +564,7 @@ START_TEST(test_branch_reference) {
         if (m.invertible) {
             lipt_model_refresh_norms(&m, 300);
             lipt_layer_lipschitz lp;
-            lipt_model_layer_lipschitz(&m, 1, &lp);
+            lipt_model_layer_lipschitz(&m, 1, 0, &lp);
             ck_assert(lp.attn_factor < 1 && lp.ffn_factor1 < 1 && lp.ffn_factor2 < 1);
         }
         lipt_ctx ctx;
@@ -626,12 +626,12 @@ START_TEST(test_contractive_branches) {
             for (int l = 0; l < L; l++) {
                 const lipt_layer *Ly = &m.layers[l];
                 lipt_layer_lipschitz lp;
-                lipt_model_layer_lipschitz(&m, l, &lp);
+                lipt_model_layer_lipschitz(&m, l, 0, &lp);
                 /* the factors are 1/max(1, bound/c), and the bound matches an independent evaluation */
                 lipt_tensor *ub;
                 if (ln) {
                     lipt_bound_vectors v = {Ly->bv[0]->data, Ly->bv[1]->data, Ly->bv[2]->data,
-                                            Ly->bv[3]->data, Ly->bv[4]->data, Ly->bv[5]->data};
+                                            Ly->bv[3]->data, Ly->bv[4]->data, Ly->bv[5]->data, NULL, NULL, m.cfg.gram_iters};
                     ub = lipt_bound_l2_2(&ctx, Ly->wq, Ly->wv, Ly->wo, H, N, &v, 0);
                 } else {
                     ub = lipt_bound_l2_inf(&ctx, Ly->wq, Ly->wv, Ly->wo, H, N);

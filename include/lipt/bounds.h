@@ -17,17 +17,36 @@ double lipt_phi_inv(double y);
  * row-sum reading violated numerically. Subgradients at the argmax rows/columns. */
 lipt_tensor *lipt_bound_l2_inf(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv, lipt_tensor *wo, int H, int N);
 
-/* Persistent power-iteration vectors for the spectral norms in the 2-norm bound (sizes for D, H:
- * uq [H*D], vq [D], uv [H*D], vv [D], uo [D], vo [D]); owned by the caller (model buffers). */
-typedef struct { float *uq, *vq, *uv, *vv, *uo, *vo; } lipt_bound_vectors;
+/* Persistent power-iteration vectors for the spectral norms of the bounds (sizes for D, H: uq [H*D], vq [D],
+ * uv [H*D], vv [D], uo [D], vo [D], and for clipped-dp uk [H*D], vk [D]); owned by the caller (model buffers).
+ * The values of the spectral norms are certified upper bounds (lipt_spectral_norm_ub, Gram iteration with
+ * gram_iters squarings; <= 0 means LIPT_SPECTRAL_UB_ITERS_REPORT, the converged setting); the vectors only give
+ * the gradient u vᵀ. */
+typedef struct {
+    float *uq, *vq, *uv, *vv, *uo, *vo, *uk, *vk;
+    int gram_iters;
+} lipt_bound_vectors;
 
 /* 2-norm bound: (√N / s)(4 φ⁻¹(N−1) + 1) √(Σ_h ‖W^{Q,h}‖₂⁴ ‖W^{V,h}‖₂²) ‖W^O‖₂ -> one element.
- * Runs `iters` power-iteration rounds on the persistent vectors first (0: use them as they are, e.g. inside
- * a forward pass after the vectors were refreshed). The exponent 4 is required (the ‖W^{Q,h}‖₂² reading is
- * violated numerically when ‖W^Q‖₂ > 1). Gradients through dσ/dW = u vᵀ with the vectors held fixed, exact
- * once they have converged. */
+ * Runs `iters` power-iteration rounds on the persistent vectors first (0: use them as they are; they only
+ * steer the gradient). The spectral norms are certified upper bounds (Gram iteration, vec->gram_iters), so the
+ * result is a true upper bound at any iters. The exponent 4 is required (the ‖W^{Q,h}‖₂² reading is
+ * violated numerically when ‖W^Q‖₂ > 1). Gradients through dσ/dW = u vᵀ with the vectors held fixed. */
 lipt_tensor *lipt_bound_l2_2(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv, lipt_tensor *wo, int H, int N,
                              lipt_bound_vectors *vec, int iters);
+
+/* Tied L2 attention in the token-wise norm ‖X‖_{∞,2} = max_i ‖x_i‖₂ (CONTRACTIVE.md §2, checked by the exact-
+ * Jacobian tests): UB = ‖W^O‖₂ √(Σ_h L_h²), L_h = (1 + 6 W₀((N−1)/e)) ‖W^{Q,h}‖₂² ‖W^{V,h}‖₂ / √d. Certified
+ * spectral norms as in lipt_bound_l2_2 (uses uq, vq, uv, vv, uo, vo). */
+lipt_tensor *lipt_bound_l2_inf2(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv, lipt_tensor *wo, int H, int N,
+                                lipt_bound_vectors *vec, int iters);
+
+/* Clipped-input DP attention (attention = clipped-dp) in the token-wise norm: u_i = x_i min(1, R/‖x_i‖), causal
+ * DP attention on u with any input-independent logit bias, values u W^V. Per head, with
+ * τ_h = R² ‖W^{Q,h}‖₂ ‖W^{K,h}‖₂ / √d (the largest |logit| change scale), L_h = ‖W^{V,h}‖₂ (1 + 2 τ_h), and
+ * UB = ‖W^O‖₂ √(Σ_h L_h²), for every N (models/README.md gives the derivation). Uses every vector of vec. */
+lipt_tensor *lipt_bound_clipped_dp(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wk, lipt_tensor *wv, lipt_tensor *wo,
+                                   int H, double R, lipt_bound_vectors *vec, int iters);
 
 /* Fill bound vectors with a deterministic non-degenerate start (Gaussian, unit length per block) before the
  * first power iteration. */

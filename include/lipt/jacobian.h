@@ -43,6 +43,12 @@ lipt_status lipt_jacobian_norm_inf_at(const lipt_jac_map *m, const float *x, dou
 double lipt_matrix_norm_inf(const double *J, size_t m, size_t n);
 double lipt_matrix_norm_2(const double *J, size_t m, size_t n, double *u, double *v);
 
+/* The operator norm of an N·D square Jacobian (tokens of width D, token-major) in the token-wise mixed norm
+ * ‖X‖_{∞,2} = max_i ‖x_i‖₂, the norm clipped-dp and the inf2 bounds certify in. Returns a LOWER bound (the best
+ * value of an alternating maximisation per output token, each attained by a feasible input direction), and in
+ * *upper (may be NULL) the upper bound max_i Σ_k ‖J_ik‖₂ (block norms by lipt_matrix_norm_2). */
+double lipt_matrix_norm_inf2(const double *J, size_t N, size_t D, double *upper);
+
 /* Gradient ascent (Adam) on ‖J_f(X)‖ over X from random starts.
  * ∞-norm: the objective is the largest absolute row sum; its gradient along the current best row i with sign
  *   vector s = sign(J_i·) is the Hessian-vector product H_{f_i} s, taken as the central difference

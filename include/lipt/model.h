@@ -16,15 +16,24 @@ extern "C" {
  * "layers.<i>.<field>" with the field names below (e.g. "layers.0.attn.wq", "layers.3.ffn.w1"). */
 typedef struct {
     lipt_tensor *ln1_g, *ln1_b;            /* "ln1.gamma", "ln1.beta"   [D]  (not in the invertible model) */
-    lipt_tensor *wq, *wk, *wv, *wo, *bo;   /* "attn.wq" ... [D,D], "attn.bo" [D]; wk only for dp and l2 */
+    lipt_tensor *wq, *wk, *wv, *wo, *bo;   /* "attn.wq" ... [D,D], "attn.bo" [D]; wk only for dp, l2, clipped-dp */
+    lipt_tensor *rel;                      /* "attn.rel_bias" [H, seq_len] (clipped-dp with rel_bias = 1): the logit
+                                            * bias of head h at distance i - j is LIPT_REL_BIAS_GAIN * rel[h, i - j] */
+    lipt_tensor *an_s, *an_b;              /* "actnorm.log_scale", "actnorm.bias" [D] (actnorm = 1): after the
+                                            * block, x <- x * exp(log_scale) + bias */
     lipt_tensor *ln2_g, *ln2_b;            /* "ln2.gamma", "ln2.beta"   [D]  (not in the invertible model) */
     lipt_tensor *w1, *b1, *w2, *b2;        /* "ffn.w1" [D,F], "ffn.b1" [F], "ffn.w2" [F,D], "ffn.b2" [D] */
     lipt_tensor *beta;                     /* "ffn.beta" [1], LipSwish only */
     /* buffers (LIPT_PARAM_BUFFER): power-iteration vectors */
     lipt_tensor *sn1_u, *sn1_v, *sn2_u, *sn2_v;  /* "ffn.sn1.u" [D], "ffn.sn1.v" [F], "ffn.sn2.u" [F], "ffn.sn2.v" [D]
                                                   * (contractive ffn) */
-    lipt_tensor *bv[6];                    /* "attn.bound.{uq,vq,uv,vv,uo,vo}" (contractive-l2 with lip_norm 2) */
+    lipt_tensor *bv[8];                    /* "attn.bound.{uq,vq,uv,vv,uo,vo}" (contractive-l2 with lip_norm 2 or
+                                            * inf2, clipped-dp) and "attn.bound.{uk,vk}" (clipped-dp) */
 } lipt_layer;
+
+/* The relative-position bias is stored divided by this gain, so that Adam's per-step change (about lr) moves the
+ * logit bias at a useful rate (a bias of 5 in 1000 steps at lr 1e-3). */
+#define LIPT_REL_BIAS_GAIN 8.0f
 
 typedef struct {
     lipt_config cfg;
@@ -80,14 +89,20 @@ lipt_tensor *lipt_model_branch(lipt_ctx *ctx, const lipt_model *m, int layer, in
 typedef struct { const lipt_model *model; int layer, which; } lipt_branch_ref;
 lipt_tensor *lipt_model_branch_fn(lipt_ctx *ctx, lipt_tensor *x, void *branch_ref);
 
-/* Lipschitz normalisers of one block at the current weights and power-iteration vectors (no iterations run). */
+/* Lipschitz normalisers of one block at the current weights, with the spectral norms certified by Gram iteration
+ * with `gram_iters` squarings (0: the model's cfg.gram_iters, the setting the forward pass divides by). */
 typedef struct {
     double attn_bound;    /* UB of the unnormalised attention F (lip_norm norm); 0 for non-contractive */
     double attn_factor;   /* 1 / max(1, UB / c) */
-    double sigma1, sigma2;     /* power-iteration estimates of ‖W1‖₂, ‖W2‖₂ (contractive ffn) */
+    double sigma1, sigma2;     /* certified upper bounds of ‖W1‖₂, ‖W2‖₂ (contractive ffn) */
     double ffn_factor1, ffn_factor2; /* 1 / max(1, sigma / c) */
 } lipt_layer_lipschitz;
-void lipt_model_layer_lipschitz(lipt_model *m, int layer, lipt_layer_lipschitz *out);
+void lipt_model_layer_lipschitz(lipt_model *m, int layer, int gram_iters, lipt_layer_lipschitz *out);
+
+/* The attention bound UB of block `layer` (a one-element tensor, differentiable in the weights) for the model's
+ * attention kind and lip_norm, at sequence length N, with certified spectral norms (gram_iters squarings, 0: the
+ * config's). Only for contractive attention kinds. */
+lipt_tensor *lipt_model_attn_bound(lipt_ctx *ctx, const lipt_model *m, int layer, int N, int gram_iters);
 
 /* Model inversion (SPEC §3): forward in no-grad mode to the last hidden state, undo the blocks from the top
  * (feed-forward map, then attention map, each by lipt_fixed_point_invert), subtract the positional

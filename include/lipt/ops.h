@@ -64,11 +64,42 @@ lipt_tensor *lipt_attention_l2(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, li
  * Per head P = softmax(-|q_i - q_j|² / s), values Q_h M_h with M_h = W^{Q,h}ᵀ W^{V,h} / s,
  * which equals X A_h W^{V,h}. Gradients flow to q, wq and wv. */
 lipt_tensor *lipt_attention_l2_tied(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *wq, lipt_tensor *wv, int H, int causal);
+/* Causal DP attention with a learned relative-position logit bias: rel [H, S], S >= T; logit (i, j) of head h is
+ * q_i·k_j / s + rel[h, i - j]. The bias does not depend on the input (no cost in a Lipschitz bound). Gradients flow
+ * to q, k, v and rel. */
+lipt_tensor *lipt_attention_dp_rel(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, lipt_tensor *rel,
+                                   int H);
+/* Each row (last dim) projected onto the Euclidean ball of radius R: x · min(1, R / ‖x‖₂). 1-Lipschitz per row. */
+lipt_tensor *lipt_clip_rows(lipt_ctx *ctx, lipt_tensor *x, float R);
+/* Element-wise e^x (float32 expf). */
+lipt_tensor *lipt_exp(lipt_ctx *ctx, lipt_tensor *x);
 
 /* Spectral norms of the column blocks of w [R, C] (n_blocks blocks of C/n_blocks columns), by power
  * iteration with persistent vectors u [n_blocks*R] and v [C] (updated in place, `iters` rounds,
  * none when iters = 0) -> [n_blocks] (sigma_b = u_bᵀ W_b v_b). Gradient dsigma/dW = u vᵀ (u, v held fixed). */
 lipt_tensor *lipt_spectral_norm(lipt_ctx *ctx, lipt_tensor *w, float *u, float *v, int n_blocks, int iters);
+/* Certified upper bound of the spectral norm sigma of the R×cb block at column offset c0 of the row-major float
+ * matrix w [R, C] (row stride C), by Gram iteration (Delattre, Barthélemy, Araujo, Allauzen, ICML 2023) in double:
+ * G = W_bᵀW_b or W_bW_bᵀ (the smaller side), squared t = gram_iters times with power-of-two rescaling, and
+ * sigma <= ‖G^(2^t)‖_F^(1/2^(t+1)).  As ‖G^(2^t)‖_F = (Σ_j sigma_j^(2^(t+2)))^(1/2), in exact arithmetic the bound
+ * is >= sigma always and <= r^(1/2^(t+2)) sigma for a block of rank r.  The returned value also carries an argued
+ * margin for double rounding (γ_n bounds per product, propagated through the squarings and roots; about
+ * 1e-11 relative for 256×1024 blocks), so it is >= the exact sigma of the stored float block (IEEE
+ * round-to-nearest assumed).  +inf if the block has a non-finite entry, 0 if it is all zero.  Scratch
+ * (R·cb + 2 n²) doubles, n = min(R, cb), from ctx's arena, released before returning; cost about
+ * (max(R, cb) / 2 + t n / 2) n² multiply-adds through cblas_dsyrk (threaded by OpenBLAS). */
+double lipt_spectral_ub(lipt_ctx *ctx, const float *w, int R, int C, int c0, int cb, int gram_iters);
+/* Squarings that bring lipt_spectral_ub within 1e-3 of sigma in the worst case for rank <= 1024 (all singular values
+ * equal): 1024^(1/2^(t+2)) <= 1.001 needs 2^(t+2) >= ln 1024 / ln 1.001 = 6935, so t = 11 (factor 1.00085; t = 10
+ * gives 1.0017). */
+#define LIPT_SPECTRAL_UB_ITERS_REPORT 11
+/* Certified upper bounds (lipt_spectral_ub, rounded up to float) of the spectral norms of the column blocks of
+ * w [R, C] -> [n_blocks].  Also runs `power_iters` rounds (0: none, u and v untouched) of lipt_spectral_norm's
+ * power iteration on the persistent u [n_blocks*R], v [C]; the gradient is that of lipt_spectral_norm,
+ * dsigma_b/dW_b = u_b v_bᵀ with those vectors held fixed: the bound is not differentiated, the power estimate of
+ * sigma stands in for it (they agree at convergence up to the bound's slack). */
+lipt_tensor *lipt_spectral_norm_ub(lipt_ctx *ctx, lipt_tensor *w, float *u, float *v, int n_blocks, int power_iters,
+                                   int gram_iters);
 /* Induced infinity norms of the column blocks of w [R, C]: transpose = 0 gives ‖W_b‖_∞ (max abs row
  * sum), transpose = 1 gives ‖W_bᵀ‖_∞ (max abs column sum) -> [n_blocks]. Subgradient at the argmax. */
 lipt_tensor *lipt_norm_inf(lipt_ctx *ctx, lipt_tensor *w, int transpose, int n_blocks);

@@ -33,6 +33,13 @@ lipt_tensor *lipt_bound_l2_inf(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv, 
     return lipt_scale(ctx, lipt_mul(ctx, lipt_mul(ctx, q_max, v_max), o), (float)lead);
 }
 
+/* Certified spectral norms of column blocks (values: Gram-iteration upper bounds; gradient u vᵀ). */
+static lipt_tensor *spec_ub(lipt_ctx *ctx, lipt_tensor *w, float *u, float *v, int nb, int iters,
+                            const lipt_bound_vectors *vec) {
+    const int g = vec->gram_iters > 0 ? vec->gram_iters : LIPT_SPECTRAL_UB_ITERS_REPORT;
+    return lipt_spectral_norm_ub(ctx, w, u, v, nb, iters, g);
+}
+
 lipt_tensor *lipt_bound_l2_2(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv, lipt_tensor *wo, int H, int N,
                              lipt_bound_vectors *vec, int iters) {
     check_weights("bound_l2_2", wq, wv, wo, H, N);
@@ -40,13 +47,50 @@ lipt_tensor *lipt_bound_l2_2(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv, li
                "bound_l2_2: missing power-iteration vectors");
     const int d = wq->shape[0] / H;
     const double lead = sqrt((double)N) / sqrt((double)d) * (4.0 * lipt_phi_inv((double)(N - 1)) + 1.0);
-    lipt_tensor *sq = lipt_spectral_norm(ctx, wq, vec->uq, vec->vq, H, iters); /* ‖W^{Q,h}‖₂ [H] */
-    lipt_tensor *sv = lipt_spectral_norm(ctx, wv, vec->uv, vec->vv, H, iters); /* ‖W^{V,h}‖₂ [H] */
-    lipt_tensor *so = lipt_spectral_norm(ctx, wo, vec->uo, vec->vo, 1, iters); /* ‖W^O‖₂ */
+    lipt_tensor *sq = spec_ub(ctx, wq, vec->uq, vec->vq, H, iters, vec); /* ‖W^{Q,h}‖₂ [H] */
+    lipt_tensor *sv = spec_ub(ctx, wv, vec->uv, vec->vv, H, iters, vec); /* ‖W^{V,h}‖₂ [H] */
+    lipt_tensor *so = spec_ub(ctx, wo, vec->uo, vec->vo, 1, iters, vec); /* ‖W^O‖₂ */
     /* (‖W^{Q,h}‖₂² ‖W^{V,h}‖₂)² = ‖W^{Q,h}‖₂⁴ ‖W^{V,h}‖₂²: the map is homogeneous of degree 2 in W^Q */
     lipt_tensor *t = lipt_mul(ctx, lipt_mul(ctx, sq, sq), sv);
     lipt_tensor *root = lipt_sqrt(ctx, lipt_sum(ctx, lipt_mul(ctx, t, t)));
     return lipt_scale(ctx, lipt_mul(ctx, root, so), (float)lead);
+}
+
+lipt_tensor *lipt_bound_l2_inf2(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv, lipt_tensor *wo, int H, int N,
+                                lipt_bound_vectors *vec, int iters) {
+    check_weights("bound_l2_inf2", wq, wv, wo, H, N);
+    LIPT_CHECK(vec && vec->uq && vec->vq && vec->uv && vec->vv && vec->uo && vec->vo,
+               "bound_l2_inf2: missing power-iteration vectors");
+    const int d = wq->shape[0] / H;
+    const double lead = (1.0 + 6.0 * lipt_phi_inv((double)(N - 1))) / sqrt((double)d);
+    lipt_tensor *sq = spec_ub(ctx, wq, vec->uq, vec->vq, H, iters, vec);
+    lipt_tensor *sv = spec_ub(ctx, wv, vec->uv, vec->vv, H, iters, vec);
+    lipt_tensor *so = spec_ub(ctx, wo, vec->uo, vec->vo, 1, iters, vec);
+    lipt_tensor *t = lipt_mul(ctx, lipt_mul(ctx, sq, sq), sv); /* L_h / lead */
+    lipt_tensor *root = lipt_sqrt(ctx, lipt_sum(ctx, lipt_mul(ctx, t, t)));
+    return lipt_scale(ctx, lipt_mul(ctx, root, so), (float)lead);
+}
+
+lipt_tensor *lipt_bound_clipped_dp(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wk, lipt_tensor *wv, lipt_tensor *wo,
+                                   int H, double R, lipt_bound_vectors *vec, int iters) {
+    check_weights("bound_clipped_dp", wq, wv, wo, H, 1);
+    char a[64];
+    LIPT_CHECK(lipt_same_shape(wq, wk), "bound_clipped_dp: wk %s must be [D,D]", lipt_shape_str(wk, a, 64));
+    LIPT_CHECK(vec && vec->uq && vec->vq && vec->uv && vec->vv && vec->uo && vec->vo && vec->uk && vec->vk,
+               "bound_clipped_dp: missing power-iteration vectors");
+    LIPT_CHECK(R > 0 && isfinite(R), "bound_clipped_dp: radius %g", R);
+    const int d = wq->shape[0] / H;
+    lipt_tensor *sq = spec_ub(ctx, wq, vec->uq, vec->vq, H, iters, vec); /* ‖W^{Q,h}‖₂ [H] */
+    lipt_tensor *sk = spec_ub(ctx, wk, vec->uk, vec->vk, H, iters, vec); /* ‖W^{K,h}‖₂ [H] */
+    lipt_tensor *sv = spec_ub(ctx, wv, vec->uv, vec->vv, H, iters, vec); /* ‖W^{V,h}‖₂ [H] */
+    lipt_tensor *so = spec_ub(ctx, wo, vec->uo, vec->vo, 1, iters, vec); /* ‖W^O‖₂ */
+    /* 1 + 2τ_h = 1 + (2 R² / √d) ‖W^{Q,h}‖ ‖W^{K,h}‖ */
+    lipt_tensor *two_tau = lipt_scale(ctx, lipt_mul(ctx, sq, sk), (float)(2.0 * R * R / sqrt((double)d)));
+    lipt_tensor *one = lipt_tensor_1d(ctx, 1);
+    one->data[0] = 1.0f;
+    lipt_tensor *lh = lipt_mul(ctx, sv, lipt_add(ctx, two_tau, one));
+    lipt_tensor *root = lipt_sqrt(ctx, lipt_sum(ctx, lipt_mul(ctx, lh, lh)));
+    return lipt_mul(ctx, root, so);
 }
 
 /* Unit-length blocks of n floats each. */
@@ -74,4 +118,6 @@ void lipt_bound_vectors_init(lipt_bound_vectors *vec, int D, int H, uint64_t see
     fill_unit_blocks(&r, vec->vv, H, d);
     fill_unit_blocks(&r, vec->uo, 1, D);
     fill_unit_blocks(&r, vec->vo, 1, D);
+    if (vec->uk) fill_unit_blocks(&r, vec->uk, H, D);
+    if (vec->vk) fill_unit_blocks(&r, vec->vk, H, d);
 }

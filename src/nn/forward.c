@@ -35,9 +35,11 @@ lipt_tensor *lipt_model_embed(lipt_ctx *ctx, const lipt_model *m, const int *ids
 static lipt_tensor *contract(lipt_ctx *ctx, lipt_tensor *s, float c) { return lipt_contract_factor(ctx, s, c); }
 
 /* Multi-head attention of x (already layer-normed for the pre-LN variants), with its output projection. */
-static lipt_tensor *attention(lipt_ctx *ctx, const lipt_model *m, const lipt_layer *L, lipt_tensor *x) {
+static lipt_tensor *attention(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x) {
     const lipt_config *c = &m->cfg;
+    const lipt_layer *L = &m->layers[layer];
     const int H = c->n_heads;
+    if (c->attention == LIPT_ATTN_CLIPPED_DP) x = lipt_clip_rows(ctx, x, lipt_config_clip_radius(c));
     lipt_tensor *q = lipt_matmul(ctx, x, L->wq, 0, 0), *a;
     switch (c->attention) {
     case LIPT_ATTN_DP:
@@ -46,23 +48,27 @@ static lipt_tensor *attention(lipt_ctx *ctx, const lipt_model *m, const lipt_lay
     case LIPT_ATTN_L2:
         a = lipt_attention_l2(ctx, q, lipt_matmul(ctx, x, L->wk, 0, 0), lipt_matmul(ctx, x, L->wv, 0, 0), H, 1);
         break;
+    case LIPT_ATTN_CLIPPED_DP: {
+        /* x was clipped to the ball of radius R by the caller (q computed from the clipped rows) */
+        lipt_tensor *k = lipt_matmul(ctx, x, L->wk, 0, 0), *v = lipt_matmul(ctx, x, L->wv, 0, 0);
+        if (L->rel) {
+            a = lipt_attention_dp_rel(ctx, q, k, v, lipt_scale(ctx, L->rel, LIPT_REL_BIAS_GAIN), H);
+        } else {
+            a = lipt_attention_dp(ctx, q, k, v, H, 1);
+        }
+        break;
+    }
     case LIPT_ATTN_L2_TIED:
     case LIPT_ATTN_CONTRACTIVE_L2:
     default:
         a = lipt_attention_l2_tied(ctx, q, L->wq, L->wv, H, 1);
         break;
     }
-    if (c->attention != LIPT_ATTN_CONTRACTIVE_L2) return linear(ctx, a, L->wo, L->bo);
-    /* contractive: F / max(1, UB/c) with UB for N = seq_len: the bound grows with N, so it covers every shorter
-     * (causal) sequence. The bias is a constant shift, outside the bounded map. */
-    lipt_tensor *ub;
-    if (c->lip_norm == LIPT_LIPNORM_2) {
-        lipt_bound_vectors v = {L->bv[0]->data, L->bv[1]->data, L->bv[2]->data,
-                                L->bv[3]->data, L->bv[4]->data, L->bv[5]->data};
-        ub = lipt_bound_l2_2(ctx, L->wq, L->wv, L->wo, H, c->seq_len, &v, 0);
-    } else {
-        ub = lipt_bound_l2_inf(ctx, L->wq, L->wv, L->wo, H, c->seq_len);
-    }
+    if (!lipt_attn_contractive(c->attention)) return linear(ctx, a, L->wo, L->bo);
+    /* contractive: F / max(1, UB/c), UB a certified bound at the current weights (for tied L2 at N = seq_len: the
+     * bound grows with N, so it covers every shorter causal sequence; clipped-dp's does not depend on N). The bias
+     * is a constant shift, outside the bounded map. */
+    lipt_tensor *ub = lipt_model_attn_bound(ctx, m, layer, c->seq_len, 0);
     lipt_tensor *f = lipt_mul(ctx, lipt_matmul(ctx, a, L->wo, 0, 0), contract(ctx, ub, c->c));
     return lipt_add(ctx, f, L->bo);
 }
@@ -77,14 +83,16 @@ static lipt_tensor *activation(lipt_ctx *ctx, const lipt_model *m, const lipt_la
     }
 }
 
-/* W2 act(W1 x + b1) + b2 per token; contractive: each W / max(1, sigma(W)/c), sigma from the persistent
- * power-iteration vectors (no rounds here: lipt_model_refresh_norms runs them), dsigma/dW = u vᵀ. */
+/* W2 act(W1 x + b1) + b2 per token; contractive: each W / max(1, sigma(W)/c), sigma a certified upper bound
+ * (Gram iteration, cfg.gram_iters squarings) at the current weights, gradient u vᵀ from the persistent
+ * power-iteration vectors (no rounds here: lipt_model_refresh_norms runs them). */
 static lipt_tensor *feed_forward(lipt_ctx *ctx, const lipt_model *m, const lipt_layer *L, lipt_tensor *x) {
     lipt_tensor *w1 = L->w1, *w2 = L->w2;
     if (m->cfg.ffn == LIPT_FFN_CONTRACTIVE) {
-        float c = m->cfg.c;
-        w1 = lipt_mul(ctx, w1, contract(ctx, lipt_spectral_norm(ctx, L->w1, L->sn1_u->data, L->sn1_v->data, 1, 0), c));
-        w2 = lipt_mul(ctx, w2, contract(ctx, lipt_spectral_norm(ctx, L->w2, L->sn2_u->data, L->sn2_v->data, 1, 0), c));
+        const float c = m->cfg.c;
+        const int g = m->cfg.gram_iters;
+        w1 = lipt_mul(ctx, w1, contract(ctx, lipt_spectral_norm_ub(ctx, L->w1, L->sn1_u->data, L->sn1_v->data, 1, 0, g), c));
+        w2 = lipt_mul(ctx, w2, contract(ctx, lipt_spectral_norm_ub(ctx, L->w2, L->sn2_u->data, L->sn2_v->data, 1, 0, g), c));
     }
     lipt_tensor *h = activation(ctx, m, L, linear(ctx, x, w1, L->b1));
     return linear(ctx, h, w2, L->b2);
@@ -97,10 +105,10 @@ lipt_tensor *lipt_model_branch(lipt_ctx *ctx, const lipt_model *m, int layer, in
                "model branch: x must be [B,T<=%d,%d]", m->cfg.seq_len, m->cfg.d_model);
     const lipt_layer *L = &m->layers[layer];
     const float eps = m->cfg.ln_eps;
-    if (which == LIPT_BRANCH_MHA) return attention(ctx, m, L, x);
+    if (which == LIPT_BRANCH_MHA) return attention(ctx, m, layer, x);
     if (which == LIPT_BRANCH_ATTN) {
         lipt_tensor *in = m->invertible ? x : lipt_layernorm(ctx, x, L->ln1_g, L->ln1_b, eps);
-        return attention(ctx, m, L, in);
+        return attention(ctx, m, layer, in);
     }
     lipt_tensor *in = m->invertible ? x : lipt_layernorm(ctx, x, L->ln2_g, L->ln2_b, eps);
     return feed_forward(ctx, m, L, in);
@@ -118,6 +126,8 @@ lipt_tensor *lipt_model_block(lipt_ctx *ctx, const lipt_model *m, int layer, lip
         if (p > 0 && ctx->training) g = lipt_dropout(ctx, g, p);
         x = lipt_add(ctx, x, g);
     }
+    const lipt_layer *L = &m->layers[layer];
+    if (L->an_s) x = lipt_add(ctx, lipt_mul(ctx, x, lipt_exp(ctx, L->an_s)), L->an_b); /* ActNorm: exact inverse */
     return x;
 }
 

@@ -23,7 +23,8 @@ lipt_status lipt_model_invert(lipt_ctx *ctx, const lipt_model *m, const int *ids
     res->failed_layer = res->failed_branch = -1;
     if (!m->invertible)
         return lipt_fail(err, LIPT_ERR_ARG,
-                         "model inversion needs the invertible model (attention = contractive-l2, ffn = contractive); "
+                         "model inversion needs the invertible model (attention = clipped-dp or contractive-l2, ffn = "
+                         "contractive); "
                          "this one has attention = %s, ffn = %s",
                          lipt_attn_name(m->cfg.attention), lipt_ffn_name(m->cfg.ffn));
     lipt_status st = lipt_model_check_ids(m, ids, 1, T, err);
@@ -58,6 +59,12 @@ lipt_status lipt_model_invert(lipt_ctx *ctx, const lipt_model *m, const int *ids
 
     st = LIPT_OK;
     for (int l = L - 1; l >= 0 && st == LIPT_OK; l--) {
+        const lipt_layer *Ly = &m->layers[l];
+        if (Ly->an_s) /* ActNorm y = x exp(s) + b, undone exactly */
+            for (size_t i = 0; i < n; i++) {
+                const size_t c = i % (size_t)D;
+                y[i] = (float)(((double)y[i] - Ly->an_b->data[c]) * exp(-(double)Ly->an_s->data[c]));
+            }
         /* the block is x -> x + g_attn(x) -> . + g_ffn(.): undo the feed-forward map first */
         for (int which = LIPT_BRANCH_FFN; which >= LIPT_BRANCH_ATTN; which--) {
             const int k = 2 * l + which;

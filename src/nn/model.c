@@ -15,8 +15,15 @@ static lipt_tensor *add_param(lipt_params *p, int layer, const char *field, int 
     return lipt_param_add(p, name, ndim, shape, flags);
 }
 
-static const char *const bound_vec_names[6] = {"attn.bound.uq", "attn.bound.vq", "attn.bound.uv",
-                                               "attn.bound.vv", "attn.bound.uo", "attn.bound.vo"};
+static const char *const bound_vec_names[8] = {"attn.bound.uq", "attn.bound.vq", "attn.bound.uv", "attn.bound.vv",
+                                               "attn.bound.uo", "attn.bound.vo", "attn.bound.uk", "attn.bound.vk"};
+
+/* Which bound vectors a config needs: 0, 6 (tied L2 with spectral norms) or 8 (clipped-dp: also W^K). */
+static int n_bound_vecs(const lipt_config *c) {
+    if (c->attention == LIPT_ATTN_CLIPPED_DP) return 8;
+    if (c->attention == LIPT_ATTN_CONTRACTIVE_L2 && c->lip_norm != LIPT_LIPNORM_INF) return 6;
+    return 0;
+}
 
 /* Registration order is the checkpoint order: tok_emb, pos_emb, each layer (its buffers last), ln_f, head. */
 static void register_params(lipt_model *m) {
@@ -33,11 +40,13 @@ static void register_params(lipt_model *m) {
             L->ln1_b = add_param(p, l, "ln1.beta", 1, (int[]){D}, ND);
         }
         L->wq = add_param(p, l, "attn.wq", 2, (int[]){D, D}, 0);
-        if (c->attention == LIPT_ATTN_DP || c->attention == LIPT_ATTN_L2)
+        if (c->attention == LIPT_ATTN_DP || c->attention == LIPT_ATTN_L2 || c->attention == LIPT_ATTN_CLIPPED_DP)
             L->wk = add_param(p, l, "attn.wk", 2, (int[]){D, D}, 0);
         L->wv = add_param(p, l, "attn.wv", 2, (int[]){D, D}, 0);
         L->wo = add_param(p, l, "attn.wo", 2, (int[]){D, D}, 0);
         L->bo = add_param(p, l, "attn.bo", 1, (int[]){D}, ND);
+        if (c->attention == LIPT_ATTN_CLIPPED_DP && c->rel_bias)
+            L->rel = add_param(p, l, "attn.rel_bias", 2, (int[]){H, c->seq_len}, ND);
         if (!m->invertible) {
             L->ln2_g = add_param(p, l, "ln2.gamma", 1, (int[]){D}, ND);
             L->ln2_b = add_param(p, l, "ln2.beta", 1, (int[]){D}, ND);
@@ -53,10 +62,15 @@ static void register_params(lipt_model *m) {
             L->sn2_u = add_param(p, l, "ffn.sn2.u", 1, (int[]){F}, BUF);
             L->sn2_v = add_param(p, l, "ffn.sn2.v", 1, (int[]){D}, BUF);
         }
-        if (c->attention == LIPT_ATTN_CONTRACTIVE_L2 && c->lip_norm == LIPT_LIPNORM_2) {
-            /* sizes from bounds.h: uq [H*D], vq [D], uv [H*D], vv [D], uo [D], vo [D] */
-            const int n[6] = {H * D, D, H * D, D, D, D};
-            for (int i = 0; i < 6; i++) L->bv[i] = add_param(p, l, bound_vec_names[i], 1, (int[]){n[i]}, BUF);
+        if (c->actnorm) {
+            L->an_s = add_param(p, l, "actnorm.log_scale", 1, (int[]){D}, ND);
+            L->an_b = add_param(p, l, "actnorm.bias", 1, (int[]){D}, ND);
+        }
+        {
+            /* sizes from bounds.h: uq [H*D], vq [D], uv [H*D], vv [D], uo [D], vo [D], uk [H*D], vk [D] */
+            const int n[8] = {H * D, D, H * D, D, D, D, H * D, D};
+            for (int i = 0; i < n_bound_vecs(c); i++)
+                L->bv[i] = add_param(p, l, bound_vec_names[i], 1, (int[]){n[i]}, BUF);
         }
     }
     m->lnf_g = add_param(p, -1, "ln_f.gamma", 1, (int[]){D}, ND);
@@ -107,10 +121,27 @@ static void fill_unit(lipt_rng *r, lipt_tensor *t) {
     for (size_t i = 0; i < t->numel; i++) t->data[i] = (float)(t->data[i] * s);
 }
 
-static lipt_bound_vectors bound_vectors(const lipt_layer *L) {
-    lipt_bound_vectors v = {L->bv[0]->data, L->bv[1]->data, L->bv[2]->data,
-                            L->bv[3]->data, L->bv[4]->data, L->bv[5]->data};
+static lipt_bound_vectors bound_vectors(const lipt_model *m, const lipt_layer *L, int gram_iters) {
+    lipt_bound_vectors v;
+    float *p[8] = {0};
+    for (int i = 0; i < 8; i++) p[i] = L->bv[i] ? L->bv[i]->data : NULL;
+    v.uq = p[0], v.vq = p[1], v.uv = p[2], v.vv = p[3], v.uo = p[4], v.vo = p[5], v.uk = p[6], v.vk = p[7];
+    v.gram_iters = gram_iters > 0 ? gram_iters : m->cfg.gram_iters;
     return v;
+}
+
+lipt_tensor *lipt_model_attn_bound(lipt_ctx *ctx, const lipt_model *m, int layer, int N, int gram_iters) {
+    const lipt_config *c = &m->cfg;
+    LIPT_CHECK(layer >= 0 && layer < c->n_layers, "attn_bound: layer %d of %d", layer, c->n_layers);
+    LIPT_CHECK(lipt_attn_contractive(c->attention), "attn_bound: attention %s is not contractive",
+               lipt_attn_name(c->attention));
+    const lipt_layer *L = &m->layers[layer];
+    lipt_bound_vectors v = bound_vectors(m, L, gram_iters);
+    if (c->attention == LIPT_ATTN_CLIPPED_DP)
+        return lipt_bound_clipped_dp(ctx, L->wq, L->wk, L->wv, L->wo, c->n_heads, lipt_config_clip_radius(c), &v, 0);
+    if (c->lip_norm == LIPT_LIPNORM_2) return lipt_bound_l2_2(ctx, L->wq, L->wv, L->wo, c->n_heads, N, &v, 0);
+    if (c->lip_norm == LIPT_LIPNORM_INF2) return lipt_bound_l2_inf2(ctx, L->wq, L->wv, L->wo, c->n_heads, N, &v, 0);
+    return lipt_bound_l2_inf(ctx, L->wq, L->wv, L->wo, c->n_heads, N);
 }
 
 void lipt_model_init_weights(lipt_model *m, uint64_t seed) {
@@ -134,6 +165,12 @@ void lipt_model_init_weights(lipt_model *m, uint64_t seed) {
         fill_const(L->ln1_g, 1.0f);
         fill_const(L->ln2_g, 1.0f);
         double qk_std = c->attention == LIPT_ATTN_DP ? 0.02 : l2_std;
+        if (c->attention == LIPT_ATTN_CLIPPED_DP) {
+            /* logits u_i W^Q W^Kᵀ u_j / √d with |u| <= R = √D: std (D √d)^{-1/2} / 2 gives the bound's
+             * τ = R² ‖W^Q_h‖ ‖W^K_h‖ / √d ≈ 2.3 at D = 128 and 256 (‖W_h‖ ≈ std (√D + √d)): soft attention whose
+             * division by the bound starts mild */
+            qk_std = 0.5 / sqrt((double)D * sqrt((double)d));
+        }
         fill_normal(&rng, L->wq, qk_std);
         fill_normal(&rng, L->wk, qk_std);
         fill_normal(&rng, L->wv, 0.02);
@@ -145,8 +182,17 @@ void lipt_model_init_weights(lipt_model *m, uint64_t seed) {
         fill_unit(&rng, L->sn1_v);
         fill_unit(&rng, L->sn2_u);
         fill_unit(&rng, L->sn2_v);
+        if (L->rel) {
+            /* ALiBi-like start: head h prefers recent tokens with slope 2^{-8(h+1)/H} per step of distance */
+            const int S = c->seq_len;
+            for (int h = 0; h < H; h++) {
+                const double slope = pow(2.0, -8.0 * (h + 1) / H);
+                for (int t = 0; t < S; t++) L->rel->data[(size_t)h * S + t] = (float)(-slope * t / LIPT_REL_BIAS_GAIN);
+            }
+        }
+        /* an_s, an_b stay 0: ActNorm starts as the identity */
         if (L->bv[0]) {
-            lipt_bound_vectors v = bound_vectors(L);
+            lipt_bound_vectors v = bound_vectors(m, L, 0);
             lipt_bound_vectors_init(&v, D, H, seed * 1000003u + (uint64_t)l);
         }
     }
@@ -165,15 +211,21 @@ void lipt_model_refresh_norms(lipt_model *m, int iters) {
         lipt_spectral_norm(ctx, L->w1, L->sn1_u->data, L->sn1_v->data, 1, iters);
         lipt_spectral_norm(ctx, L->w2, L->sn2_u->data, L->sn2_v->data, 1, iters);
         if (L->bv[0]) {
-            lipt_bound_vectors v = bound_vectors(L);
-            lipt_bound_l2_2(ctx, L->wq, L->wv, L->wo, c->n_heads, c->seq_len, &v, iters);
+            /* power rounds only steer the gradient: the bound's value is certified whatever their state; one
+             * Gram squaring keeps this refresh cheap */
+            lipt_bound_vectors v = bound_vectors(m, L, 1);
+            if (c->attention == LIPT_ATTN_CLIPPED_DP)
+                lipt_bound_clipped_dp(ctx, L->wq, L->wk, L->wv, L->wo, c->n_heads, lipt_config_clip_radius(c), &v,
+                                      iters);
+            else
+                lipt_bound_l2_2(ctx, L->wq, L->wv, L->wo, c->n_heads, c->seq_len, &v, iters);
         }
         lipt_ctx_reset(ctx);
     }
     lipt_no_grad_pop(ctx);
 }
 
-void lipt_model_layer_lipschitz(lipt_model *m, int layer, lipt_layer_lipschitz *out) {
+void lipt_model_layer_lipschitz(lipt_model *m, int layer, int gram_iters, lipt_layer_lipschitz *out) {
     const lipt_config *c = &m->cfg;
     LIPT_CHECK(layer >= 0 && layer < c->n_layers, "layer %d of %d", layer, c->n_layers);
     memset(out, 0, sizeof *out);
@@ -182,17 +234,12 @@ void lipt_model_layer_lipschitz(lipt_model *m, int layer, lipt_layer_lipschitz *
     lipt_layer *L = &m->layers[layer];
     lipt_ctx *ctx = &m->scratch;
     lipt_no_grad_push(ctx);
-    lipt_tensor *ub;
-    if (c->lip_norm == LIPT_LIPNORM_2) {
-        lipt_bound_vectors v = bound_vectors(L);
-        ub = lipt_bound_l2_2(ctx, L->wq, L->wv, L->wo, c->n_heads, c->seq_len, &v, 0);
-    } else {
-        ub = lipt_bound_l2_inf(ctx, L->wq, L->wv, L->wo, c->n_heads, c->seq_len);
-    }
+    const int g = gram_iters > 0 ? gram_iters : c->gram_iters;
+    lipt_tensor *ub = lipt_model_attn_bound(ctx, m, layer, c->seq_len, g);
     out->attn_bound = ub->data[0];
     out->attn_factor = lipt_contract_factor(ctx, ub, c->c)->data[0];
-    lipt_tensor *s1 = lipt_spectral_norm(ctx, L->w1, L->sn1_u->data, L->sn1_v->data, 1, 0);
-    lipt_tensor *s2 = lipt_spectral_norm(ctx, L->w2, L->sn2_u->data, L->sn2_v->data, 1, 0);
+    lipt_tensor *s1 = lipt_spectral_norm_ub(ctx, L->w1, L->sn1_u->data, L->sn1_v->data, 1, 0, g);
+    lipt_tensor *s2 = lipt_spectral_norm_ub(ctx, L->w2, L->sn2_u->data, L->sn2_v->data, 1, 0, g);
     out->sigma1 = s1->data[0];
     out->sigma2 = s2->data[0];
     out->ffn_factor1 = lipt_contract_factor(ctx, s1, c->c)->data[0];
