@@ -1,11 +1,14 @@
 /* spectral_norm: forward against the largest singular value from a Jacobi eigensolver in double (per column block),
  * zero-vector re-seeding, monotone convergence of the persistent vectors over repeated calls, the saved copies of
- * u and v, accumulation, and the gradient u vᵀ by finite differences with the vectors held fixed (iters = 0). */
+ * u and v, accumulation, and the gradient u vᵀ by finite differences with the vectors held fixed (iters = 0).
+ * spectral_ub / spectral_norm_ub: the Gram-iteration bound never below the exact sigma, within r^(1/2^(t+2)) of it,
+ * special inputs, the op's gradient and power vectors, thread invariance, timings. */
 #include "testutil.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Largest eigenvalue of the symmetric n×n matrix A (destroyed) by cyclic Jacobi rotations, in double. */
 static double jacobi_max_eig(double *A, int n) {
@@ -346,6 +349,469 @@ START_TEST(test_spectral_saved_and_accumulate) {
 }
 END_TEST
 
+/* ---- spectral_ub / spectral_norm_ub: certified upper bounds by Gram iteration ----
+ * The reference is the same cyclic Jacobi as above in long double (x87: u = 2^-64) on a Gram matrix accumulated in
+ * long double, so its relative error (~1e-16 or less) is far below the 1e-12 the assertions allow it. */
+
+/* Largest eigenvalue of the symmetric n×n A (destroyed), cyclic Jacobi in long double. */
+static long double jacobi_max_eig_ld(long double *A, int n) {
+    for (int sweep = 0; sweep < 100; sweep++) {
+        long double off = 0, tot = 0;
+        for (int p = 0; p < n; p++)
+            for (int q = 0; q < n; q++) {
+                tot += A[p * n + q] * A[p * n + q];
+                if (p != q) off += A[p * n + q] * A[p * n + q];
+            }
+        if (off <= 1e-36L * tot) break;
+        for (int p = 0; p < n; p++)
+            for (int q = p + 1; q < n; q++) {
+                long double apq = A[p * n + q];
+                if (apq == 0) continue;
+                long double theta = (A[q * n + q] - A[p * n + p]) / (2 * apq);
+                long double t = (theta >= 0 ? 1.0L : -1.0L) / (fabsl(theta) + sqrtl(theta * theta + 1));
+                long double c = 1 / sqrtl(t * t + 1), s = t * c;
+                for (int k = 0; k < n; k++) {
+                    long double akp = A[k * n + p], akq = A[k * n + q];
+                    A[k * n + p] = c * akp - s * akq;
+                    A[k * n + q] = s * akp + c * akq;
+                }
+                for (int k = 0; k < n; k++) {
+                    long double apk = A[p * n + k], aqk = A[q * n + k];
+                    A[p * n + k] = c * apk - s * aqk;
+                    A[q * n + k] = s * apk + c * aqk;
+                }
+            }
+    }
+    long double m = 0;
+    for (int i = 0; i < n; i++) m = A[i * n + i] > m ? A[i * n + i] : m;
+    return m;
+}
+
+/* Exact-to-~1e-16 ‖W_b‖₂ of the R×cb block at column c0 of the double matrix w [R, C]. */
+static double ref_sigma_ld(const double *w, int R, int C, int c0, int cb) {
+    int rows = cb > R, n = rows ? R : cb;
+    long double *G = malloc((size_t)n * n * sizeof(long double));
+    for (int p = 0; p < n; p++)
+        for (int q = p; q < n; q++) {
+            long double s = 0;
+            if (rows)
+                for (int j = 0; j < cb; j++) s += (long double)w[(size_t)p * C + c0 + j] * w[(size_t)q * C + c0 + j];
+            else
+                for (int i = 0; i < R; i++) s += (long double)w[(size_t)i * C + c0 + p] * w[(size_t)i * C + c0 + q];
+            G[p * n + q] = G[q * n + p] = s;
+        }
+    long double l = jacobi_max_eig_ld(G, n);
+    free(G);
+    return (double)sqrtl(l > 0 ? l : 0);
+}
+
+static double ref_sigma_f(const float *w, int R, int C, int c0, int cb) {
+    double *d = malloc((size_t)R * C * sizeof(double));
+    for (size_t i = 0; i < (size_t)R * C; i++) d[i] = w[i];
+    double s = ref_sigma_ld(d, R, C, c0, cb);
+    free(d);
+    return s;
+}
+
+/* k orthonormal columns of length n (row-major n×k), from Gaussian columns by modified Gram-Schmidt done twice. */
+static void rand_orth(lipt_rng *rng, double *Q, int n, int k) {
+    for (int i = 0; i < n * k; i++) Q[i] = lipt_rng_normal(rng);
+    for (int pass = 0; pass < 2; pass++)
+        for (int j = 0; j < k; j++) {
+            for (int l = 0; l < j; l++) {
+                double d = 0;
+                for (int i = 0; i < n; i++) d += Q[i * k + l] * Q[i * k + j];
+                for (int i = 0; i < n; i++) Q[i * k + j] -= d * Q[i * k + l];
+            }
+            double s = 0;
+            for (int i = 0; i < n; i++) s += Q[i * k + j] * Q[i * k + j];
+            s = sqrt(s);
+            for (int i = 0; i < n; i++) Q[i * k + j] /= s;
+        }
+}
+
+enum { UB_GAUSS, UB_RANK, UB_DEGEN, UB_IDENT, UB_ZERO, UB_NONFINITE };
+
+typedef struct {
+    const char *name;
+    int R, C, nb, kind, k; /* k: rank (UB_RANK), number of equal top singular values (UB_DEGEN) */
+    double scale;
+} ub_case;
+
+static const ub_case ub_cases[] = {
+    {"gauss 12x20", 12, 20, 1, UB_GAUSS, 0, 1},        {"gauss 12x20 nb4", 12, 20, 4, UB_GAUSS, 0, 1},
+    {"gauss 64x64", 64, 64, 1, UB_GAUSS, 0, 1},        {"gauss 64x64 nb4", 64, 64, 4, UB_GAUSS, 0, 1},
+    {"gauss 256x64", 256, 64, 1, UB_GAUSS, 0, 1},      {"gauss 256x64 nb4", 256, 64, 4, UB_GAUSS, 0, 1},
+    {"gauss 64x256", 64, 256, 1, UB_GAUSS, 0, 1},      {"gauss 64x256 nb4", 64, 256, 4, UB_GAUSS, 0, 1},
+    {"gauss 256x256", 256, 256, 1, UB_GAUSS, 0, 1},    {"gauss 256x256 nb4", 256, 256, 4, UB_GAUSS, 0, 1},
+    {"gauss 256x1024", 256, 1024, 1, UB_GAUSS, 0, 1},  {"gauss 256x1024 nb4", 256, 1024, 4, UB_GAUSS, 0, 1},
+    {"rank1 96x128", 96, 128, 1, UB_RANK, 1, 1},       {"rank3 64x256", 64, 256, 1, UB_RANK, 3, 1},
+    {"rank3 64x256 nb4", 64, 256, 4, UB_RANK, 3, 1},   {"top2 64x64", 64, 64, 1, UB_DEGEN, 2, 1},
+    {"top2 64x256 nb4", 64, 256, 4, UB_DEGEN, 2, 1},   {"top16 128x64", 128, 64, 1, UB_DEGEN, 16, 1},
+    {"top16 256x256", 256, 256, 1, UB_DEGEN, 16, 1},   {"gauss 64x64 *1e-20", 64, 64, 1, UB_GAUSS, 0, 1e-20},
+    {"gauss 64x64 *1e20", 64, 64, 1, UB_GAUSS, 0, 1e20}, {"gauss 12x20 *1e-40", 12, 20, 1, UB_GAUSS, 0, 1e-40},
+    {"gauss 12x20 *1e36", 12, 20, 1, UB_GAUSS, 0, 1e36}, {"top16 64x64 *1e-20", 64, 64, 1, UB_DEGEN, 16, 1e-20},
+    {"identity 1024", 1024, 1024, 1, UB_IDENT, 0, 1},
+};
+#define N_UB_CASES (sizeof ub_cases / sizeof ub_cases[0])
+
+/* The case's float matrix [R, C]; degenerate and low-rank structure is built per column block. */
+static float *ub_matrix(const ub_case *c, uint64_t seed) {
+    int R = c->R, C = c->C, cb = C / c->nb;
+    float *w = calloc((size_t)R * C, sizeof(float));
+    lipt_rng rng;
+    lipt_rng_seed(&rng, seed);
+    if (c->kind == UB_GAUSS) {
+        for (size_t i = 0; i < (size_t)R * C; i++) w[i] = (float)(lipt_rng_normal(&rng) * c->scale);
+    } else if (c->kind == UB_IDENT) {
+        for (int i = 0; i < R && i < C; i++) w[(size_t)i * C + i] = 1.0f;
+    } else if (c->kind == UB_RANK) {
+        /* small integers times 2^-6: every product and sum is exact in float, so the rank is exactly k */
+        for (int b = 0; b < c->nb; b++)
+            for (int l = 0; l < c->k; l++) {
+                int *a = malloc(R * sizeof(int)), *bb = malloc(cb * sizeof(int));
+                for (int i = 0; i < R; i++) a[i] = (int)lipt_rng_below(&rng, 129) - 64;
+                for (int j = 0; j < cb; j++) bb[j] = (int)lipt_rng_below(&rng, 129) - 64;
+                for (int i = 0; i < R; i++)
+                    for (int j = 0; j < cb; j++) w[(size_t)i * C + b * cb + j] += (float)(a[i] * bb[j]) * 0x1p-6f;
+                free(a);
+                free(bb);
+            }
+    } else if (c->kind == UB_DEGEN) {
+        /* U diag(s) Vᵀ with the top k singular values within 1e-9 of each other, rounded to float */
+        int k = R < cb ? R : cb;
+        double *U = malloc((size_t)R * k * sizeof(double)), *V = malloc((size_t)cb * k * sizeof(double));
+        double *s = malloc(k * sizeof(double));
+        for (int b = 0; b < c->nb; b++) {
+            rand_orth(&rng, U, R, k);
+            rand_orth(&rng, V, cb, k);
+            for (int l = 0; l < k; l++)
+                s[l] = l < c->k ? 1 - 1e-9 * l / (c->k - 1) : 0.95 * (1 - (double)l / k);
+            for (int i = 0; i < R; i++)
+                for (int j = 0; j < cb; j++) {
+                    double x = 0;
+                    for (int l = 0; l < k; l++) x += U[i * k + l] * s[l] * V[j * k + l];
+                    w[(size_t)i * C + b * cb + j] = (float)(x * c->scale);
+                }
+        }
+        free(U);
+        free(V);
+        free(s);
+    }
+    return w;
+}
+
+static const int ub_ts[] = {4, 6, 8, 10, LIPT_SPECTRAL_UB_ITERS_REPORT, 12};
+#define N_UB_TS (int)(sizeof ub_ts / sizeof ub_ts[0])
+
+/* bound >= sigma always (up to the reference's own error, 1e-12 relative), bound <= r^(1/2^(t+2)) sigma (1 + 1e-9)
+ * for every t (the exact-arithmetic worst case plus the documented rounding margin), and <= (1 + 1e-3) sigma at
+ * t = LIPT_SPECTRAL_UB_ITERS_REPORT; prints bound/sigma - 1 per case (worst block) and t. */
+START_TEST(test_spectral_ub_bounds) {
+    lipt_ctx ctx;
+    lipt_ctx_init(&ctx, 1 << 20, 1);
+    double min_excess = INFINITY, worst_report = 0;
+    printf("spectral_ub: bound/sigma - 1 (worst block) for t =");
+    for (int ti = 0; ti < N_UB_TS; ti++) printf(" %9d", ub_ts[ti]);
+    printf("\n");
+    for (size_t ci = 0; ci < N_UB_CASES; ci++) {
+        const ub_case *c = &ub_cases[ci];
+        int R = c->R, C = c->C, nb = c->nb, cb = C / nb, n = R < cb ? R : cb;
+        float *w = ub_matrix(c, 4242 + ci);
+        double worst[N_UB_TS] = {0};
+        for (int b = 0; b < nb; b++) {
+            double sigma = c->kind == UB_IDENT ? 1.0 : ref_sigma_f(w, R, C, b * cb, cb);
+            int r = c->kind == UB_RANK ? c->k : n;
+            for (int ti = 0; ti < N_UB_TS; ti++) {
+                int t = ub_ts[ti];
+                double ub = lipt_spectral_ub(&ctx, w, R, C, b * cb, cb, t);
+                double ex = ub / sigma - 1;
+                min_excess = fmin(min_excess, ex);
+                worst[ti] = fmax(worst[ti], ex);
+                ck_assert_msg(ub >= sigma * (1 - 1e-12), "%s block %d t=%d: bound %.17g below sigma %.17g (%.3e)",
+                              c->name, b, t, ub, sigma, ex);
+                double theo = pow((double)r, ldexp(1.0, -(t + 2)));
+                ck_assert_msg(ub <= sigma * theo * (1 + 1e-9),
+                              "%s block %d t=%d: bound/sigma %.12g above r^(1/2^(t+2)) = %.12g (r = %d)", c->name, b,
+                              t, ub / sigma, theo, r);
+                if (t == LIPT_SPECTRAL_UB_ITERS_REPORT) {
+                    worst_report = fmax(worst_report, ex);
+                    ck_assert_msg(ub <= sigma * (1 + 1e-3), "%s block %d t=%d: bound/sigma %.9g > 1.001", c->name, b, t,
+                                  ub / sigma);
+                }
+            }
+        }
+        printf("  %-22s", c->name);
+        for (int ti = 0; ti < N_UB_TS; ti++) printf(" %9.2e", worst[ti]);
+        printf("\n");
+        free(w);
+    }
+    /* the identity is the worst case and its squarings are exact: the excess over 1024^(1/2^(t+2)) is the margin */
+    float *id = ub_matrix(&ub_cases[N_UB_CASES - 1], 0);
+    double margin = lipt_spectral_ub(&ctx, id, 1024, 1024, 0, 1024, LIPT_SPECTRAL_UB_ITERS_REPORT) /
+                        pow(1024.0, ldexp(1.0, -(LIPT_SPECTRAL_UB_ITERS_REPORT + 2))) - 1;
+    free(id);
+    printf("spectral_ub: %zu cases, smallest bound/sigma - 1 = %.3e (must be >= -1e-12), worst at t=%d %.3e "
+           "(tol 1e-3); rounding margin on the 1024 identity at t=%d: %.3e\n", N_UB_CASES, min_excess,
+           LIPT_SPECTRAL_UB_ITERS_REPORT, worst_report, LIPT_SPECTRAL_UB_ITERS_REPORT, margin);
+    ck_assert_msg(margin >= 0 && margin < 1e-9, "identity margin %.3e", margin);
+    lipt_ctx_free(&ctx);
+}
+END_TEST
+
+/* Rank one with an exact closed form, a zero block, non-finite entries (in one block of four), and the reference
+ * against the closed form. */
+START_TEST(test_spectral_ub_special) {
+    lipt_ctx ctx;
+    lipt_ctx_init(&ctx, 1 << 16, 1);
+    /* a bᵀ with small integers: sigma = |a| |b| */
+    const int R = 40, C = 30;
+    float *w = malloc(R * C * sizeof(float));
+    long double na = 0, nbb = 0;
+    int a[40], bv[30];
+    lipt_rng rng;
+    lipt_rng_seed(&rng, 12);
+    for (int i = 0; i < R; i++) { a[i] = (int)lipt_rng_below(&rng, 201) - 100; na += (long double)a[i] * a[i]; }
+    for (int j = 0; j < C; j++) { bv[j] = (int)lipt_rng_below(&rng, 201) - 100; nbb += (long double)bv[j] * bv[j]; }
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < C; j++) w[i * C + j] = (float)(a[i] * bv[j]);
+    double exact = (double)sqrtl(na * nbb), ref = ref_sigma_f(w, R, C, 0, C);
+    double worst = 0;
+    for (int t = 0; t <= 14; t++) {
+        double ub = lipt_spectral_ub(&ctx, w, R, C, 0, C, t);
+        ck_assert_msg(ub >= exact && ub <= exact * (1 + 1e-12), "rank one t=%d: %.17g vs %.17g", t, ub, exact);
+        worst = fmax(worst, ub / exact - 1);
+    }
+    printf("spectral_ub rank one (closed form): worst bound/sigma - 1 over t = 0..14: %.3e; long double Jacobi "
+           "reference off by %.3e\n", worst, fabs(ref / exact - 1));
+    ck_assert(fabs(ref / exact - 1) < 1e-15);
+    free(w);
+
+    /* zero, NaN and inf: 0 and +inf for every t; through the op, only the affected block */
+    lipt_tensor *W = tu_tensor(&rng, 2, (int[]){16, 32}, 1.0f, 0);
+    float *u = calloc(4 * 16, sizeof(float)), *v = calloc(32, sizeof(float));
+    for (int i = 0; i < 16; i++)
+        for (int j = 8; j < 16; j++) W->data[i * 32 + j] = 0; /* block 1 all zero */
+    for (int t = 0; t <= 12; t += 4) ck_assert(lipt_spectral_ub(&ctx, W->data, 16, 32, 8, 8, t) == 0);
+    W->data[3 * 32 + 17] = NAN; /* block 2 */
+    W->data[5 * 32 + 30] = INFINITY; /* block 3 */
+    for (int t = 0; t <= 12; t += 4) {
+        ck_assert(isinf(lipt_spectral_ub(&ctx, W->data, 16, 32, 16, 8, t)));
+        ck_assert(isinf(lipt_spectral_ub(&ctx, W->data, 16, 32, 24, 8, t)));
+        ck_assert(isinf(lipt_spectral_ub(&ctx, W->data, 16, 32, 0, 32, t)));
+    }
+    lipt_tensor *s = lipt_spectral_norm_ub(&ctx, W, u, v, 4, 0, 8);
+    double ref0 = ref_sigma_f(W->data, 16, 32, 0, 8);
+    ck_assert(s->data[0] >= ref0 && s->data[0] <= ref0 * 1.001);
+    ck_assert(s->data[1] == 0 && isinf(s->data[2]) && s->data[2] > 0 && isinf(s->data[3]) && s->data[3] > 0);
+    /* -0 counts as zero */
+    float negz[6] = {-0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f};
+    ck_assert(lipt_spectral_ub(&ctx, negz, 2, 3, 0, 3, 5) == 0);
+    printf("spectral_ub special: zero block 0, NaN / inf blocks +inf (op: per block), rank one within 1e-12\n");
+    free(u);
+    free(v);
+    tu_free(W);
+    lipt_ctx_free(&ctx);
+}
+END_TEST
+
+/* After 200 power rounds the backward u vᵀ matches the finite-difference gradient of the exact sigma (the value is a
+ * bound, whose own finite differences are not the target). */
+START_TEST(test_spectral_ub_grad) {
+    const int R = 12, C = 20;
+    double worst = 0;
+    for (int nb = 1; nb <= 4; nb *= 4) {
+        int cb = C / nb;
+        lipt_rng rng;
+        lipt_rng_seed(&rng, 808 + nb);
+        lipt_tensor *W = tu_tensor(&rng, 2, (int[]){R, C}, 0.1f, 1);
+        /* a planted spike per block: a clear gap between sigma_1 and sigma_2 */
+        for (int i = 0; i < R; i++) {
+            float ai = lipt_rng_normal(&rng);
+            for (int j = 0; j < C; j++) W->data[i * C + j] += 0.3f * ai * (float)(1 + (j * 7) % 5);
+        }
+        float *u = calloc((size_t)nb * R, sizeof(float)), *v = calloc(C, sizeof(float)), g[4];
+        for (int b = 0; b < nb; b++) g[b] = 0.5f + (float)b - 0.8f * (b == 2);
+        float *grad = calloc((size_t)R * C, sizeof(float));
+        W->grad = grad;
+        lipt_ctx ctx;
+        lipt_ctx_init(&ctx, 1 << 16, 1);
+        lipt_tensor *s = lipt_spectral_norm_ub(&ctx, W, u, v, nb, 200, 10);
+        ck_assert(s->requires_grad && ctx.n_nodes == 1);
+        lipt_backward_seeded(&ctx, s, g);
+        double *d = malloc((size_t)R * C * sizeof(double));
+        for (int i = 0; i < R * C; i++) d[i] = W->data[i];
+        const double eps = 1e-5;
+        for (int i = 0; i < R; i++)
+            for (int j = 0; j < C; j++) {
+                int b = j / cb;
+                double x = d[i * C + j];
+                d[i * C + j] = x + eps;
+                double sp = ref_sigma_ld(d, R, C, b * cb, cb);
+                d[i * C + j] = x - eps;
+                double sm = ref_sigma_ld(d, R, C, b * cb, cb);
+                d[i * C + j] = x;
+                double fd = g[b] * (sp - sm) / (2 * eps), e = fabs(grad[i * C + j] - fd);
+                worst = fmax(worst, e);
+                ck_assert_msg(e < 1e-3, "nb%d dW[%d,%d] = %.8g, finite differences of sigma %.8g", nb, i, j,
+                              grad[i * C + j], fd);
+            }
+        for (int b = 0; b < nb; b++) {
+            double ref = ref_sigma_f(W->data, R, C, b * cb, cb);
+            ck_assert(s->data[b] >= ref && s->data[b] <= ref * (1 + 1e-6));
+        }
+        free(d);
+        W->grad = NULL;
+        free(grad);
+        free(u);
+        free(v);
+        lipt_ctx_free(&ctx);
+        tu_free(W);
+    }
+    printf("spectral_norm_ub gradient after 200 power rounds vs finite differences of the exact sigma: worst abs err "
+           "%.3e (tol 1e-3)\n", worst);
+}
+END_TEST
+
+/* power_iters = 0 leaves u, v alone (and backward uses them); power_iters > 0 moves them exactly as spectral_norm
+ * does; the saved copies survive later calls. */
+START_TEST(test_spectral_ub_power_vectors) {
+    const int R = 9, C = 12, nb = 3, cb = 4;
+    lipt_rng rng;
+    lipt_rng_seed(&rng, 71);
+    lipt_tensor *W = tu_tensor(&rng, 2, (int[]){R, C}, 1.0f, 1);
+    float u[27], v[12], u0[27], v0[12], u2[27], v2[12], seed[3] = {1.5f, -0.25f, 2.0f};
+    lipt_rng_fill_normal(&rng, u, 27, 1.0f);
+    lipt_rng_fill_normal(&rng, v, 12, 1.0f);
+    memcpy(u0, u, sizeof u);
+    memcpy(v0, v, sizeof v);
+    memcpy(u2, u, sizeof u);
+    memcpy(v2, v, sizeof v);
+    lipt_ctx ctx;
+    lipt_ctx_init(&ctx, 1 << 16, 1);
+    lipt_tensor *s = lipt_spectral_norm_ub(&ctx, W, u, v, nb, 0, 8);
+    ck_assert(memcmp(u, u0, sizeof u) == 0 && memcmp(v, v0, sizeof v) == 0);
+    for (int b = 0; b < nb; b++) {
+        double ub = lipt_spectral_ub(&ctx, W->data, R, C, b * cb, cb, 8);
+        ck_assert(s->data[b] >= ub && (double)nextafterf(s->data[b], 0) < ub); /* rounded up to float */
+    }
+    for (int i = 0; i < 27; i++) u[i] = -7.0f; /* backward must use the saved copies */
+    float *grad = calloc(R * C, sizeof(float));
+    W->grad = grad;
+    lipt_backward_seeded(&ctx, s, seed);
+    double worst = 0;
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < C; j++)
+            worst = fmax(worst, fabs(grad[i * C + j] - (double)seed[j / cb] * u0[(j / cb) * R + i] * v0[j]));
+    ck_assert_msg(worst < 1e-6, "backward with power_iters = 0: err %.3e", worst);
+    W->grad = NULL;
+    free(grad);
+    /* 5 rounds: the same vectors, bit for bit, as spectral_norm's */
+    memcpy(u, u0, sizeof u);
+    lipt_spectral_norm_ub(&ctx, W, u, v, nb, 5, 4);
+    lipt_spectral_norm(&ctx, W, u2, v2, nb, 5);
+    ck_assert(memcmp(u, u2, sizeof u) == 0 && memcmp(v, v2, sizeof v) == 0);
+    /* no grad: nothing recorded */
+    size_t nodes = ctx.n_nodes;
+    lipt_no_grad_push(&ctx);
+    s = lipt_spectral_norm_ub(&ctx, W, u, v, nb, 1, 4);
+    lipt_no_grad_pop(&ctx);
+    ck_assert(!s->requires_grad && ctx.n_nodes == nodes);
+    printf("spectral_norm_ub power vectors: untouched at power_iters = 0 (backward err %.3e), identical to "
+           "spectral_norm's after 5 rounds\n", worst);
+    lipt_ctx_free(&ctx);
+    tu_free(W);
+}
+END_TEST
+
+/* Bitwise the same values (and power vectors) with 1 and 2 threads. */
+START_TEST(test_spectral_ub_threads) {
+    const int shapes_t[][3] = {{256, 1024, 1}, {256, 1024, 4}, {128, 512, 1}, {300, 90, 3}};
+    int n_cmp = 0;
+    for (int si = 0; si < 4; si++) {
+        int R = shapes_t[si][0], C = shapes_t[si][1], nb = shapes_t[si][2];
+        lipt_rng rng;
+        lipt_rng_seed(&rng, 90 + si);
+        lipt_tensor *W = tu_tensor(&rng, 2, (int[]){R, C}, 1.0f, 0);
+        float *u[2], *v[2], out[2][4];
+        double ub[2][3];
+        for (int pass = 0; pass < 2; pass++) {
+            lipt_set_threads(pass + 1);
+            u[pass] = calloc((size_t)nb * R, sizeof(float));
+            v[pass] = calloc(C, sizeof(float));
+            lipt_ctx ctx;
+            lipt_ctx_init(&ctx, 1 << 16, 1);
+            lipt_tensor *s = lipt_spectral_norm_ub(&ctx, W, u[pass], v[pass], nb, 5, 8);
+            memcpy(out[pass], s->data, nb * sizeof(float));
+            for (int k = 0; k < 3; k++) ub[pass][k] = lipt_spectral_ub(&ctx, W->data, R, C, 0, C / nb, 4 * k + 2);
+            lipt_ctx_free(&ctx);
+        }
+        ck_assert_msg(memcmp(out[0], out[1], nb * sizeof(float)) == 0, "shape %d: op values differ", si);
+        ck_assert_msg(memcmp(ub[0], ub[1], sizeof ub[0]) == 0, "shape %d: bounds differ: %.17g vs %.17g", si,
+                      ub[0][0], ub[1][0]);
+        ck_assert(memcmp(u[0], u[1], (size_t)nb * R * sizeof(float)) == 0);
+        ck_assert(memcmp(v[0], v[1], C * sizeof(float)) == 0);
+        n_cmp += nb + 3;
+        for (int p = 0; p < 2; p++) {
+            free(u[p]);
+            free(v[p]);
+        }
+        tu_free(W);
+    }
+    lipt_set_threads(2);
+    printf("spectral_ub threads: %d values bitwise identical with 1 and 2 threads\n", n_cmp);
+}
+END_TEST
+
+static double ub_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Wall time of lipt_spectral_ub over all blocks of a matrix, best and median of 7 (not asserted): 2 threads, then
+ * 1 thread for comparison (on a loaded machine a thread team mostly measures the scheduler). */
+START_TEST(test_spectral_ub_timing) {
+    const int cfg[][3] = {{256, 1024, 1}, {256, 256, 1}, {128, 512, 1}, {256, 256, 4}};
+    const int ts[] = {6, 8, 12};
+    lipt_ctx ctx;
+    lipt_ctx_init(&ctx, 1 << 22, 1);
+    printf("spectral_ub timing (ms, best / median of 7, all blocks):\n");
+    for (int run = 0; run < 8; run++) {
+        int ci = run / 2, threads = 2 - run % 2;
+        lipt_set_threads(threads);
+        int R = cfg[ci][0], C = cfg[ci][1], nb = cfg[ci][2], cb = C / nb;
+        lipt_rng rng;
+        lipt_rng_seed(&rng, 5 + ci);
+        float *w = malloc((size_t)R * C * sizeof(float));
+        lipt_rng_fill_normal(&rng, w, (size_t)R * C, 1.0f);
+        printf("  %4dx%-4d in %d block%s of %4d columns, %d thread%s:", R, C, nb, nb > 1 ? "s" : " ", cb, threads,
+               threads > 1 ? "s" : " ");
+        for (int ti = 0; ti < 3; ti++) {
+            double dt[7], sink = 0;
+            lipt_spectral_ub(&ctx, w, R, C, 0, cb, ts[ti]); /* warm-up: arena and BLAS buffers */
+            for (int rep = 0; rep < 7; rep++) {
+                double t0 = ub_now();
+                for (int b = 0; b < nb; b++) sink += lipt_spectral_ub(&ctx, w, R, C, b * cb, cb, ts[ti]);
+                dt[rep] = ub_now() - t0;
+            }
+            for (int i = 1; i < 7; i++) /* insertion sort */
+                for (int j = i; j > 0 && dt[j] < dt[j - 1]; j--) {
+                    double x = dt[j];
+                    dt[j] = dt[j - 1];
+                    dt[j - 1] = x;
+                }
+            ck_assert(sink > 0);
+            printf("  t=%-2d %7.2f / %7.2f", ts[ti], 1e3 * dt[0], 1e3 * dt[3]);
+        }
+        printf("\n");
+        free(w);
+    }
+    lipt_set_threads(2);
+    lipt_ctx_free(&ctx);
+}
+END_TEST
+
 int main(void) {
     lipt_set_threads(2);
     Suite *s = suite_create("ops_spectral");
@@ -358,5 +824,14 @@ int main(void) {
     tcase_add_test(tc, test_spectral_gradcheck);
     tcase_add_test(tc, test_spectral_saved_and_accumulate);
     suite_add_tcase(s, tc);
+    TCase *tu = tcase_create("spectral_ub");
+    tcase_set_timeout(tu, 600);
+    tcase_add_test(tu, test_spectral_ub_bounds);
+    tcase_add_test(tu, test_spectral_ub_special);
+    tcase_add_test(tu, test_spectral_ub_grad);
+    tcase_add_test(tu, test_spectral_ub_power_vectors);
+    tcase_add_test(tu, test_spectral_ub_threads);
+    tcase_add_test(tu, test_spectral_ub_timing);
+    suite_add_tcase(s, tu);
     return tu_run_suite(s);
 }

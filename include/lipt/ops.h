@@ -83,9 +83,9 @@ lipt_tensor *lipt_spectral_norm(lipt_ctx *ctx, lipt_tensor *w, float *u, float *
  * G = W_bᵀW_b or W_bW_bᵀ (the smaller side), squared t = gram_iters times with power-of-two rescaling, and
  * sigma <= ‖G^(2^t)‖_F^(1/2^(t+1)).  As ‖G^(2^t)‖_F = (Σ_j sigma_j^(2^(t+2)))^(1/2), in exact arithmetic the bound
  * is >= sigma always and <= r^(1/2^(t+2)) sigma for a block of rank r.  The returned value also carries an argued
- * margin for double rounding (γ_n bounds per product, propagated through the squarings and roots; about
- * 1e-11 relative for 256×1024 blocks), so it is >= the exact sigma of the stored float block (IEEE
- * round-to-nearest assumed).  +inf if the block has a non-finite entry, 0 if it is all zero.  Scratch
+ * margin for double rounding (γ_n bounds per product, propagated through the squarings and roots; at most
+ * about (γ_max(R,cb) + γ_n) r / 2 relative: 2e-11 for 256×1024 blocks), so it is >= the exact sigma of the stored
+ * float block (IEEE round-to-nearest assumed).  +inf if the block has a non-finite entry, 0 if it is all zero.  Scratch
  * (R·cb + 2 n²) doubles, n = min(R, cb), from ctx's arena, released before returning; cost about
  * (max(R, cb) / 2 + t n / 2) n² multiply-adds through cblas_dsyrk (threaded by OpenBLAS). */
 double lipt_spectral_ub(lipt_ctx *ctx, const float *w, int R, int C, int c0, int cb, int gram_iters);
