@@ -539,7 +539,7 @@ double lipt_matrix_norm_inf2(const double *J, size_t N, size_t D, double *upper)
     for (size_t i = 0; i < N; i++) {
         /* upper: Σ_k ‖J_ik‖₂ (each block's norm by Lanczos: accurate to ~1e-9 relative) */
         double rs = 0;
-        for (size_t k = 0; k < N; k++) {
+        for (size_t k = 0; k < N && upper; k++) {
             block_copy(J, N, D, i, k, blk);
             double any = 0;
             for (size_t e = 0; e < D * D; e++) any += fabs(blk[e]);
