@@ -1,7 +1,9 @@
 /* Golden files: lipt against its PyTorch re-implementation (tests/golden/) for every variant: logits, loss and
  * every gradient; three AdamW steps with the norm refresh of the training loop (per-step losses, every parameter
- * and buffer after them); the invertible model's normalisers and inversion. Plus controls showing the
- * comparisons catch a perturbed weight, a skipped refresh and a wrong weight decay. */
+ * and buffer after them); the invertible models' normalisers (certified Gram-iteration spectral norms) and
+ * inversion, including clipped-dp attention with and without the relative-position bias, and ActNorm. Plus
+ * controls showing the comparisons catch a perturbed weight, a skipped refresh, a wrong weight decay, a perturbed
+ * relative-position bias or ActNorm scale, and a different gram_iters. */
 #include "testutil.h"
 
 #include <math.h>
@@ -348,7 +350,13 @@ static double check_inversion(golden *G) {
         ck_assert_msg(e_true < GOLD_TOL, "row %d: embedding input rel err %.2e", r, e_true);
         for (int l = 0; l < L; l++) h = lipt_model_block(&ctx, &G->m, l, h);
         memcpy(y, h->data, (size_t)T * D * sizeof(float));
-        for (int l = L - 1; l >= 0; l--)
+        for (int l = L - 1; l >= 0; l--) {
+            const lipt_layer *Ly = &G->m.layers[l];
+            if (Ly->an_s) /* ActNorm y = x exp(s) + b undone exactly, as lipt_model_invert does */
+                for (int i = 0; i < T * D; i++) {
+                    const int c = i % D;
+                    y[i] = (float)(((double)y[i] - Ly->an_b->data[c]) * exp(-(double)Ly->an_s->data[c]));
+                }
             for (int which = LIPT_BRANCH_FFN; which >= LIPT_BRANCH_ATTN; which--) {
                 lipt_branch_ref ref = {&G->m, l, which};
                 lipt_tensor *yt = lipt_tensor_wrap(&ctx, y, 3, (int[]){1, T, D});
@@ -357,6 +365,7 @@ static double check_inversion(golden *G) {
                 ck_assert_msg(st == LIPT_OK, "row %d layer %d branch %d: %s", r, l, which, err.msg);
                 memcpy(y, x, (size_t)T * D * sizeof(float));
             }
+        }
         lipt_no_grad_pop(&ctx);
         lipt_ctx_reset(&ctx);
         double e = rel_err(y, x0_ref, (size_t)T * D);
@@ -389,6 +398,11 @@ static void run_variant(const char *stem) {
     printf("golden %s (%s): attention %s, ffn %s, activation %s, lip_norm %s, power_iters %d, B %d T %d, %d steps\n",
            stem, G.g.path, lipt_attn_name(G.cfg.attention), lipt_ffn_name(G.cfg.ffn), lipt_act_name(G.cfg.activation),
            lipt_lipnorm_name(G.cfg.lip_norm), G.cfg.power_iters, G.B, G.T, G.steps);
+    if (G.m.invertible)
+        printf("  invertible: gram_iters %d, actnorm %d%s", G.cfg.gram_iters, G.cfg.actnorm,
+               G.cfg.attention == LIPT_ATTN_CLIPPED_DP ? "" : "\n");
+    if (G.cfg.attention == LIPT_ATTN_CLIPPED_DP)
+        printf(", clip radius %.4g, rel_bias %d\n", (double)lipt_config_clip_radius(&G.cfg), G.cfg.rel_bias);
     printf("  %-26s %-8s %12s %14s\n", "tensor", "shape", "grad rel err", "after steps");
     for (int k = 0; k < p->n; k++) {
         char sh[64], gs[32];
@@ -430,6 +444,12 @@ START_TEST(test_golden_contractive_inf) { run_variant("contractive-inf"); }
 END_TEST
 START_TEST(test_golden_contractive_2) { run_variant("contractive-2"); }
 END_TEST
+START_TEST(test_golden_contractive_inf2) { run_variant("contractive-inf2"); }
+END_TEST
+START_TEST(test_golden_clipped_dp) { run_variant("clipped-dp"); }
+END_TEST
+START_TEST(test_golden_clipped_dp_norel) { run_variant("clipped-dp-norel"); }
+END_TEST
 
 /* The comparisons can fail: one weight moved by 1e-2, the refresh left out, the weight decay changed. */
 START_TEST(test_golden_controls) {
@@ -462,6 +482,39 @@ START_TEST(test_golden_controls) {
 }
 END_TEST
 
+/* The clipped-dp pieces are compared: one relative-position bias entry or one ActNorm log-scale moved by 1e-2, or
+ * the certified spectral norms computed with 1 Gram squaring instead of the file's 8, must each be noticed. */
+START_TEST(test_golden_controls_clipped_dp) {
+    golden G;
+    if (!golden_open(&G, "clipped-dp")) return;
+    lipt_params *p = &G.m.params;
+    double *gerr = calloc((size_t)p->n, sizeof(double));
+    double e_logits, e_loss, e[3];
+    ck_assert_int_eq(G.cfg.gram_iters, 8);
+
+    G.m.layers[0].rel->data[1] += 1e-2f; /* head 0, distance 1 */
+    forward_backward(&G, &e_logits, &e_loss, gerr);
+    e[0] = fmax(e_logits, max_of(gerr, p->n));
+    load_values(&G, "param/");
+    G.m.layers[1].an_s->data[3] += 1e-2f;
+    forward_backward(&G, &e_logits, &e_loss, gerr);
+    e[1] = fmax(e_logits, max_of(gerr, p->n));
+    load_values(&G, "param/");
+    G.m.cfg.gram_iters = 1;
+    forward_backward(&G, &e_logits, &e_loss, gerr);
+    e[2] = fmax(e_logits, max_of(gerr, p->n));
+    G.m.cfg.gram_iters = G.cfg.gram_iters;
+    static const char *const what[3] = {"a 1e-2 change of layers.0.attn.rel_bias",
+                                        "a 1e-2 change of layers.1.actnorm.log_scale", "gram_iters 1 instead of 8"};
+    for (int k = 0; k < 3; k++) ck_assert_msg(e[k] > 10 * GOLD_TOL, "%s went unnoticed (err %.2e)", what[k], e[k]);
+    printf("golden controls (clipped-dp): perturbed rel_bias -> err %.2e; perturbed actnorm -> err %.2e; "
+           "gram_iters 1 -> err %.2e (each must exceed %.0e)\n",
+           e[0], e[1], e[2], 10 * GOLD_TOL);
+    free(gerr);
+    golden_close(&G);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("golden");
     TCase *tc = tcase_create("golden");
@@ -471,7 +524,11 @@ int main(void) {
     tcase_add_test(tc, test_golden_l2_tied);
     tcase_add_test(tc, test_golden_contractive_inf);
     tcase_add_test(tc, test_golden_contractive_2);
+    tcase_add_test(tc, test_golden_contractive_inf2);
+    tcase_add_test(tc, test_golden_clipped_dp);
+    tcase_add_test(tc, test_golden_clipped_dp_norel);
     tcase_add_test(tc, test_golden_controls);
+    tcase_add_test(tc, test_golden_controls_clipped_dp);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

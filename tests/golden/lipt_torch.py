@@ -1,17 +1,21 @@
 """lipt's Transformer re-implemented in PyTorch (the reference for the golden tests and the PyTorch benchmark).
 
 Every variant of include/lipt/model.h: pre-LN blocks with DP, untied L2 or tied L2 attention, and the invertible
-model (contractive tied L2 attention normalised by the infinity- or 2-norm bound of SPEC section 2, spectrally
-normalised feed-forward from persistent power-iteration vectors, no LayerNorm in the branches).
+models (no LayerNorm in the branches, spectrally normalised feed-forward, and either contractive tied L2 attention
+normalised by the infinity-, 2- or token-wise (inf2) norm bound, or clipped-dp attention: rows clipped to a ball of
+radius R, causal DP attention with a relative-position logit bias, normalised by its token-wise bound; optional
+ActNorm after every block).
 
 Conventions follow lipt exactly:
   * parameter names, shapes and registration order are lipt's (models/README.md), e.g. "layers.0.attn.wq";
   * linear maps are y = x W with W [in, out] (not nn.Linear's [out, in]);
   * multi-head tensors are [B, T, D] with head h in columns h*d .. h*d+d-1, d = D / H, s = sqrt(d);
   * attention is always causal (row i sees j <= i);
-  * the forward pass runs no power iterations: sigma = u^T W v from the stored buffers, gradient u v^T;
-    `refresh_norms(iters)` advances the vectors the way lipt_model_refresh_norms does (in float64, written back
-    as float32), to be called after each optimizer step;
+  * every spectral norm a contractive branch divides by is a certified upper bound by Gram iteration (float64,
+    cfg.gram_iters squarings: `gram_spectral_ub`, lipt_spectral_ub), rounded up to float32 in a float32 model;
+    its gradient is u v^T from the stored power-iteration buffers held fixed (the forward pass runs no power
+    iterations); `refresh_norms(iters)` advances the vectors the way lipt_model_refresh_norms does (in float64,
+    written back as float32), to be called after each optimizer step;
   * AdamW excludes biases, LayerNorm parameters, embeddings and ffn.beta from weight decay (`param_groups`).
 
 Use:
@@ -35,11 +39,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-ATTENTIONS = ("dp", "l2", "l2-tied", "contractive-l2")
+ATTENTIONS = ("dp", "l2", "l2-tied", "contractive-l2", "clipped-dp")
+CONTRACTIVE_ATTENTIONS = ("contractive-l2", "clipped-dp")
 FFNS = ("standard", "contractive")
 ACTIVATIONS = ("gelu", "relu", "elu", "lipswish")
-LIP_NORMS = ("inf", "2")
+LIP_NORMS = ("inf", "2", "inf2")
 LIPSWISH_SCALE = 1.1
+REL_BIAS_GAIN = 8.0  # LIPT_REL_BIAS_GAIN: the logit bias of clipped-dp is REL_BIAS_GAIN * attn.rel_bias
 
 KIND_DECAY, KIND_NO_DECAY, KIND_BUFFER = "decay", "no_decay", "buffer"
 
@@ -67,20 +73,37 @@ class LiptConfig:
     power_iters: int = 1
     init_seed: int = 1234
     ln_eps: float = 1e-5
+    clip_radius: float = 0.0   # clipped-dp: radius R of the token ball, 0 means sqrt(d_model)
+    rel_bias: int = 1          # clipped-dp: 1 learns a relative-position logit bias per head
+    actnorm: int = 0           # invertible model: ActNorm x * exp(log_scale) + bias after every block
+    gram_iters: int = 8        # Gram-iteration squarings of the certified spectral norms in the forward pass
 
     KEYS = ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn", "activation",
-            "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps")
+            "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps", "clip_radius", "rel_bias", "actnorm",
+            "gram_iters")
 
     def __post_init__(self):
         self.validate()
 
     @property
     def invertible(self) -> bool:
-        return self.attention == "contractive-l2" and self.ffn == "contractive"
+        return self.attention in CONTRACTIVE_ATTENTIONS and self.ffn == "contractive"
 
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def radius(self) -> float:
+        """lipt_config_clip_radius: clip_radius, or sqrt(d_model) when 0 (as float32)."""
+        return _f32(self.clip_radius) if self.clip_radius > 0 else _f32(math.sqrt(self.d_model))
+
+    @property
+    def n_bound_vectors(self) -> int:
+        """Attention-bound power vectors per layer: 8 for clipped-dp, 6 for contractive-l2 with lip_norm 2/inf2."""
+        if self.attention == "clipped-dp":
+            return 8
+        return 6 if self.attention == "contractive-l2" and self.lip_norm != "inf" else 0
 
     def validate(self) -> None:
         if self.attention not in ATTENTIONS: raise ValueError(f"attention {self.attention!r} not in {ATTENTIONS}")
@@ -88,8 +111,19 @@ class LiptConfig:
         if self.activation not in ACTIVATIONS: raise ValueError(f"activation {self.activation!r} not in {ACTIVATIONS}")
         if self.lip_norm not in LIP_NORMS: raise ValueError(f"lip_norm {self.lip_norm!r} not in {LIP_NORMS}")
         if self.d_model % self.n_heads: raise ValueError(f"n_heads {self.n_heads} does not divide d_model {self.d_model}")
-        if (self.attention == "contractive-l2") != (self.ffn == "contractive"):
-            raise ValueError("attention = contractive-l2 and ffn = contractive go together (the invertible model)")
+        if (self.attention in CONTRACTIVE_ATTENTIONS) != (self.ffn == "contractive"):
+            raise ValueError("attention = clipped-dp or contractive-l2 and ffn = contractive go together "
+                             "(the invertible model)")
+        if self.attention == "clipped-dp" and self.lip_norm != "inf2":
+            raise ValueError("attention = clipped-dp needs lip_norm = inf2")
+        if self.actnorm and not self.invertible:
+            raise ValueError("actnorm = 1 is an option of the invertible model")
+        if self.rel_bias not in (0, 1) or self.actnorm not in (0, 1):
+            raise ValueError("rel_bias and actnorm are 0 or 1")
+        if not 1 <= self.gram_iters <= 30:
+            raise ValueError(f"gram_iters {self.gram_iters} outside [1, 30]")
+        if not 0 <= self.clip_radius <= 1e6:
+            raise ValueError(f"clip_radius {self.clip_radius} outside [0, 1e6]")
         if self.ffn == "contractive" and self.activation == "gelu":
             raise ValueError("the contractive feed-forward needs a 1-Lipschitz activation (relu, elu, lipswish)")
 
@@ -116,7 +150,9 @@ class LiptConfig:
                 f"d_ff = {self.d_ff}\nn_layers = {self.n_layers}\nseq_len = {self.seq_len}\n"
                 f"attention = {self.attention}\nffn = {self.ffn}\nactivation = {self.activation}\n"
                 f"dropout = {g(self.dropout)}\nc = {g(self.c)}\nlip_norm = {self.lip_norm}\n"
-                f"power_iters = {self.power_iters}\ninit_seed = {self.init_seed}\nln_eps = {g(self.ln_eps)}\n")
+                f"power_iters = {self.power_iters}\ninit_seed = {self.init_seed}\nln_eps = {g(self.ln_eps)}\n"
+                f"clip_radius = {g(self.clip_radius)}\nrel_bias = {self.rel_bias}\nactnorm = {self.actnorm}\n"
+                f"gram_iters = {self.gram_iters}\n")
 
 
 def parameter_specs(cfg: LiptConfig) -> List[Tuple[str, Tuple[int, ...], str]]:
@@ -130,9 +166,11 @@ def parameter_specs(cfg: LiptConfig) -> List[Tuple[str, Tuple[int, ...], str]]:
         if not cfg.invertible:
             s += [(p + "ln1.gamma", (D,), ND), (p + "ln1.beta", (D,), ND)]
         s.append((p + "attn.wq", (D, D), DEC))
-        if cfg.attention in ("dp", "l2"):
+        if cfg.attention in ("dp", "l2", "clipped-dp"):
             s.append((p + "attn.wk", (D, D), DEC))
         s += [(p + "attn.wv", (D, D), DEC), (p + "attn.wo", (D, D), DEC), (p + "attn.bo", (D,), ND)]
+        if cfg.attention == "clipped-dp" and cfg.rel_bias:
+            s.append((p + "attn.rel_bias", (H, cfg.seq_len), ND))
         if not cfg.invertible:
             s += [(p + "ln2.gamma", (D,), ND), (p + "ln2.beta", (D,), ND)]
         s += [(p + "ffn.w1", (D, Fd), DEC), (p + "ffn.b1", (Fd,), ND), (p + "ffn.w2", (Fd, D), DEC),
@@ -142,9 +180,11 @@ def parameter_specs(cfg: LiptConfig) -> List[Tuple[str, Tuple[int, ...], str]]:
         if cfg.ffn == "contractive":
             s += [(p + "ffn.sn1.u", (D,), BUF), (p + "ffn.sn1.v", (Fd,), BUF), (p + "ffn.sn2.u", (Fd,), BUF),
                   (p + "ffn.sn2.v", (D,), BUF)]
-        if cfg.attention == "contractive-l2" and cfg.lip_norm == "2":
-            for nm, n in (("uq", H * D), ("vq", D), ("uv", H * D), ("vv", D), ("uo", D), ("vo", D)):
-                s.append((p + "attn.bound." + nm, (n,), BUF))
+        if cfg.actnorm:
+            s += [(p + "actnorm.log_scale", (D,), ND), (p + "actnorm.bias", (D,), ND)]
+        sizes = {"uq": H * D, "vq": D, "uv": H * D, "vv": D, "uo": D, "vo": D, "uk": H * D, "vk": D}
+        for nm in BOUND_VECTORS[:cfg.n_bound_vectors]:
+            s.append((p + "attn.bound." + nm, (sizes[nm],), BUF))
     s += [("ln_f.gamma", (D,), ND), ("ln_f.beta", (D,), ND), ("head.w", (D, V), DEC), ("head.b", (V,), ND)]
     return s
 
@@ -194,13 +234,69 @@ def norm_inf_blocks(w: torch.Tensor, transpose: bool, n_blocks: int) -> torch.Te
 
 def spectral_sigma(w: torch.Tensor, u: torch.Tensor, v: torch.Tensor, n_blocks: int) -> torch.Tensor:
     """sigma_b = u_b^T W_b v_b for the column blocks of w [R, C] with fixed vectors u [n_blocks*R], v [C]
-    (lipt_spectral_norm with iters = 0): the gradient is u v^T."""
+    (lipt_spectral_norm with iters = 0): the gradient is u v^T. The power-iteration estimate: below sigma unless
+    the vectors have converged; the contractive branches divide by `spectral_ub` instead."""
     R, C = w.shape
     cb = C // n_blocks
     wb = w.reshape(R, n_blocks, cb)
     u = u.detach().to(w.dtype).reshape(n_blocks, R)
     v = v.detach().to(w.dtype).reshape(n_blocks, cb)
     return torch.einsum("br,rbc,bc->b", u, wb, v)
+
+
+def gram_spectral_ub(w: torch.Tensor, n_blocks: int, gram_iters: int) -> List[float]:
+    """lipt_spectral_ub of each column block W_b (R x cb) of w, in float64: G = W_b^T W_b if cb <= R else
+    W_b W_b^T; `gram_iters` squarings G <- (G / 2^e)^2 with 2^e just above ||G||_F (exact rescaling); the bound is
+    ||G_t||_F^(1/2^(t+1)) with the scales put back, i.e. ||G_0^(2^t)||_F^(1/2^(t+1)) >= sigma(W_b). lipt adds a
+    rounding margin (about 1e-14 relative at these sizes) that is left out here. +inf for a non-finite block, 0 for
+    a zero block."""
+    wd = w.detach().double()
+    R, C = wd.shape
+    cb = C // n_blocks
+    out = []
+    for b in range(n_blocks):
+        a = wd[:, b * cb:(b + 1) * cb]
+        if not bool(torch.isfinite(a).all()):
+            out.append(math.inf)
+            continue
+        if not bool((a != 0).any()):
+            out.append(0.0)
+            continue
+        g = a @ a.t() if cb > R else a.t() @ a
+        scales = []
+        for _ in range(gram_iters):
+            s = float((g * g).sum())
+            e = math.frexp(math.sqrt(s))[1] if s > 0 and math.isfinite(s) else 0
+            g = g * math.ldexp(1.0, -e)
+            scales.append(e)
+            g = g @ g
+        c = math.sqrt(float((g * g).sum()))      # >= rho(G_t)
+        for e in reversed(scales):
+            c = math.ldexp(math.sqrt(c), e)      # >= rho(G_k)
+        out.append(math.sqrt(c))                 # >= sigma(W_b) = sqrt(rho(G_0))
+    return out
+
+
+def _float_up(x: float) -> float:
+    """The float32 value lipt_spectral_norm_ub returns for the double x: rounded to nearest, then up if below."""
+    f = np.float32(x)
+    if math.isfinite(x) and float(f) < x:
+        f = np.nextafter(f, np.float32(np.inf))
+    return float(f)
+
+
+def spectral_ub(w: torch.Tensor, u: torch.Tensor, v: torch.Tensor, n_blocks: int, gram_iters: int) -> torch.Tensor:
+    """lipt_spectral_norm_ub with power_iters = 0: the value is the certified bound `gram_spectral_ub` (rounded up
+    to float32 in a float32 model), a constant; the gradient is that of u_b^T W_b v_b (u v^T, vectors fixed)."""
+    vals = gram_spectral_ub(w, n_blocks, gram_iters)
+    if w.dtype == torch.float32:
+        vals = [_float_up(x) for x in vals]
+    est = spectral_sigma(w, u, v, n_blocks)
+    return torch.tensor(vals, dtype=w.dtype) + (est - est.detach())
+
+
+BOUND_VECTORS = ("uq", "vq", "uv", "vv", "uo", "vo", "uk", "vk")  # attn.bound.*, registration order
+BOUND_BLOCKS = {"uq": "H", "vq": "H", "uv": "H", "vv": "H", "uo": 1, "vo": 1, "uk": "H", "vk": "H"}
 
 
 def _reseed_val(which: int, b: int, j: int) -> float:
@@ -255,20 +351,51 @@ def bound_l2_inf(wq: torch.Tensor, wv: torch.Tensor, wo: torch.Tensor, H: int, N
     return q_max * v_max * o * _f32(lead)
 
 
-BOUND_VECTORS = ("uq", "vq", "uv", "vv", "uo", "vo")
-
-
 def bound_l2_2(wq: torch.Tensor, wv: torch.Tensor, wo: torch.Tensor, H: int, N: int,
-               vec: Dict[str, torch.Tensor]) -> torch.Tensor:
+               vec: Dict[str, torch.Tensor], gram_iters: int) -> torch.Tensor:
     """lipt_bound_l2_2 with iters = 0: (sqrt(N)/s)(4 phi^{-1}(N-1) + 1) sqrt(sum_h ||W^{Q,h}||^4 ||W^{V,h}||^2)
-    ||W^O||, spectral norms from the persistent vectors."""
+    ||W^O||, certified spectral norms (`spectral_ub`, gradient from the persistent vectors)."""
     d = wq.shape[0] // H
     lead = math.sqrt(N) / math.sqrt(d) * (4.0 * phi_inv(float(N - 1)) + 1.0)
-    sq = spectral_sigma(wq, vec["uq"], vec["vq"], H)
-    sv = spectral_sigma(wv, vec["uv"], vec["vv"], H)
-    so = spectral_sigma(wo, vec["uo"], vec["vo"], 1)
+    sq = spectral_ub(wq, vec["uq"], vec["vq"], H, gram_iters)
+    sv = spectral_ub(wv, vec["uv"], vec["vv"], H, gram_iters)
+    so = spectral_ub(wo, vec["uo"], vec["vo"], 1, gram_iters)
     t = sq * sq * sv
     return torch.sqrt((t * t).sum()).reshape(1) * so * _f32(lead)
+
+
+def bound_l2_inf2(wq: torch.Tensor, wv: torch.Tensor, wo: torch.Tensor, H: int, N: int,
+                  vec: Dict[str, torch.Tensor], gram_iters: int) -> torch.Tensor:
+    """lipt_bound_l2_inf2 with iters = 0 (token-wise norm max_i |x_i|_2): ||W^O|| sqrt(sum_h L_h^2),
+    L_h = (1 + 6 phi^{-1}(N-1)) ||W^{Q,h}||^2 ||W^{V,h}|| / s, certified spectral norms."""
+    d = wq.shape[0] // H
+    lead = (1.0 + 6.0 * phi_inv(float(N - 1))) / math.sqrt(d)
+    sq = spectral_ub(wq, vec["uq"], vec["vq"], H, gram_iters)
+    sv = spectral_ub(wv, vec["uv"], vec["vv"], H, gram_iters)
+    so = spectral_ub(wo, vec["uo"], vec["vo"], 1, gram_iters)
+    t = sq * sq * sv
+    return torch.sqrt((t * t).sum()).reshape(1) * so * _f32(lead)
+
+
+def bound_clipped_dp(wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor, wo: torch.Tensor, H: int, R: float,
+                     vec: Dict[str, torch.Tensor], gram_iters: int) -> torch.Tensor:
+    """lipt_bound_clipped_dp with iters = 0: ||W^O|| sqrt(sum_h L_h^2), L_h = ||W^{V,h}|| (1 + 2 tau_h),
+    2 tau_h = (2 R^2 / s) ||W^{Q,h}|| ||W^{K,h}||, certified spectral norms; independent of N."""
+    d = wq.shape[0] // H
+    sq = spectral_ub(wq, vec["uq"], vec["vq"], H, gram_iters)
+    sk = spectral_ub(wk, vec["uk"], vec["vk"], H, gram_iters)
+    sv = spectral_ub(wv, vec["uv"], vec["vv"], H, gram_iters)
+    so = spectral_ub(wo, vec["uo"], vec["vo"], 1, gram_iters)
+    two_tau = (sq * sk) * _f32(2.0 * R * R / math.sqrt(d))
+    lh = sv * (two_tau + 1.0)
+    return torch.sqrt((lh * lh).sum()).reshape(1) * so
+
+
+def clip_rows(x: torch.Tensor, R: float) -> torch.Tensor:
+    """lipt_clip_rows: each row (last dim) times min(1, R / |row|_2), the norm in float64 as lipt; the gradient
+    of a clipped row is (R/|x|)(dy - x^ (x^ . dy))."""
+    n = torch.sqrt((x.double() * x.double()).sum(-1, keepdim=True))
+    return x * (R / n.clamp_min(R)).to(x.dtype)
 
 
 def layer_norm(x: torch.Tensor, g: torch.Tensor, b: torch.Tensor, eps: float) -> torch.Tensor:
@@ -357,6 +484,7 @@ class LiptTransformer(nn.Module):
         emb_std = math.sqrt(0.5) if cfg.invertible else 0.02
         out_std = 0.02 / math.sqrt(2.0 * max(cfg.n_layers, 1))
         l2_std = 1.0 / (math.sqrt(D) * d ** 0.25)
+        qk_std = {"dp": 0.02, "clipped-dp": 0.5 / math.sqrt(D * math.sqrt(d))}.get(cfg.attention, l2_std)
         for name, shape, kind in self.specs:
             t = self.p(name)
             leaf = name.split(".", 2)[-1] if name.startswith("layers.") else name
@@ -365,10 +493,14 @@ class LiptTransformer(nn.Module):
                 continue
             std = {"tok_emb": emb_std, "pos_emb": emb_std, "attn.wv": 0.02, "attn.wo": out_std, "ffn.w1": 0.02,
                    "ffn.w2": out_std, "head.w": 0.02,
-                   "attn.wq": 0.02 if cfg.attention == "dp" else l2_std,
-                   "attn.wk": 0.02 if cfg.attention == "dp" else l2_std}.get(leaf)
+                   "attn.wq": qk_std, "attn.wk": qk_std}.get(leaf)
             if std is not None:
                 t.copy_(torch.randn(shape, generator=gen, dtype=t.dtype) * std)
+            elif leaf == "attn.rel_bias":
+                # ALiBi-like start: head h prefers recent tokens with slope 2^(-8(h+1)/H) per step of distance
+                slope = torch.tensor([2.0 ** (-8.0 * (h + 1) / H) for h in range(H)], dtype=torch.float64)
+                dist = torch.arange(cfg.seq_len, dtype=torch.float64)
+                t.copy_((-slope[:, None] * dist[None, :] / REL_BIAS_GAIN).to(t.dtype))
             elif leaf.endswith("gamma") or leaf == "ffn.beta":
                 t.fill_(1.0)
             else:
@@ -378,24 +510,25 @@ class LiptTransformer(nn.Module):
 
     @torch.no_grad()
     def _normalise_buffers(self) -> None:
-        cfg, D, H = self.cfg, self.cfg.d_model, self.cfg.n_heads
-        blocks = {"uq": H, "vq": H, "uv": H, "vv": H, "uo": 1, "vo": 1}
+        H = self.cfg.n_heads
         for name, _, kind in self.specs:
             if kind != KIND_BUFFER:
                 continue
             t = self.p(name)
-            nb = blocks.get(name.rsplit(".", 1)[-1], 1) if ".bound." in name else 1
+            nb = BOUND_BLOCKS[name.rsplit(".", 1)[-1]] if ".bound." in name else 1
+            nb = H if nb == "H" else nb
             tb = t.view(nb, -1)
             tb /= tb.norm(dim=1, keepdim=True)
 
     # ---- spectral-norm bookkeeping
     def bound_vectors(self, l: int) -> Dict[str, torch.Tensor]:
-        return {k: self.p(f"layers.{l}.attn.bound.{k}") for k in BOUND_VECTORS}
+        return {k: self.p(f"layers.{l}.attn.bound.{k}") for k in BOUND_VECTORS[:self.cfg.n_bound_vectors]}
 
     @torch.no_grad()
     def refresh_norms(self, iters: int) -> None:
         """lipt_model_refresh_norms: `iters` power-iteration rounds on every spectral-norm vector set (contractive
-        ffn weights; the 2-norm attention bound). No-op for the non-invertible variants."""
+        ffn weights; the attention bound's W^Q, W^V, W^O and for clipped-dp W^K). No-op for the non-invertible
+        variants."""
         cfg = self.cfg
         if iters <= 0 or not cfg.invertible:
             return
@@ -403,30 +536,40 @@ class LiptTransformer(nn.Module):
             p = f"layers.{l}."
             power_iterate(self.p(p + "ffn.w1"), self.p(p + "ffn.sn1.u"), self.p(p + "ffn.sn1.v"), 1, iters)
             power_iterate(self.p(p + "ffn.w2"), self.p(p + "ffn.sn2.u"), self.p(p + "ffn.sn2.v"), 1, iters)
-            if cfg.lip_norm == "2":
+            if cfg.n_bound_vectors:
                 v = self.bound_vectors(l)
                 H = cfg.n_heads
                 power_iterate(self.p(p + "attn.wq"), v["uq"], v["vq"], H, iters)
+                if "uk" in v:
+                    power_iterate(self.p(p + "attn.wk"), v["uk"], v["vk"], H, iters)
                 power_iterate(self.p(p + "attn.wv"), v["uv"], v["vv"], H, iters)
                 power_iterate(self.p(p + "attn.wo"), v["uo"], v["vo"], 1, iters)
 
     def attn_bound(self, l: int) -> torch.Tensor:
-        """UB of the unnormalised contractive attention of layer l (lip_norm norm, N = seq_len), one element."""
+        """UB of the unnormalised contractive attention of layer l (lipt_model_attn_bound: the lip_norm norm,
+        N = seq_len, cfg.gram_iters squarings), one element."""
         cfg, p = self.cfg, f"layers.{l}."
         wq, wv, wo = self.p(p + "attn.wq"), self.p(p + "attn.wv"), self.p(p + "attn.wo")
+        if cfg.attention == "clipped-dp":
+            return bound_clipped_dp(wq, self.p(p + "attn.wk"), wv, wo, cfg.n_heads, cfg.radius, self.bound_vectors(l),
+                                    cfg.gram_iters)
         if cfg.lip_norm == "2":
-            return bound_l2_2(wq, wv, wo, cfg.n_heads, cfg.seq_len, self.bound_vectors(l))
+            return bound_l2_2(wq, wv, wo, cfg.n_heads, cfg.seq_len, self.bound_vectors(l), cfg.gram_iters)
+        if cfg.lip_norm == "inf2":
+            return bound_l2_inf2(wq, wv, wo, cfg.n_heads, cfg.seq_len, self.bound_vectors(l), cfg.gram_iters)
         return bound_l2_inf(wq, wv, wo, cfg.n_heads, cfg.seq_len)
 
     def ffn_sigmas(self, l: int) -> Tuple[torch.Tensor, torch.Tensor]:
-        p = f"layers.{l}."
-        s1 = spectral_sigma(self.p(p + "ffn.w1"), self.p(p + "ffn.sn1.u"), self.p(p + "ffn.sn1.v"), 1)
-        s2 = spectral_sigma(self.p(p + "ffn.w2"), self.p(p + "ffn.sn2.u"), self.p(p + "ffn.sn2.v"), 1)
+        """Certified spectral norms of ffn.w1, ffn.w2 (cfg.gram_iters squarings; gradient from ffn.sn*)."""
+        p, g = f"layers.{l}.", self.cfg.gram_iters
+        s1 = spectral_ub(self.p(p + "ffn.w1"), self.p(p + "ffn.sn1.u"), self.p(p + "ffn.sn1.v"), 1, g)
+        s2 = spectral_ub(self.p(p + "ffn.w2"), self.p(p + "ffn.sn2.u"), self.p(p + "ffn.sn2.v"), 1, g)
         return s1, s2
 
     @torch.no_grad()
     def layer_lipschitz(self, l: int) -> Dict[str, float]:
-        """lipt_model_layer_lipschitz: the bound, the factors and the sigma estimates of block l."""
+        """lipt_model_layer_lipschitz(gram_iters = 0): the bound, the factors and the certified sigmas of block
+        l."""
         out = {"attn_bound": 0.0, "attn_factor": 1.0, "sigma1": 0.0, "sigma2": 0.0, "ffn_factor1": 1.0,
                "ffn_factor2": 1.0}
         if not self.cfg.invertible:
@@ -463,8 +606,10 @@ class LiptTransformer(nn.Module):
         inv_s = 1.0 / math.sqrt(d)
         heads = lambda t: t.reshape(B, T, H, d).transpose(1, 2)  # [B,H,T,d]
         wq, wv = self.p(p + "attn.wq"), self.p(p + "attn.wv")
+        if cfg.attention == "clipped-dp":
+            x = clip_rows(x, cfg.radius)
         qh = heads(x @ wq)
-        if cfg.attention in ("dp", "l2"):
+        if cfg.attention in ("dp", "l2", "clipped-dp"):
             kh = heads(x @ self.p(p + "attn.wk"))
             vh = heads(x @ wv)
         else:
@@ -472,8 +617,12 @@ class LiptTransformer(nn.Module):
             kh = qh
             M = torch.einsum("ihc,ihe->hce", wq.reshape(D, H, d), wv.reshape(D, H, d)) * inv_s
             vh = qh @ M.unsqueeze(0)
-        if cfg.attention == "dp":
+        if cfg.attention in ("dp", "clipped-dp"):
             logits = (qh @ kh.transpose(-1, -2)) * inv_s
+            if cfg.attention == "clipped-dp" and cfg.rel_bias:
+                # logit (i, j <= i) of head h gets REL_BIAS_GAIN * rel[h, i - j] (j > i is masked below)
+                idx = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).clamp_min(0)
+                logits = logits + (self.p(p + "attn.rel_bias") * REL_BIAS_GAIN)[:, idx]
         else:
             # -|q_i - k_j|^2 / s up to the row constant -|q_i|^2 / s, which cancels in the softmax (as lipt)
             logits = (2.0 * (qh @ kh.transpose(-1, -2)) - (kh * kh).sum(-1).unsqueeze(-2)) * inv_s
@@ -481,7 +630,7 @@ class LiptTransformer(nn.Module):
         P = torch.softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
         a = (P @ vh).transpose(1, 2).reshape(B, T, D)
         f = a @ self.p(p + "attn.wo")
-        if cfg.attention == "contractive-l2":
+        if cfg.attention in CONTRACTIVE_ATTENTIONS:
             f = f * contract_factor(self.attn_bound(l), _f32(cfg.c))
         return f + self.p(p + "attn.bo")
 
@@ -511,7 +660,23 @@ class LiptTransformer(nn.Module):
             if self.training and self.cfg.dropout > 0:
                 g = F.dropout(g, self.cfg.dropout, True)
             x = x + g
-        return x
+        return self.actnorm(l, x)
+
+    def actnorm(self, l: int, x: torch.Tensor) -> torch.Tensor:
+        """ActNorm after block l (actnorm = 1): x * exp(log_scale) + bias per channel; identity otherwise."""
+        if not self.cfg.actnorm:
+            return x
+        p = f"layers.{l}.actnorm."
+        return x * torch.exp(self.p(p + "log_scale")) + self.p(p + "bias")
+
+    @torch.no_grad()
+    def actnorm_inverse(self, l: int, y: torch.Tensor) -> torch.Tensor:
+        """The exact inverse of `actnorm`, (y - bias) * exp(-log_scale) in float64 (as lipt_model_invert)."""
+        if not self.cfg.actnorm:
+            return y
+        p = f"layers.{l}.actnorm."
+        s, b = self.p(p + "log_scale").double(), self.p(p + "bias").double()
+        return ((y.double() - b) * torch.exp(-s)).to(y.dtype)
 
     def hidden(self, ids: torch.Tensor) -> torch.Tensor:
         x = self.embed(ids)
@@ -535,10 +700,10 @@ class LiptTransformer(nn.Module):
     # ---- inversion (lipt_model_invert)
     @torch.no_grad()
     def invert(self, ids: Sequence[int], tol: float = 1e-6, max_iter: int = 100) -> Dict[str, object]:
-        """Forward one sequence to the last hidden state, undo the blocks from the top (feed-forward map, then
-        attention map) by x <- y - g(x) from x = y until max|x_{k+1} - x_k| <= tol * max(1, max|x_k|) or the cap,
-        subtract pos_emb and take the nearest token embedding. Returns x0 (recovered), x0_true, tokens, iters
-        (per map at 2*l + which), converged."""
+        """Forward one sequence to the last hidden state, undo the blocks from the top (ActNorm exactly, then the
+        feed-forward map, then the attention map, each by x <- y - g(x) from x = y until
+        max|x_{k+1} - x_k| <= tol * max(1, max|x_k|) or the cap), subtract pos_emb and take the nearest token
+        embedding. Returns x0 (recovered), x0_true, tokens, iters (per map at 2*l + which), converged."""
         if not self.cfg.invertible:
             raise ValueError("inversion needs the invertible model")
         ids_t = torch.as_tensor(np.asarray(ids, dtype=np.int64)).reshape(1, -1)
@@ -549,6 +714,7 @@ class LiptTransformer(nn.Module):
             y = self.block(l, y)
         iters, conv = [0] * (2 * L), [0] * (2 * L)
         for l in reversed(range(L)):
+            y = self.actnorm_inverse(l, y)
             for which in (1, 0):
                 x = y.clone()
                 k = 0

@@ -5,9 +5,10 @@ For each variant of a small model it draws weights and power-iteration vectors f
 computes with the PyTorch re-implementation (lipt_torch.py, float32): logits, the mean cross-entropy, every
 parameter gradient; three AdamW steps (torch.optim.AdamW, lipt's no-decay set) each followed by the power-iteration
 refresh lipt's training loop runs (lipt_model_refresh_norms(cfg.power_iters)), with the loss of each step and every
-parameter and buffer after the last; for the invertible model the inversion of each batch row (recovered embedding
-input x0, tokens, iterations). The same recipe in float64 is printed next to it as a check of how well float32
-determines each quantity (the golden values are the float32 run).
+parameter and buffer after the last; for the invertible models the normalisers (certified Gram-iteration spectral
+norms) and the inversion of each batch row (recovered embedding input x0, tokens, iterations). The same recipe in
+float64 runs next to it as a check of how well float32 determines each quantity (the golden values are the float32
+run; every compared tensor must agree to PRECISION).
 
 Run from anywhere:  /usr/bin/python3 tests/golden/make_golden.py   (regenerates the files bit for bit)
 Options: --out DIR (default: this directory), --check (regenerate in memory and compare with the files on disk).
@@ -24,7 +25,7 @@ import torch
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lipt_torch import (KIND_BUFFER, LiptConfig, LiptTransformer, _f32, layer_norm,  # noqa: E402
-                        norm_inf_blocks)
+                        norm_inf_blocks, spectral_sigma)
 
 torch.set_num_threads(1)
 
@@ -97,11 +98,19 @@ VARIANTS = [
                              power_iters=1), 404, 7),
     ("contractive-2", dict(attention="contractive-l2", ffn="contractive", activation="elu", lip_norm="2",
                            power_iters=2), 505, 7),
+    ("contractive-inf2", dict(attention="contractive-l2", ffn="contractive", activation="lipswish", lip_norm="inf2",
+                              power_iters=1, actnorm=1), 606, 7),
+    ("clipped-dp", dict(attention="clipped-dp", ffn="contractive", activation="lipswish", lip_norm="inf2",
+                        power_iters=1, clip_radius=2.75, rel_bias=1, actnorm=1), 708, 7),
+    ("clipped-dp-norel", dict(attention="clipped-dp", ffn="contractive", activation="elu", lip_norm="inf2",
+                              power_iters=2, clip_radius=0.0, rel_bias=0, actnorm=0, gram_iters=3), 808, 7),
 ]
 B, STEPS = 2, 3
 ADAMW = dict(lr=1e-2, beta1=0.9, beta2=0.98, eps=1e-8, weight_decay=0.1)
 INVERT = dict(tol=1e-6, max_iter=100)
+PRECISION = 1e-5  # largest float32-vs-float64 difference of any compared tensor (a tenth of the test's 1e-4)
 MARGIN = 1e-3  # least relative gap between the top two candidates of every max in the infinity-norm bound
+CLIP_MARGIN = 1e-3  # least relative distance |(|x_i| / R) - 1| of every row clipped-dp attention sees
 
 
 def leaf(name):
@@ -112,10 +121,12 @@ def draw_values(cfg: LiptConfig, rs: np.random.RandomState):
     """Every parameter at a scale where each path matters (std 0.1-0.5, LayerNorm gains near 1), buffers as
     unit vectors advanced by one power-iteration round (so the refreshes of training still move them)."""
     inv = cfg.invertible
-    std = {"tok_emb": 0.7 if inv else 0.5, "pos_emb": 0.4 if inv else 0.5,
-           "attn.wq": 0.25 if cfg.attention != "dp" else 0.35, "attn.wk": 0.25 if cfg.attention != "dp" else 0.35,
+    qk = {"dp": 0.35, "clipped-dp": 0.2}.get(cfg.attention, 0.25)
+    std = {"tok_emb": 0.7 if inv else 0.5, "pos_emb": 0.4 if inv else 0.5, "attn.wq": qk, "attn.wk": qk,
            "attn.wv": 0.35, "attn.wo": 0.35, "attn.bo": 0.1, "ffn.w1": 0.35, "ffn.b1": 0.1, "ffn.w2": 0.35,
-           "ffn.b2": 0.1, "head.w": 0.4, "head.b": 0.1}
+           "ffn.b2": 0.1, "head.w": 0.4, "head.b": 0.1,
+           # logit bias 8 * rel of std 1.2; ActNorm scales exp(N(0, 0.2^2))
+           "attn.rel_bias": 0.15, "actnorm.log_scale": 0.2, "actnorm.bias": 0.1}
     vals = {}
     model = LiptTransformer(cfg)
     for name, shape, kind in model.specs:
@@ -192,8 +203,22 @@ def relu_margin(m: LiptTransformer, ids):
                                                        _f32(m.cfg.ln_eps))
             pre = xin @ m.p(p + "ffn.w1") + m.p(p + "ffn.b1")
             worst = min(worst, float(pre.abs().min()) / float(pre.abs().max()))
-            x = x + m.branch(l, 1, x)
+            x = m.actnorm(l, x + m.branch(l, 1, x))
     return worst
+
+
+def clip_stats(m: LiptTransformer, ids):
+    """clipped-dp: per layer, (rows clipped, rows, least |(|x_i| / R) - 1|) of the rows its attention clips (a
+    row norm within rounding of R would make the golden gradient ill-determined)."""
+    out = []
+    R = m.cfg.radius
+    with torch.no_grad():
+        x = m.embed(ids)
+        for l in range(m.cfg.n_layers):
+            n = torch.sqrt((x.double() ** 2).sum(-1)).flatten()
+            out.append((int((n > R).sum()), n.numel(), float((n / R - 1).abs().min())))
+            x = m.block(l, x)
+    return out
 
 
 def run_recipe(cfg, vals, ids, targets, dtype, check=None):
@@ -240,20 +265,35 @@ def make_variant(stem, overrides, seed, T, verbose=True):
 
     failures = []
 
+    ids_t = torch.as_tensor(ids, dtype=torch.int64)
+
     def check(m):
         for name, v, need in margins(m):
             if not v >= need:
                 failures.append(f"{name} = {v:.3g} < {need:g}")
         if cfg.activation == "relu":
-            r = relu_margin(m, torch.as_tensor(ids, dtype=torch.int64))
+            r = relu_margin(m, ids_t)
             if not r >= 1e-4:
                 failures.append(f"relu pre-activation margin {r:.3g} < 1e-4")
+        if cfg.attention == "clipped-dp":
+            for l, (_, _, gap) in enumerate(clip_stats(m, ids_t)):
+                if not gap >= CLIP_MARGIN:
+                    failures.append(f"layer {l} clip: a row norm within {gap:.3g} of R")
 
     r32 = run_recipe(cfg, vals, ids, targets, torch.float32, check)
     if failures:
         raise RuntimeError(f"{stem}: the drawn values do not meet the golden conditions (change the seed): "
                            + "; ".join(failures))
     r64 = run_recipe(cfg, {k: v.astype(np.float64) for k, v in vals.items()}, ids, targets, torch.float64)
+    # every compared tensor must be pinned down by float32 far below the test's tolerance (a gradient that is a
+    # sum with heavy cancellation, e.g. a one-element ffn.beta, would not be)
+    loose = [(k, rel(r32[k], r64[k])) for k in ("logits", "loss", "step_loss")]
+    loose += [("grad/" + n, rel(r32["grads"][n], r64["grads"][n])) for n in r32["grads"]]
+    loose += [("final/" + n, rel(r32["final"][n], r64["final"][n])) for n in r32["final"]]
+    loose = [f"{k} {e:.1e}" for k, e in loose if not e <= PRECISION]
+    if loose:
+        raise RuntimeError(f"{stem}: float32 does not pin down (float32 vs float64 > {PRECISION:g}; change the "
+                           "seed): " + ", ".join(loose))
 
     # the refreshes must move the buffers (else the test could not see a missing refresh)
     buf_names = [n for n, _, k in LiptTransformer(cfg).specs if k == KIND_BUFFER]
@@ -262,6 +302,11 @@ def make_variant(stem, overrides, seed, T, verbose=True):
     m0 = build(cfg, vals, torch.float32)
     m0.eval()
     lip = [m0.layer_lipschitz(l) for l in range(cfg.n_layers)]
+    clips = clip_stats(m0, ids_t) if cfg.attention == "clipped-dp" else []
+    if clips:
+        n_clip, n_rows = sum(c[0] for c in clips), sum(c[1] for c in clips)
+        if not 0 < n_clip < n_rows:
+            raise RuntimeError(f"{stem}: the radius clips {n_clip} of {n_rows} rows (want some but not all)")
 
     entries = [("variant", DT_TEXT, stem), ("config", DT_TEXT, cfg.to_text()),
                ("recipe", DT_TEXT,
@@ -304,8 +349,16 @@ def make_variant(stem, overrides, seed, T, verbose=True):
               f"refreshes {buf_move:.1e}")
         if cfg.invertible:
             for l, d in enumerate(lip):
+                p = f"layers.{l}."
+                with torch.no_grad():
+                    est = [float(spectral_sigma(m0.p(p + w), m0.p(p + u), m0.p(p + v), 1)) for w, u, v in
+                           (("ffn.w1", "ffn.sn1.u", "ffn.sn1.v"), ("ffn.w2", "ffn.sn2.u", "ffn.sn2.v"))]
                 print(f"{'':16s} layer {l}: UB {d['attn_bound']:.4g} factor {d['attn_factor']:.4g}  "
-                      f"sigma1 {d['sigma1']:.4g} sigma2 {d['sigma2']:.4g}")
+                      f"sigma1 {d['sigma1']:.4g} sigma2 {d['sigma2']:.4g} (certified; u^T W v of the buffers "
+                      f"{est[0]:.4g}, {est[1]:.4g})")
+            for l, (nc, nr, gap) in enumerate(clips):
+                print(f"{'':16s} layer {l}: clipped rows {nc} of {nr} (R {cfg.radius:.4g}), least "
+                      f"| |x|/R - 1 | {gap:.1e}")
             it = np.stack(iters)
             x0err = max(float(np.abs(a - b).max()) for a, b in zip(x0s, x0t))
             print(f"{'':16s} inversion: iterations per map {it.tolist()}, max|x0 - x0_true| {x0err:.1e}")
