@@ -45,13 +45,13 @@ run_one() { # name
   [ -f "$dir/result.json" ] && { echo "== $name: done (cached)"; return 0; }
   local extra
   extra=$(sed -n 's/^# train: //p' "$cfg" | head -1)
-  local resume=()
-  [ -f "$dir/last.ckpt" ] && resume=(--resume)
+  local src=(--config "$cfg")
+  [ -f "$dir/last.ckpt" ] && src=(--resume)   # the checkpoint holds the model config
   echo "== $name: training ($STEPS steps)"
   # shellcheck disable=SC2086
-  "$LIPT" train --config "$cfg" --data "$DATA" --out "$dir" --steps "$STEPS" --batch 32 --lr 1e-3 --warmup 100 \
+  "$LIPT" train "${src[@]}" --data "$DATA" --out "$dir" --steps "$STEPS" --batch 32 --lr 1e-3 --warmup 100 \
     --schedule invsqrt --clip 1 --seed 0 --beta1 0.9 --beta2 0.98 --eval-every "$STEPS" --eval-symbols 50000 \
-    --final-eval none --save-every 100 --quiet "${resume[@]}" "${TARGS[@]}" $extra
+    --final-eval none --save-every 100 --quiet "${TARGS[@]}" $extra
   echo "== $name: measuring"
   "$LIPT" lipschitz --ckpt "$dir/last.ckpt" --data "$DATA" --tokens 8 --windows 2 --json "${TARGS[@]}" \
     >"$dir/lipschitz.json" || true   # non-zero exit = not certified: recorded in the JSON

@@ -32,6 +32,7 @@
     X(ATTENTION_DP_REL, attention_dp_rel) \
     X(CLIP_ROWS, clip_rows)             \
     X(EXP, exp)                         \
+    X(MAXMIN, maxmin)                   \
     X(SPECTRAL_NORM, spectral_norm)     \
     X(SPECTRAL_NORM_UB, spectral_norm_ub) \
     X(NORM_INF, norm_inf)               \

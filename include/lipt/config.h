@@ -26,7 +26,7 @@ typedef enum {
     LIPT_FFN_CONTRACTIVE       /* "contractive": W1, W2 spectrally normalised to c, no LayerNorm (invertible model) */
 } lipt_ffn_kind;
 
-typedef enum { LIPT_ACT_GELU = 0, LIPT_ACT_RELU, LIPT_ACT_ELU, LIPT_ACT_LIPSWISH } lipt_act_kind;
+typedef enum { LIPT_ACT_GELU = 0, LIPT_ACT_RELU, LIPT_ACT_ELU, LIPT_ACT_LIPSWISH, LIPT_ACT_MAXMIN } lipt_act_kind;
 
 typedef enum {
     LIPT_LIPNORM_INF = 0,      /* "inf": lipt_bound_l2_inf normalises the contractive attention */
@@ -56,6 +56,8 @@ typedef struct {
     int rel_bias;              /* clipped-dp: 1 learns a relative-position logit bias per head (default 1) */
     int actnorm;               /* invertible model: 1 puts ActNorm (per-channel exp(s) x + b) after every block */
     int gram_iters;            /* Gram-iteration squarings of the certified spectral norms in the forward pass */
+    int ffn_full_budget;       /* contractive ffn: 1 divides W1 by max(1, σ1) and W2 by max(1, σ2/c) (bound c);
+                                * 0 divides both by max(1, σ/c) (bound c²) */
 } lipt_config;
 
 /* Defaults: a small DP model (vocab 256, d_model 128, 4 heads, d_ff 512, 2 layers, seq_len 128, gelu,

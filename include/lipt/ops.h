@@ -71,6 +71,8 @@ lipt_tensor *lipt_attention_dp_rel(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k
                                    int H);
 /* Each row (last dim) projected onto the Euclidean ball of radius R: x · min(1, R / ‖x‖₂). 1-Lipschitz per row. */
 lipt_tensor *lipt_clip_rows(lipt_ctx *ctx, lipt_tensor *x, float R);
+/* GroupSort with groups of 2: channel pairs (2k, 2k+1) -> (max, min); last dim even. 1-Lipschitz. */
+lipt_tensor *lipt_maxmin(lipt_ctx *ctx, lipt_tensor *x);
 /* Element-wise e^x (float32 expf). */
 lipt_tensor *lipt_exp(lipt_ctx *ctx, lipt_tensor *x);
 

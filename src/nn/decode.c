@@ -148,7 +148,8 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
         if (cffn) {
             const int g = c->gram_iters;
             const float f1 = lipt_contract_factor(
-                                 &ctx, lipt_spectral_norm_ub(&ctx, W->w1, W->sn1_u->data, W->sn1_v->data, 1, 0, g), c->c)
+                                 &ctx, lipt_spectral_norm_ub(&ctx, W->w1, W->sn1_u->data, W->sn1_v->data, 1, 0, g),
+                                 c->ffn_full_budget ? 1.0f : c->c)
                                  ->data[0];
             const float f2 = lipt_contract_factor(
                                  &ctx, lipt_spectral_norm_ub(&ctx, W->w2, W->sn2_u->data, W->sn2_v->data, 1, 0, g), c->c)
@@ -249,6 +250,13 @@ static void activate(lipt_act_kind act, float beta, float *x, size_t n) {
         break;
     case LIPT_ACT_LIPSWISH:
         lipt_vlipswish(x, x, n, beta, LIPSWISH_SCALE);
+        break;
+    case LIPT_ACT_MAXMIN: /* as lipt_maxmin */
+        for (size_t p = 0; p + 1 < n; p += 2) {
+            const float u = x[p], v = x[p + 1];
+            x[p] = u >= v ? u : v;
+            x[p + 1] = u >= v ? v : u;
+        }
         break;
     case LIPT_ACT_GELU:
     default:

@@ -78,6 +78,7 @@ static lipt_tensor *activation(lipt_ctx *ctx, const lipt_model *m, const lipt_la
     case LIPT_ACT_RELU: return lipt_relu(ctx, x);
     case LIPT_ACT_ELU: return lipt_elu(ctx, x);
     case LIPT_ACT_LIPSWISH: return lipt_lipswish(ctx, x, L->beta);
+    case LIPT_ACT_MAXMIN: return lipt_maxmin(ctx, x);
     case LIPT_ACT_GELU:
     default: return lipt_gelu(ctx, x);
     }
@@ -91,7 +92,9 @@ static lipt_tensor *feed_forward(lipt_ctx *ctx, const lipt_model *m, const lipt_
     if (m->cfg.ffn == LIPT_FFN_CONTRACTIVE) {
         const float c = m->cfg.c;
         const int g = m->cfg.gram_iters;
-        w1 = lipt_mul(ctx, w1, contract(ctx, lipt_spectral_norm_ub(ctx, L->w1, L->sn1_u->data, L->sn1_v->data, 1, 0, g), c));
+        /* full budget: W1 to 1, W2 to c, so Lip <= c (else both to c: c²) */
+        const float c1 = m->cfg.ffn_full_budget ? 1.0f : c;
+        w1 = lipt_mul(ctx, w1, contract(ctx, lipt_spectral_norm_ub(ctx, L->w1, L->sn1_u->data, L->sn1_v->data, 1, 0, g), c1));
         w2 = lipt_mul(ctx, w2, contract(ctx, lipt_spectral_norm_ub(ctx, L->w2, L->sn2_u->data, L->sn2_v->data, 1, 0, g), c));
     }
     lipt_tensor *h = activation(ctx, m, L, linear(ctx, x, w1, L->b1));

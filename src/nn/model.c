@@ -242,7 +242,7 @@ void lipt_model_layer_lipschitz(lipt_model *m, int layer, int gram_iters, lipt_l
     lipt_tensor *s2 = lipt_spectral_norm_ub(ctx, L->w2, L->sn2_u->data, L->sn2_v->data, 1, 0, g);
     out->sigma1 = s1->data[0];
     out->sigma2 = s2->data[0];
-    out->ffn_factor1 = lipt_contract_factor(ctx, s1, c->c)->data[0];
+    out->ffn_factor1 = lipt_contract_factor(ctx, s1, c->ffn_full_budget ? 1.0f : c->c)->data[0];
     out->ffn_factor2 = lipt_contract_factor(ctx, s2, c->c)->data[0];
     lipt_ctx_reset(ctx);
     lipt_no_grad_pop(ctx);
