@@ -65,7 +65,7 @@ int cmd_invert(int argc, char **argv) {
     int *ids = NULL;
     lipt_dataset ds;
     int have_ds = 0;
-    if (!m.invertible) {
+    if (!m.invertible && !m.cfg.coupling) {
         rc = cli_error(C, "%s is a %s-attention model: only the invertible model (contractive-l2 + contractive ffn) can be inverted",
                        cli_str(&a, "ckpt"), lipt_attn_name(m.cfg.attention));
         goto out;

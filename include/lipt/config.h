@@ -56,6 +56,9 @@ typedef struct {
     int rel_bias;              /* clipped-dp: 1 learns a relative-position logit bias per head (default 1) */
     int actnorm;               /* invertible model: 1 puts ActNorm (per-channel exp(s) x + b) after every block */
     int gram_iters;            /* Gram-iteration squarings of the certified spectral norms in the forward pass */
+    int coupling;              /* 1: additive coupling blocks (a control): attention writes the first half of the
+                                * channels from the second, the ffn the second from the first; exact inverse, no
+                                * Lipschitz constraint (pre-LN variants dp, l2, l2-tied only) */
     int ffn_full_budget;       /* contractive ffn: 1 divides W1 by max(1, σ1) and W2 by max(1, σ2/c) (bound c);
                                 * 0 divides both by max(1, σ/c) (bound c²) */
 } lipt_config;

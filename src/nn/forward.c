@@ -101,7 +101,25 @@ static lipt_tensor *feed_forward(lipt_ctx *ctx, const lipt_model *m, const lipt_
     return linear(ctx, h, w2, L->b2);
 }
 
+/* Coupling blocks: the channel mask of half `second` (0: channels [0, D/2), 1: [D/2, D)), a constant. */
+static lipt_tensor *half_mask(lipt_ctx *ctx, int D, int second) {
+    lipt_tensor *mk = lipt_tensor_1d(ctx, D);
+    for (int j = 0; j < D; j++) mk->data[j] = (j >= D / 2) == (second != 0) ? 1.0f : 0.0f;
+    return mk;
+}
+
+static lipt_tensor *plain_branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x);
+
 lipt_tensor *lipt_model_branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x) {
+    if (!m->cfg.coupling || which == LIPT_BRANCH_MHA) return plain_branch(ctx, m, layer, which, x);
+    /* additive coupling: the attention reads the second half and writes the first, the feed-forward reads the first
+     * and writes the second, so each residual map is inverted exactly by one subtraction */
+    const int D = m->cfg.d_model, attn = which == LIPT_BRANCH_ATTN;
+    lipt_tensor *in = lipt_mul(ctx, x, half_mask(ctx, D, attn));
+    return lipt_mul(ctx, plain_branch(ctx, m, layer, which, in), half_mask(ctx, D, !attn));
+}
+
+static lipt_tensor *plain_branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x) {
     LIPT_CHECK(layer >= 0 && layer < m->cfg.n_layers, "model branch: layer %d of %d", layer, m->cfg.n_layers);
     LIPT_CHECK(which == LIPT_BRANCH_ATTN || which == LIPT_BRANCH_FFN || which == LIPT_BRANCH_MHA, "model branch: which = %d", which);
     LIPT_CHECK(x->ndim == 3 && x->shape[2] == m->cfg.d_model && x->shape[1] <= m->cfg.seq_len,

@@ -21,7 +21,7 @@ lipt_status lipt_model_invert(lipt_ctx *ctx, const lipt_model *m, const int *ids
                               lipt_model_invert_result *res, lipt_error *err) {
     memset(res, 0, sizeof *res);
     res->failed_layer = res->failed_branch = -1;
-    if (!m->invertible)
+    if (!m->invertible && !m->cfg.coupling)
         return lipt_fail(err, LIPT_ERR_ARG,
                          "model inversion needs the invertible model (attention = clipped-dp or contractive-l2, ffn = "
                          "contractive); "
