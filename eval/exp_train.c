@@ -17,12 +17,13 @@
 #include "exp_util.h"
 #include "svg.h"
 
-#define MAX_VARIANTS 4
+#define MAX_VARIANTS 5
 #define MAX_DEPTHS 24
 #define MAX_CELLS (MAX_VARIANTS * MAX_DEPTHS)
 #define MAX_ARGS 80
 
-static const char *const variant_names[MAX_VARIANTS] = {"dp", "l2", "l2-tied", "contractive"};
+/* models/ptb-<name>.cfg: "contractive" is the invertible model (clipped-dp), "contractive-l2" the paper's */
+static const char *const variant_names[MAX_VARIANTS] = {"dp", "l2", "l2-tied", "contractive", "contractive-l2"};
 
 /* Index of a variant name in variant_names, -1 when unknown. */
 static int variant_index(const char *name) {
@@ -422,7 +423,7 @@ static int grid_select(cli_args *a, const char *C, const grid_opts *g, int *vars
     lipt_error err = {0};
     *nv = parse_variants(cli_str(a, "variants"), vars, bad, sizeof bad);
     *nd = parse_list(cli_str(a, "depths"), dl, MAX_DEPTHS);
-    if (*nv < 1) return cli_error(C, "--variants: unknown variant '%s' (dp, l2, l2-tied, contractive)", bad);
+    if (*nv < 1) return cli_error(C, "--variants: unknown variant '%s' (dp, l2, l2-tied, contractive, contractive-l2)", bad);
     if (*nd < 1) return cli_error(C, "--depths must be a comma list of layer counts, got '%s'", cli_str(a, "depths"));
     if (g->steps < 1 || g->batch < 1 || g->threads < 1) return cli_error(C, "--steps, --batch and --threads must be >= 1");
     for (int i = 0; i < *nd; i++)
@@ -432,7 +433,8 @@ static int grid_select(cli_args *a, const char *C, const grid_opts *g, int *vars
 }
 
 static const cli_opt depth_own[] = {
-    {"variants", CLI_STRING, "LIST", "attention variants: dp,l2,l2-tied,contractive", "dp,l2,l2-tied,contractive"},
+    {"variants", CLI_STRING, "LIST", "attention variants: dp,l2,l2-tied,contractive (the invertible model),contractive-l2 (the paper's)",
+     "dp,l2,l2-tied,contractive"},
     {"depths", CLI_STRING, "LIST", "numbers of layers", "1,2,4,8,12"},
     {"steps", CLI_INT, "N", "optimizer steps of every cell (the same budget for all)", "1000"},
     {"lr", CLI_FLOAT, "LR", "peak learning rate (warmup then 1/sqrt decay)", "2e-3"},

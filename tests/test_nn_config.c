@@ -15,12 +15,13 @@ static const char *models_dir(char *buf, size_t len) {
 }
 
 START_TEST(test_shipped_configs) {
-    const char *names[] = {"ptb-dp.cfg", "ptb-l2.cfg", "ptb-l2-tied.cfg", "ptb-contractive.cfg", "enwik8.cfg", "tiny.cfg"};
-    const lipt_attn_kind attn[] = {LIPT_ATTN_DP, LIPT_ATTN_L2, LIPT_ATTN_L2_TIED, LIPT_ATTN_CONTRACTIVE_L2, LIPT_ATTN_DP,
-                                   LIPT_ATTN_CONTRACTIVE_L2};
+    const char *names[] = {"ptb-dp.cfg", "ptb-l2.cfg", "ptb-l2-tied.cfg", "ptb-contractive.cfg", "enwik8.cfg", "tiny.cfg",
+                           "ptb-contractive-l2.cfg"};
+    const lipt_attn_kind attn[] = {LIPT_ATTN_DP, LIPT_ATTN_L2, LIPT_ATTN_L2_TIED, LIPT_ATTN_CLIPPED_DP, LIPT_ATTN_DP,
+                                   LIPT_ATTN_CLIPPED_DP, LIPT_ATTN_CONTRACTIVE_L2};
     char dir[900], path[1024];
     models_dir(dir, sizeof dir);
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         lipt_config cfg;
         lipt_error err = {0};
