@@ -772,7 +772,7 @@ static int exp_invertibility(int argc, char **argv) {
                 for (size_t i = 0; i < n; i++) y->data[i] = xs[i] + gx->data[i];
                 lipt_no_grad_pop(&ctx);
                 traced_branch tb = {&m, xs, n, tracebuf, (int)max_iter + 1, 0};
-                lipt_fp_opts fo = {tol, (int)max_iter};
+                lipt_fp_opts fo = {tol, (int)max_iter, 0};
                 lipt_fp_result res = {0, 0, NULL, 0};
                 lipt_error ie = {0};
                 const lipt_status fs = lipt_fixed_point_invert(&ctx, traced_g, &tb, y, xr, &fo, &res, &ie);

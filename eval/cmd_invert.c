@@ -96,7 +96,7 @@ int cmd_invert(int argc, char **argv) {
     }
     lipt_ctx ctx;
     lipt_ctx_init(&ctx, (size_t)16 << 20, 1);
-    lipt_fp_opts fo = {tol, (int)max_iter};
+    lipt_fp_opts fo = {tol, (int)max_iter, 0};
     int json = cli_has(&a, "json"), all_exact = 1;
     json_w j;
     if (json) {

@@ -8,14 +8,16 @@
 typedef lipt_tensor *(*lipt_branch_fn)(lipt_ctx *ctx, lipt_tensor *x, void *user);
 
 typedef struct {
-    double tol;        /* stop when max|x_{k+1} - x_k| <= tol * max(1, max|x_k|) (relative) */
+    double tol;        /* stop when ‖x_{k+1} - x_k‖ <= tol * max(1, ‖x_k‖) (relative) */
     int max_iter;      /* iteration cap */
+    int row_width;     /* the norm ‖·‖ of the stopping rule: 0, the largest entry; W > 0, the token-wise norm, the largest
+                        * 2-norm over rows of W entries (for maps certified in that norm) */
 } lipt_fp_opts;
 
 typedef struct {
     int iters;         /* iterations run */
     int converged;     /* 1 if the tolerance was met within the cap */
-    double *err;       /* err[k] = max|x_{k+1} - x_k| after iteration k (k < iters); caller-owned, max_iter long, may be NULL */
+    double *err;       /* err[k] = ‖x_{k+1} - x_k‖ (opts' norm) after iteration k (k < iters); caller-owned, max_iter long, may be NULL */
     double final_err;
 } lipt_fp_result;
 

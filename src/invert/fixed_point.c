@@ -6,7 +6,7 @@
 
 lipt_status lipt_fixed_point_invert(lipt_ctx *ctx, lipt_branch_fn g, void *user, const lipt_tensor *y,
                                     float *x_out, const lipt_fp_opts *opts, lipt_fp_result *res, lipt_error *err) {
-    lipt_fp_opts o = {1e-6, 100};
+    lipt_fp_opts o = {1e-6, 100, 0};
     if (opts) o = *opts;
     if (res) {
         res->iters = 0;
@@ -18,6 +18,9 @@ lipt_status lipt_fixed_point_invert(lipt_ctx *ctx, lipt_branch_fn g, void *user,
         return lipt_fail(err, LIPT_ERR_ARG, "fixed_point_invert: tol %g must be >= 0 and max_iter %d >= 1", o.tol,
                          o.max_iter);
     const size_t n = y->numel;
+    const size_t W = o.row_width > 0 ? (size_t)o.row_width : 1;
+    if (n % W != 0)
+        return lipt_fail(err, LIPT_ERR_ARG, "fixed_point_invert: row width %d does not divide %zu elements", o.row_width, n);
     if (x_out < y->data + n && y->data < x_out + n)
         return lipt_fail(err, LIPT_ERR_ARG, "fixed_point_invert: x_out overlaps y (y is read every iteration)");
     const float *yd = y->data;
@@ -43,12 +46,20 @@ lipt_status lipt_fixed_point_invert(lipt_ctx *ctx, lipt_branch_fn g, void *user,
         /* check first, write second: a non-finite step leaves x_out at the last finite iterate */
         double d = 0, xmax = 0;
         int finite = 1;
-        for (size_t i = 0; i < n; i++) {
-            const float xn = yd[i] - gx->data[i];
-            if (!isfinite(xn)) { finite = 0; break; }
-            const double di = fabs((double)xn - x_out[i]), ai = fabs((double)x_out[i]);
-            if (di > d) d = di;
-            if (ai > xmax) xmax = ai;
+        for (size_t r = 0; r < n / W && finite; r++) {
+            double dr = 0, ar = 0; /* the row's change and size: 2-norms (W > 1) or absolute values (W = 1) */
+            for (size_t i = r * W; i < (r + 1) * W; i++) {
+                const float xn = yd[i] - gx->data[i];
+                if (!isfinite(xn)) { finite = 0; break; }
+                const double di = (double)xn - x_out[i], ai = x_out[i];
+                dr += di * di;
+                ar += ai * ai;
+            }
+            /* W = 1: |d| exactly (sqrt of the square could differ in the last bit) */
+            dr = W == 1 ? fabs((double)(yd[r] - gx->data[r]) - x_out[r]) : sqrt(dr);
+            ar = W == 1 ? fabs((double)x_out[r]) : sqrt(ar);
+            if (dr > d) d = dr;
+            if (ar > xmax) xmax = ar;
         }
         if (!finite) {
             lipt_arena_release(&ctx->arena, mark);
@@ -77,7 +88,7 @@ lipt_status lipt_fixed_point_invert(lipt_ctx *ctx, lipt_branch_fn g, void *user,
     if (st) return st;
     if (!converged)
         return lipt_fail(err, LIPT_ERR_NUMERIC,
-                         "fixed_point_invert: not converged after %d iterations: max|x_{k+1} - x_k| = %.3e > tol %.1e "
+                         "fixed_point_invert: not converged after %d iterations: |x_{k+1} - x_k| = %.3e > tol %.1e "
                          "(relative); the branch may not be contractive (Lip(g) >= 1)",
                          k, diff, o.tol);
     return LIPT_OK;

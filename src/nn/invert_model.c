@@ -29,8 +29,10 @@ lipt_status lipt_model_invert(lipt_ctx *ctx, const lipt_model *m, const int *ids
                          lipt_attn_name(m->cfg.attention), lipt_ffn_name(m->cfg.ffn));
     lipt_status st = lipt_model_check_ids(m, ids, 1, T, err);
     if (st != LIPT_OK) return st;
-    lipt_fp_opts o = {1e-6, 100};
+    lipt_fp_opts o = {1e-6, 100, 0};
     if (opts) o = *opts;
+    /* maps certified in the token-wise norm stop on the change in that norm */
+    if (m->cfg.lip_norm == LIPT_LIPNORM_INF2) o.row_width = m->cfg.d_model;
     if (o.max_iter < 1 || !(o.tol > 0)) return lipt_fail(err, LIPT_ERR_ARG, "inversion: need tol > 0 and max_iter >= 1");
 
     const int L = m->cfg.n_layers, D = m->cfg.d_model, V = m->cfg.vocab_size;

@@ -722,8 +722,12 @@ class LiptTransformer(nn.Module):
                     xn = y - self.branch(l, which, x)
                     if not bool(torch.isfinite(xn).all()):
                         raise FloatingPointError(f"inversion of layer {l} branch {which}: non-finite iterate")
-                    diff = float((xn.double() - x.double()).abs().max())
-                    xmax = float(x.abs().max())
+                    if self.cfg.lip_norm == "inf2":  # the token-wise norm the maps are certified in
+                        diff = float((xn.double() - x.double()).norm(dim=-1).max())
+                        xmax = float(x.double().norm(dim=-1).max())
+                    else:
+                        diff = float((xn.double() - x.double()).abs().max())
+                        xmax = float(x.abs().max())
                     x = xn
                     if diff <= tol * max(1.0, xmax):
                         conv[2 * l + which] = 1
