@@ -59,6 +59,8 @@ typedef struct {
     int coupling;              /* 1: additive coupling blocks (a control): attention writes the first half of the
                                 * channels from the second, the ffn the second from the first; exact inverse, no
                                 * Lipschitz constraint (pre-LN variants dp, l2, l2-tied only) */
+    int head_hidden;           /* 0: the head is ln_f + linear; F > 0: ln_f, then a per-token MLP (D -> F, GELU, -> V)
+                                * (outside the invertible stack, so it needs no certificate) */
     int ffn_full_budget;       /* contractive ffn: 1 divides W1 by max(1, σ1) and W2 by max(1, σ2/c) (bound c);
                                 * 0 divides both by max(1, σ/c) (bound c²) */
 } lipt_config;

@@ -42,7 +42,8 @@ typedef struct {
     lipt_tensor *pos_emb;          /* "pos_emb" [seq_len,D] */
     lipt_layer *layers;            /* n_layers */
     lipt_tensor *lnf_g, *lnf_b;    /* "ln_f.gamma", "ln_f.beta" [D] */
-    lipt_tensor *head_w, *head_b;  /* "head.w" [D,V], "head.b" [V] */
+    lipt_tensor *head_w1, *head_b1; /* "head.w1" [D,F], "head.b1" [F] (head_hidden = F > 0), else NULL */
+    lipt_tensor *head_w, *head_b;  /* "head.w" [D,V] ([F,V] with head_hidden), "head.b" [V] */
     int invertible;                /* lipt_config_invertible(&cfg) */
     lipt_ctx scratch;              /* private context for norm refresh and reports (not for forward passes) */
 } lipt_model;

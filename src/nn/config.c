@@ -13,16 +13,16 @@
 /* Every key, in file order (also the order of lipt_config_to_text). */
 enum {
     K_VOCAB, K_DMODEL, K_HEADS, K_DFF, K_LAYERS, K_SEQ, K_ATTN, K_FFN, K_ACT, K_DROPOUT, K_C, K_LIPNORM,
-    K_POWER, K_SEED, K_LNEPS, K_CLIPR, K_RELB, K_ACTNORM, K_GRAM, K_FFNB, K_COUPLING, K_COUNT
+    K_POWER, K_SEED, K_LNEPS, K_CLIPR, K_RELB, K_ACTNORM, K_GRAM, K_FFNB, K_COUPLING, K_HEADH, K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
     "vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn", "activation",
     "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps", "clip_radius", "rel_bias", "actnorm",
-    "gram_iters", "ffn_full_budget", "coupling"};
+    "gram_iters", "ffn_full_budget", "coupling", "head_hidden"};
 #define ACCEPTED_KEYS \
     "vocab_size, d_model, n_heads, d_ff, n_layers, seq_len, attention, ffn, activation, dropout, c, lip_norm, " \
     "power_iters, init_seed, ln_eps, clip_radius, rel_bias, actnorm, gram_iters, " \
-    "ffn_full_budget, coupling"
+    "ffn_full_budget, coupling, head_hidden"
 
 static const char *const attn_names[] = {"dp", "l2", "l2-tied", "contractive-l2", "clipped-dp"};
 static const char *const ffn_names[] = {"standard", "contractive"};
@@ -130,6 +130,7 @@ static lipt_status set_key(lipt_config *cfg, int k, const char *v, const char *w
     case K_GRAM: return parse_int(where, key, v, 1, 30, &cfg->gram_iters, err);
     case K_FFNB: return parse_int(where, key, v, 0, 1, &cfg->ffn_full_budget, err);
     case K_COUPLING: return parse_int(where, key, v, 0, 1, &cfg->coupling, err);
+    case K_HEADH: return parse_int(where, key, v, 0, 1 << 18, &cfg->head_hidden, err);
     case K_CLIPR: return parse_float(where, key, v, 0.0, 0, 1e6, 0, &cfg->clip_radius, err);
     case K_ATTN:
         if ((st = parse_enum(where, key, v, attn_names, NAMES(attn_names), &e, err)) == LIPT_OK)
@@ -330,11 +331,11 @@ size_t lipt_config_to_text(const lipt_config *cfg, char *buf, size_t len) {
                      "vocab_size = %d\nd_model = %d\nn_heads = %d\nd_ff = %d\nn_layers = %d\nseq_len = %d\n"
                      "attention = %s\nffn = %s\nactivation = %s\ndropout = %.9g\nc = %.9g\nlip_norm = %s\n"
                      "power_iters = %d\ninit_seed = %" PRIu64 "\nln_eps = %.9g\nclip_radius = %.9g\nrel_bias = %d\n"
-                     "actnorm = %d\ngram_iters = %d\nffn_full_budget = %d\ncoupling = %d\n",
+                     "actnorm = %d\ngram_iters = %d\nffn_full_budget = %d\ncoupling = %d\nhead_hidden = %d\n",
                      cfg->vocab_size, cfg->d_model, cfg->n_heads, cfg->d_ff, cfg->n_layers, cfg->seq_len,
                      lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn), lipt_act_name(cfg->activation),
                      (double)cfg->dropout, (double)cfg->c, lipt_lipnorm_name(cfg->lip_norm), cfg->power_iters,
                      cfg->init_seed, (double)cfg->ln_eps, (double)cfg->clip_radius, cfg->rel_bias, cfg->actnorm,
-                     cfg->gram_iters, cfg->ffn_full_budget, cfg->coupling);
+                     cfg->gram_iters, cfg->ffn_full_budget, cfg->coupling, cfg->head_hidden);
     return n < 0 ? 0 : (size_t)n;
 }

@@ -42,6 +42,7 @@ struct lipt_decoder {
     float *P;            /* max(B*H*T, T*T): attention probabilities */
     double *acc;         /* [B*D]: one-token P·V accumulators, d per (sequence, head) */
     float *lnrow;        /* [B, D] */
+    float *hrow;         /* [B, head_hidden] (MLP head), else NULL */
     float *logits;       /* [B, V] */
     void *slab;
     size_t bytes;
@@ -101,6 +102,7 @@ static void layout(lipt_decoder *s, planner *p, int contractive_ffn) {
     s->P = TAKEF(p, B * H * T > T * T ? B * H * T : T * T);
     s->acc = take(p, B * D * sizeof(double));
     s->lnrow = TAKEF(p, B * D);
+    s->hrow = s->m->head_w1 ? TAKEF(p, B * s->m->cfg.head_hidden) : NULL;
     s->logits = TAKEF(p, B * V);
 }
 
@@ -443,7 +445,14 @@ static void run_block(lipt_decoder *s, const int *ids, int ld, int n, int want_l
     for (int b = 0; b < B; b++)
         layernorm_rows(s->x + ((size_t)b * n + n - 1) * D, s->lnrow + (size_t)b * D, 1, D, m->lnf_g->data,
                        m->lnf_b->data, eps);
-    linear_rows(s->lnrow, B, D, m->head_w->data, V, m->head_b->data, s->logits);
+    if (m->head_w1) { /* as lipt_model_logits: GELU(ln W1 + b1) W + b */
+        const int Fh = c->head_hidden;
+        linear_rows(s->lnrow, B, D, m->head_w1->data, Fh, m->head_b1->data, s->hrow);
+        activate(LIPT_ACT_GELU, 1.0f, s->hrow, (size_t)B * Fh);
+        linear_rows(s->hrow, B, Fh, m->head_w->data, V, m->head_b->data, s->logits);
+    } else {
+        linear_rows(s->lnrow, B, D, m->head_w->data, V, m->head_b->data, s->logits);
+    }
 }
 
 /* Keep the newest keep tokens of every window and re-encode them at positions 0 .. keep-1. */

@@ -160,6 +160,7 @@ lipt_tensor *lipt_model_hidden(lipt_ctx *ctx, const lipt_model *m, const int *id
 
 lipt_tensor *lipt_model_logits(lipt_ctx *ctx, const lipt_model *m, lipt_tensor *h) {
     lipt_tensor *n = lipt_layernorm(ctx, h, m->lnf_g, m->lnf_b, m->cfg.ln_eps);
+    if (m->head_w1) n = lipt_gelu(ctx, linear(ctx, n, m->head_w1, m->head_b1)); /* the MLP head (head_hidden) */
     return linear(ctx, n, m->head_w, m->head_b);
 }
 

@@ -75,7 +75,11 @@ static void register_params(lipt_model *m) {
     }
     m->lnf_g = add_param(p, -1, "ln_f.gamma", 1, (int[]){D}, ND);
     m->lnf_b = add_param(p, -1, "ln_f.beta", 1, (int[]){D}, ND);
-    m->head_w = add_param(p, -1, "head.w", 2, (int[]){D, V}, 0);
+    if (c->head_hidden > 0) {
+        m->head_w1 = add_param(p, -1, "head.w1", 2, (int[]){D, c->head_hidden}, 0);
+        m->head_b1 = add_param(p, -1, "head.b1", 1, (int[]){c->head_hidden}, ND);
+    }
+    m->head_w = add_param(p, -1, "head.w", 2, (int[]){c->head_hidden > 0 ? c->head_hidden : D, V}, 0);
     m->head_b = add_param(p, -1, "head.b", 1, (int[]){V}, ND);
     lipt_params_finalize(p);
 }
@@ -197,6 +201,7 @@ void lipt_model_init_weights(lipt_model *m, uint64_t seed) {
         }
     }
     fill_const(m->lnf_g, 1.0f);
+    fill_normal(&rng, m->head_w1, 0.02);
     fill_normal(&rng, m->head_w, 0.02);
     lipt_model_refresh_norms(m, 100);
 }
