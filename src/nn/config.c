@@ -29,10 +29,15 @@ static const char *const ffn_names[] = {"standard", "contractive"};
 static const char *const act_names[] = {"gelu", "relu", "elu", "lipswish", "maxmin"};
 static const char *const lipnorm_names[] = {"inf", "2", "inf2"};
 #define NAMES(a) (int)(sizeof(a) / sizeof((a)[0]))
+/* one name per enum value (a new value without its name fails to compile) */
+_Static_assert(NAMES(attn_names) == LIPT_ATTN_CLIPPED_DP + 1, "attn_names matches lipt_attn_kind");
+_Static_assert(NAMES(ffn_names) == LIPT_FFN_CONTRACTIVE + 1, "ffn_names matches lipt_ffn_kind");
+_Static_assert(NAMES(act_names) == LIPT_ACT_MAXMIN + 1, "act_names matches lipt_act_kind");
+_Static_assert(NAMES(lipnorm_names) == LIPT_LIPNORM_INF2 + 1, "lipnorm_names matches lipt_lipnorm_kind");
 
 const char *lipt_attn_name(lipt_attn_kind k) { return (unsigned)k < NAMES(attn_names) ? attn_names[k] : "?"; }
-const char *lipt_ffn_name(lipt_ffn_kind k) { return (unsigned)k < 2 ? ffn_names[k] : "?"; }
-const char *lipt_act_name(lipt_act_kind k) { return (unsigned)k < 4 ? act_names[k] : "?"; }
+const char *lipt_ffn_name(lipt_ffn_kind k) { return (unsigned)k < NAMES(ffn_names) ? ffn_names[k] : "?"; }
+const char *lipt_act_name(lipt_act_kind k) { return (unsigned)k < NAMES(act_names) ? act_names[k] : "?"; }
 const char *lipt_lipnorm_name(lipt_lipnorm_kind k) { return (unsigned)k < NAMES(lipnorm_names) ? lipnorm_names[k] : "?"; }
 
 float lipt_config_clip_radius(const lipt_config *cfg) {
