@@ -4,6 +4,10 @@
 
 #include "lipt/tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The op list: one line per differentiable op. X(ENUM, name) declares
  *   LIPT_OP_<ENUM>, its printable name, and the backward `lipt_<name>_backward`,
  * which lives in src/ops/ beside the op's forward. Adding an op is one line here
@@ -117,4 +121,7 @@ float     *lipt_grad_of(lipt_ctx *ctx, lipt_tensor *t);
 void lipt_backward(lipt_ctx *ctx, lipt_tensor *loss);
 void lipt_backward_seeded(lipt_ctx *ctx, lipt_tensor *out, const float *seed);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -6,6 +6,10 @@
 
 #include "lipt/ops.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* φ⁻¹(N−1) = W0((N−1)/e), with φ(x) = x e^{x+1}. */
 double lipt_phi_inv(double y);
 
@@ -52,4 +56,7 @@ lipt_tensor *lipt_bound_clipped_dp(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *
  * first power iteration. */
 void lipt_bound_vectors_init(lipt_bound_vectors *vec, int D, int H, uint64_t seed);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -4,6 +4,10 @@
 
 #include "lipt/autograd.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* A residual branch g: same shape in and out. Called in no-grad mode by the inverter. */
 typedef lipt_tensor *(*lipt_branch_fn)(lipt_ctx *ctx, lipt_tensor *x, void *user);
 
@@ -29,4 +33,7 @@ typedef struct {
 lipt_status lipt_fixed_point_invert(lipt_ctx *ctx, lipt_branch_fn g, void *user, const lipt_tensor *y,
                                     float *x_out, const lipt_fp_opts *opts, lipt_fp_result *res, lipt_error *err);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

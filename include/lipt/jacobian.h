@@ -5,6 +5,10 @@
 
 #include "lipt/invert.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The map under study. f is called on a private context (grad mode, not training) with x of the given shape
  * (requires_grad set) and must return a tensor of the same numel, as a deterministic function of x.
  * Tensors f reaches through `user` (weights) are treated as constants: while a Jacobian tool runs their
@@ -97,4 +101,7 @@ lipt_status lipt_ascent_jac_inf(const lipt_jac_map *m, const lipt_ascent_opts *o
 lipt_status lipt_ascent_jac_2(const lipt_jac_map *m, const lipt_ascent_opts *opts, float *x_best,
                               lipt_ascent_result *res, lipt_error *err);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

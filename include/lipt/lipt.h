@@ -1,4 +1,4 @@
-/* defines: the umbrella header of the lipt library. */
+/* defines: the umbrella header of the lipt library: every public header. */
 #ifndef LIPT_LIPT_H
 #define LIPT_LIPT_H
 #include "lipt/core.h"
@@ -6,4 +6,15 @@
 #include "lipt/autograd.h"
 #include "lipt/params.h"
 #include "lipt/ops.h"
+#include "lipt/bounds.h"
+#include "lipt/config.h"
+#include "lipt/model.h"
+#include "lipt/invert.h"
+#include "lipt/jacobian.h"
+#include "lipt/decode.h"
+#include "lipt/optim.h"
+#include "lipt/data.h"
+#include "lipt/checkpoint.h"
+#include "lipt/safetensors.h"
+#include "lipt/dist.h"
 #endif

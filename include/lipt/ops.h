@@ -8,6 +8,10 @@
 
 #include "lipt/autograd.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Matrix products, all through cblas_sgemm.
  * 2-D:      a [M,K] (or [K,M] with ta), b [K,N] (or [N,K] with tb)        -> [M,N]
  * batched:  a [Bt,M,K], b [Bt,K,N] (same flags, per batch item)            -> [Bt,M,N]
@@ -113,4 +117,7 @@ lipt_tensor *lipt_contract_factor(lipt_ctx *ctx, lipt_tensor *x, float c);
 double lipt_lambert_w0(double x);
 double lipt_lambert_w0_deriv(double x);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -4,6 +4,10 @@
 
 #include "lipt/tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum {
     LIPT_PARAM_NO_DECAY = 1 << 0,  /* excluded from weight decay (biases, norms, embeddings by choice) */
     LIPT_PARAM_BUFFER   = 1 << 1   /* persistent state, not trained (power-iteration vectors) */
@@ -30,4 +34,7 @@ lipt_tensor *lipt_param_find(const lipt_params *p, const char *name);
 int lipt_param_flags(const lipt_params *p, const lipt_tensor *t);
 size_t lipt_params_count(const lipt_params *p);  /* trainable floats */
 
+#ifdef __cplusplus
+}
+#endif
 #endif

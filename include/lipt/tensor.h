@@ -5,6 +5,10 @@
 #include <stddef.h>
 #include "lipt/core.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define LIPT_MAX_DIMS 4
 
 typedef struct lipt_tensor lipt_tensor;
@@ -49,4 +53,7 @@ int    lipt_same_shape(const lipt_tensor *a, const lipt_tensor *b);
 int    lipt_last_dim(const lipt_tensor *t);
 size_t lipt_rows(const lipt_tensor *t);
 
+#ifdef __cplusplus
+}
+#endif
 #endif
