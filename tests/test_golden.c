@@ -1,7 +1,9 @@
 /* Golden files: lipt against its PyTorch re-implementation (tests/golden/) for every variant: logits, loss and
  * every gradient; three AdamW steps with the norm refresh of the training loop (per-step losses, every parameter
  * and buffer after them); the invertible models' normalisers (certified Gram-iteration spectral norms) and
- * inversion, including clipped-dp attention with and without the relative-position bias, and ActNorm. Plus
+ * inversion, including clipped-dp attention with and without the relative-position bias, and ActNorm; the
+ * maxmin activation, the full ffn budget and the MLP head on the invertible model; coupling blocks (and their
+ * exact inversion) on the DP model. Plus
  * controls showing the comparisons catch a perturbed weight, a skipped refresh, a wrong weight decay, a perturbed
  * relative-position bias or ActNorm scale, and a different gram_iters. */
 #include "testutil.h"
@@ -403,6 +405,9 @@ static void run_variant(const char *stem) {
                G.cfg.attention == LIPT_ATTN_CLIPPED_DP ? "" : "\n");
     if (G.cfg.attention == LIPT_ATTN_CLIPPED_DP)
         printf(", clip radius %.4g, rel_bias %d\n", (double)lipt_config_clip_radius(&G.cfg), G.cfg.rel_bias);
+    if (G.cfg.ffn_full_budget || G.cfg.head_hidden || G.cfg.coupling)
+        printf("  c %.4g, ffn_full_budget %d, head_hidden %d, coupling %d\n", (double)G.cfg.c, G.cfg.ffn_full_budget,
+               G.cfg.head_hidden, G.cfg.coupling);
     printf("  %-26s %-8s %12s %14s\n", "tensor", "shape", "grad rel err", "after steps");
     for (int k = 0; k < p->n; k++) {
         char sh[64], gs[32];
@@ -411,13 +416,12 @@ static void run_variant(const char *stem) {
         printf("  %-26s %-8s %12s %14.2e\n", p->list[k]->name, lipt_shape_str(p->list[k], sh, sizeof sh), gs, ferr[k]);
     }
     double e_lip = -1, e_x0 = -1;
-    if (G.m.invertible) {
-        e_lip = check_lipschitz(&G);
-        e_x0 = check_inversion(&G);
-    }
+    if (G.m.invertible) e_lip = check_lipschitz(&G);
+    if (G.m.invertible || G.cfg.coupling) e_x0 = check_inversion(&G); /* coupling blocks: exact inverse */
     printf("  worst rel err: logits %.2e, loss %.2e, grads %.2e, step losses %.2e, after %d AdamW steps %.2e", e_logits,
            e_loss, e_grad, e_steps, G.steps, e_final);
-    if (G.m.invertible) printf(", normalisers %.2e, inversion x0 %.2e", e_lip, e_x0);
+    if (G.m.invertible) printf(", normalisers %.2e", e_lip);
+    if (e_x0 >= 0) printf(", inversion x0 %.2e", e_x0);
     printf(" (tol %.0e)\n", GOLD_TOL);
     fflush(stdout);
 
@@ -449,6 +453,27 @@ END_TEST
 START_TEST(test_golden_clipped_dp) { run_variant("clipped-dp"); }
 END_TEST
 START_TEST(test_golden_clipped_dp_norel) { run_variant("clipped-dp-norel"); }
+END_TEST
+/* The file's config must set the options it is there for (a config text without them would test the defaults). */
+static void expect_options(const char *stem, int act, int full_budget, int head_hidden, int coupling) {
+    golden G;
+    if (!golden_open(&G, stem)) return;
+    ck_assert_msg((int)G.cfg.activation == act && G.cfg.ffn_full_budget == full_budget &&
+                      G.cfg.head_hidden == head_hidden && G.cfg.coupling == coupling,
+                  "%s: config has activation %s, ffn_full_budget %d, head_hidden %d, coupling %d", stem,
+                  lipt_act_name(G.cfg.activation), G.cfg.ffn_full_budget, G.cfg.head_hidden, G.cfg.coupling);
+    golden_close(&G);
+}
+
+START_TEST(test_golden_clipped_dp_maxmin) {
+    expect_options("clipped-dp-maxmin", LIPT_ACT_MAXMIN, 1, 14, 0);
+    run_variant("clipped-dp-maxmin");
+}
+END_TEST
+START_TEST(test_golden_dp_coupling) {
+    expect_options("dp-coupling", LIPT_ACT_GELU, 0, 0, 1);
+    run_variant("dp-coupling");
+}
 END_TEST
 
 /* The comparisons can fail: one weight moved by 1e-2, the refresh left out, the weight decay changed. */
@@ -515,6 +540,50 @@ START_TEST(test_golden_controls_clipped_dp) {
 }
 END_TEST
 
+/* The new options are compared: in clipped-dp-maxmin, the ffn normalised with c for W1 too (ffn_full_budget 0),
+ * relu in place of maxmin, and one head.w1 weight moved by 1e-2; in dp-coupling, plain blocks (coupling 0). Each
+ * must be noticed. */
+START_TEST(test_golden_controls_new_options) {
+    double e[4] = {-1, -1, -1, -1}, e_logits, e_loss;
+    golden G;
+    if (golden_open(&G, "clipped-dp-maxmin")) {
+        lipt_params *p = &G.m.params;
+        double *gerr = calloc((size_t)p->n, sizeof(double));
+        ck_assert(G.cfg.ffn_full_budget == 1 && G.cfg.activation == LIPT_ACT_MAXMIN && G.m.head_w1);
+        G.m.cfg.ffn_full_budget = 0;
+        forward_backward(&G, &e_logits, &e_loss, gerr);
+        e[0] = fmax(e_logits, max_of(gerr, p->n));
+        G.m.cfg.ffn_full_budget = 1;
+        G.m.cfg.activation = LIPT_ACT_RELU;
+        forward_backward(&G, &e_logits, &e_loss, gerr);
+        e[1] = fmax(e_logits, max_of(gerr, p->n));
+        G.m.cfg.activation = LIPT_ACT_MAXMIN;
+        G.m.head_w1->data[7] += 1e-2f;
+        forward_backward(&G, &e_logits, &e_loss, gerr);
+        e[2] = fmax(e_logits, max_of(gerr, p->n));
+        free(gerr);
+        golden_close(&G);
+    }
+    if (golden_open(&G, "dp-coupling")) {
+        lipt_params *p = &G.m.params;
+        double *gerr = calloc((size_t)p->n, sizeof(double));
+        ck_assert_int_eq(G.cfg.coupling, 1);
+        G.m.cfg.coupling = 0;
+        forward_backward(&G, &e_logits, &e_loss, gerr);
+        e[3] = fmax(e_logits, max_of(gerr, p->n));
+        free(gerr);
+        golden_close(&G);
+    }
+    static const char *const what[4] = {"ffn_full_budget 0 instead of 1", "relu instead of maxmin",
+                                        "a 1e-2 change of head.w1", "coupling 0 instead of 1"};
+    for (int k = 0; k < 4; k++)
+        ck_assert_msg(e[k] < 0 || e[k] > 10 * GOLD_TOL, "%s went unnoticed (err %.2e)", what[k], e[k]);
+    printf("golden controls (new options): ffn_full_budget 0 -> err %.2e; relu for maxmin -> err %.2e; perturbed "
+           "head.w1 -> err %.2e; coupling 0 -> err %.2e (each must exceed %.0e; -1: file absent)\n",
+           e[0], e[1], e[2], e[3], 10 * GOLD_TOL);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("golden");
     TCase *tc = tcase_create("golden");
@@ -527,8 +596,11 @@ int main(void) {
     tcase_add_test(tc, test_golden_contractive_inf2);
     tcase_add_test(tc, test_golden_clipped_dp);
     tcase_add_test(tc, test_golden_clipped_dp_norel);
+    tcase_add_test(tc, test_golden_clipped_dp_maxmin);
+    tcase_add_test(tc, test_golden_dp_coupling);
     tcase_add_test(tc, test_golden_controls);
     tcase_add_test(tc, test_golden_controls_clipped_dp);
+    tcase_add_test(tc, test_golden_controls_new_options);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

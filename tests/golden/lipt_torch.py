@@ -4,7 +4,8 @@ Every variant of include/lipt/model.h: pre-LN blocks with DP, untied L2 or tied 
 models (no LayerNorm in the branches, spectrally normalised feed-forward, and either contractive tied L2 attention
 normalised by the infinity-, 2- or token-wise (inf2) norm bound, or clipped-dp attention: rows clipped to a ball of
 radius R, causal DP attention with a relative-position logit bias, normalised by its token-wise bound; optional
-ActNorm after every block).
+ActNorm after every block). Options: the maxmin (GroupSort) activation, the full ffn budget (W1 normalised to 1,
+W2 to c), the MLP head (head_hidden) and additive coupling blocks for the pre-LN variants (coupling).
 
 Conventions follow lipt exactly:
   * parameter names, shapes and registration order are lipt's (models/README.md), e.g. "layers.0.attn.wq";
@@ -42,7 +43,7 @@ from torch import nn
 ATTENTIONS = ("dp", "l2", "l2-tied", "contractive-l2", "clipped-dp")
 CONTRACTIVE_ATTENTIONS = ("contractive-l2", "clipped-dp")
 FFNS = ("standard", "contractive")
-ACTIVATIONS = ("gelu", "relu", "elu", "lipswish")
+ACTIVATIONS = ("gelu", "relu", "elu", "lipswish", "maxmin")
 LIP_NORMS = ("inf", "2", "inf2")
 LIPSWISH_SCALE = 1.1
 REL_BIAS_GAIN = 8.0  # LIPT_REL_BIAS_GAIN: the logit bias of clipped-dp is REL_BIAS_GAIN * attn.rel_bias
@@ -77,10 +78,13 @@ class LiptConfig:
     rel_bias: int = 1          # clipped-dp: 1 learns a relative-position logit bias per head
     actnorm: int = 0           # invertible model: ActNorm x * exp(log_scale) + bias after every block
     gram_iters: int = 8        # Gram-iteration squarings of the certified spectral norms in the forward pass
+    ffn_full_budget: int = 0   # contractive ffn: 1 divides W1 by max(1, sigma1) and W2 by max(1, sigma2/c)
+    coupling: int = 0          # 1: additive coupling blocks (pre-LN dp / l2 / l2-tied, ffn standard, even d_model)
+    head_hidden: int = 0       # F > 0: the head is ln_f, then GELU(x W1h + b1h) W + b (head.w1 [D,F], head.b1 [F])
 
     KEYS = ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn", "activation",
             "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps", "clip_radius", "rel_bias", "actnorm",
-            "gram_iters")
+            "gram_iters", "ffn_full_budget", "coupling", "head_hidden")
 
     def __post_init__(self):
         self.validate()
@@ -125,7 +129,17 @@ class LiptConfig:
         if not 0 <= self.clip_radius <= 1e6:
             raise ValueError(f"clip_radius {self.clip_radius} outside [0, 1e6]")
         if self.ffn == "contractive" and self.activation == "gelu":
-            raise ValueError("the contractive feed-forward needs a 1-Lipschitz activation (relu, elu, lipswish)")
+            raise ValueError("the contractive feed-forward needs a 1-Lipschitz activation (relu, elu, lipswish, "
+                             "maxmin)")
+        if self.activation == "maxmin" and self.d_ff % 2:
+            raise ValueError(f"activation = maxmin pairs the hidden units: d_ff {self.d_ff} must be even")
+        if self.ffn_full_budget not in (0, 1) or self.coupling not in (0, 1):
+            raise ValueError("ffn_full_budget and coupling are 0 or 1")
+        if not 0 <= self.head_hidden <= 1 << 18:
+            raise ValueError(f"head_hidden {self.head_hidden} outside [0, 2^18]")
+        if self.coupling and (self.invertible or self.ffn != "standard" or self.d_model % 2):
+            raise ValueError("coupling = 1 is for the pre-LN variants (attention dp, l2 or l2-tied, ffn standard) "
+                             "with an even d_model")
 
     @classmethod
     def from_text(cls, text: str) -> "LiptConfig":
@@ -152,7 +166,8 @@ class LiptConfig:
                 f"dropout = {g(self.dropout)}\nc = {g(self.c)}\nlip_norm = {self.lip_norm}\n"
                 f"power_iters = {self.power_iters}\ninit_seed = {self.init_seed}\nln_eps = {g(self.ln_eps)}\n"
                 f"clip_radius = {g(self.clip_radius)}\nrel_bias = {self.rel_bias}\nactnorm = {self.actnorm}\n"
-                f"gram_iters = {self.gram_iters}\n")
+                f"gram_iters = {self.gram_iters}\nffn_full_budget = {self.ffn_full_budget}\n"
+                f"coupling = {self.coupling}\nhead_hidden = {self.head_hidden}\n")
 
 
 def parameter_specs(cfg: LiptConfig) -> List[Tuple[str, Tuple[int, ...], str]]:
@@ -185,7 +200,10 @@ def parameter_specs(cfg: LiptConfig) -> List[Tuple[str, Tuple[int, ...], str]]:
         sizes = {"uq": H * D, "vq": D, "uv": H * D, "vv": D, "uo": D, "vo": D, "uk": H * D, "vk": D}
         for nm in BOUND_VECTORS[:cfg.n_bound_vectors]:
             s.append((p + "attn.bound." + nm, (sizes[nm],), BUF))
-    s += [("ln_f.gamma", (D,), ND), ("ln_f.beta", (D,), ND), ("head.w", (D, V), DEC), ("head.b", (V,), ND)]
+    s += [("ln_f.gamma", (D,), ND), ("ln_f.beta", (D,), ND)]
+    if cfg.head_hidden > 0:
+        s += [("head.w1", (D, cfg.head_hidden), DEC), ("head.b1", (cfg.head_hidden,), ND)]
+    s += [("head.w", (cfg.head_hidden if cfg.head_hidden > 0 else D, V), DEC), ("head.b", (V,), ND)]
     return s
 
 
@@ -398,6 +416,14 @@ def clip_rows(x: torch.Tensor, R: float) -> torch.Tensor:
     return x * (R / n.clamp_min(R)).to(x.dtype)
 
 
+def maxmin(x: torch.Tensor) -> torch.Tensor:
+    """lipt_maxmin (GroupSort, groups of 2 over the last dim): pairs (2k, 2k+1) -> (max, min); a tie keeps the
+    order, so each output takes its gradient from one input."""
+    u, v = x[..., 0::2], x[..., 1::2]
+    keep = u >= v
+    return torch.stack((torch.where(keep, u, v), torch.where(keep, v, u)), dim=-1).reshape(x.shape)
+
+
 def layer_norm(x: torch.Tensor, g: torch.Tensor, b: torch.Tensor, eps: float) -> torch.Tensor:
     mu = x.mean(-1, keepdim=True)
     var = ((x - mu) ** 2).mean(-1, keepdim=True)
@@ -492,7 +518,7 @@ class LiptTransformer(nn.Module):
                 t.copy_(torch.randn(shape, generator=gen, dtype=t.dtype))
                 continue
             std = {"tok_emb": emb_std, "pos_emb": emb_std, "attn.wv": 0.02, "attn.wo": out_std, "ffn.w1": 0.02,
-                   "ffn.w2": out_std, "head.w": 0.02,
+                   "ffn.w2": out_std, "head.w": 0.02, "head.w1": 0.02,
                    "attn.wq": qk_std, "attn.wk": qk_std}.get(leaf)
             if std is not None:
                 t.copy_(torch.randn(shape, generator=gen, dtype=t.dtype) * std)
@@ -578,7 +604,8 @@ class LiptTransformer(nn.Module):
         ub = self.attn_bound(l)
         s1, s2 = self.ffn_sigmas(l)
         out.update(attn_bound=float(ub), attn_factor=float(contract_factor(ub, c)), sigma1=float(s1),
-                   sigma2=float(s2), ffn_factor1=float(contract_factor(s1, c)), ffn_factor2=float(contract_factor(s2, c)))
+                   sigma2=float(s2), ffn_factor1=float(contract_factor(s1, self.ffn_c1)),
+                   ffn_factor2=float(contract_factor(s2, c)))
         return out
 
     # ---- forward pieces (lipt_model_embed / _branch / _block / _hidden / _logits)
@@ -588,8 +615,15 @@ class LiptTransformer(nn.Module):
             raise ValueError(f"sequence length {T} outside [1, seq_len = {self.cfg.seq_len}]")
         return self.p("tok_emb")[ids] + self.p("pos_emb")[:T]
 
+    @property
+    def ffn_c1(self) -> float:
+        """The bound W1 of the contractive feed-forward is normalised to: 1 with ffn_full_budget, else c."""
+        return 1.0 if self.cfg.ffn_full_budget else _f32(self.cfg.c)
+
     def _activation(self, l: int, x: torch.Tensor) -> torch.Tensor:
         a = self.cfg.activation
+        if a == "maxmin":
+            return maxmin(x)
         if a == "relu":
             return torch.relu(x)
         if a == "elu":
@@ -640,13 +674,27 @@ class LiptTransformer(nn.Module):
         if self.cfg.ffn == "contractive":
             c = _f32(self.cfg.c)
             s1, s2 = self.ffn_sigmas(l)
-            w1 = w1 * contract_factor(s1, c)
+            w1 = w1 * contract_factor(s1, self.ffn_c1)
             w2 = w2 * contract_factor(s2, c)
         h = self._activation(l, x @ w1 + self.p(p + "ffn.b1"))
         return h @ w2 + self.p(p + "ffn.b2")
 
+    def half_mask(self, second: int, dtype: torch.dtype) -> torch.Tensor:
+        """Coupling: ones on channels [0, D/2) (second 0) or [D/2, D) (second 1), zeros elsewhere."""
+        D = self.cfg.d_model
+        return ((torch.arange(D) >= D // 2) == bool(second)).to(dtype)
+
     def branch(self, l: int, which: int, x: torch.Tensor) -> torch.Tensor:
-        """Residual branch g (0 attention, 1 feed-forward) of block l, without dropout (lipt_model_branch)."""
+        """Residual branch g (0 attention, 1 feed-forward) of block l, without dropout (lipt_model_branch).
+        coupling = 1: attention m1 * g_attn(m2 * x), feed-forward m2 * g_ffn(m1 * x), m1 / m2 the masks of the
+        first / second half of the channels."""
+        if self.cfg.coupling:
+            attn = int(which == 0)
+            g = self._plain_branch(l, which, x * self.half_mask(attn, x.dtype))
+            return g * self.half_mask(1 - attn, x.dtype)
+        return self._plain_branch(l, which, x)
+
+    def _plain_branch(self, l: int, which: int, x: torch.Tensor) -> torch.Tensor:
         p, eps = f"layers.{l}.", _f32(self.cfg.ln_eps)
         if which == 0:
             xin = x if self.cfg.invertible else layer_norm(x, self.p(p + "ln1.gamma"), self.p(p + "ln1.beta"), eps)
@@ -686,6 +734,8 @@ class LiptTransformer(nn.Module):
 
     def logits_from_hidden(self, h: torch.Tensor) -> torch.Tensor:
         n = layer_norm(h, self.p("ln_f.gamma"), self.p("ln_f.beta"), _f32(self.cfg.ln_eps))
+        if self.cfg.head_hidden > 0:  # the MLP head: GELU (exact erf form) of a hidden layer
+            n = F.gelu(n @ self.p("head.w1") + self.p("head.b1"))
         return n @ self.p("head.w") + self.p("head.b")
 
     def forward(self, ids: torch.Tensor, targets: Optional[torch.Tensor] = None):
@@ -704,8 +754,8 @@ class LiptTransformer(nn.Module):
         feed-forward map, then the attention map, each by x <- y - g(x) from x = y until
         max|x_{k+1} - x_k| <= tol * max(1, max|x_k|) or the cap), subtract pos_emb and take the nearest token
         embedding. Returns x0 (recovered), x0_true, tokens, iters (per map at 2*l + which), converged."""
-        if not self.cfg.invertible:
-            raise ValueError("inversion needs the invertible model")
+        if not self.cfg.invertible and not self.cfg.coupling:
+            raise ValueError("inversion needs the invertible model or coupling blocks")
         ids_t = torch.as_tensor(np.asarray(ids, dtype=np.int64)).reshape(1, -1)
         T, L = ids_t.shape[1], self.cfg.n_layers
         x0_true = self.embed(ids_t)

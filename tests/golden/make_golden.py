@@ -6,12 +6,13 @@ computes with the PyTorch re-implementation (lipt_torch.py, float32): logits, th
 parameter gradient; three AdamW steps (torch.optim.AdamW, lipt's no-decay set) each followed by the power-iteration
 refresh lipt's training loop runs (lipt_model_refresh_norms(cfg.power_iters)), with the loss of each step and every
 parameter and buffer after the last; for the invertible models the normalisers (certified Gram-iteration spectral
-norms) and the inversion of each batch row (recovered embedding input x0, tokens, iterations). The same recipe in
-float64 runs next to it as a check of how well float32 determines each quantity (the golden values are the float32
-run; every compared tensor must agree to PRECISION).
+norms) and, for them and the coupling model, the inversion of each batch row (recovered embedding input x0,
+tokens, iterations). The same recipe in float64 runs next to it as a check of how well float32 determines each
+quantity (the golden values are the float32 run; every compared tensor must agree to PRECISION).
 
 Run from anywhere:  /usr/bin/python3 tests/golden/make_golden.py   (regenerates the files bit for bit)
-Options: --out DIR (default: this directory), --check (regenerate in memory and compare with the files on disk).
+Options: --out DIR (default: this directory), --check (regenerate in memory and compare with the files on disk),
+and variant names to handle only those (e.g. `make_golden.py clipped-dp-maxmin dp-coupling`).
 """
 import argparse
 import math
@@ -24,7 +25,7 @@ import torch
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lipt_torch import (KIND_BUFFER, LiptConfig, LiptTransformer, _f32, layer_norm,  # noqa: E402
+from lipt_torch import (KIND_BUFFER, LiptConfig, LiptTransformer, _f32,  # noqa: E402
                         norm_inf_blocks, spectral_sigma)
 
 torch.set_num_threads(1)
@@ -104,13 +105,32 @@ VARIANTS = [
                         power_iters=1, clip_radius=2.75, rel_bias=1, actnorm=1), 708, 7),
     ("clipped-dp-norel", dict(attention="clipped-dp", ffn="contractive", activation="elu", lip_norm="inf2",
                               power_iters=2, clip_radius=0.0, rel_bias=0, actnorm=0, gram_iters=3), 808, 7),
+    # the options added after the first eight files: GroupSort activation, the full ffn budget (W1 to 1, W2 to c)
+    # and the MLP head on the invertible model; additive coupling blocks on the pre-LN DP model
+    ("clipped-dp-maxmin", dict(attention="clipped-dp", ffn="contractive", activation="maxmin", lip_norm="inf2",
+                               power_iters=1, clip_radius=2.75, rel_bias=1, actnorm=1, c=0.97, ffn_full_budget=1,
+                               head_hidden=14), 909, 7),
+    ("dp-coupling", dict(attention="dp", ffn="standard", activation="gelu", power_iters=1, coupling=1), 1010, 9),
 ]
+# config keys lipt_config_to_text gained after the first eight files were written: their config text leaves them
+# out while all three are 0 (the defaults), so those files stay byte-identical (lipt parses a missing key as its
+# default); a file that sets one of them has every key
+LATER_KEYS = ("ffn_full_budget", "coupling", "head_hidden")
 B, STEPS = 2, 3
 ADAMW = dict(lr=1e-2, beta1=0.9, beta2=0.98, eps=1e-8, weight_decay=0.1)
 INVERT = dict(tol=1e-6, max_iter=100)
 PRECISION = 1e-5  # largest float32-vs-float64 difference of any compared tensor (a tenth of the test's 1e-4)
 MARGIN = 1e-3  # least relative gap between the top two candidates of every max in the infinity-norm bound
 CLIP_MARGIN = 1e-3  # least relative distance |(|x_i| / R) - 1| of every row clipped-dp attention sees
+
+
+def config_text(cfg: LiptConfig) -> str:
+    text = cfg.to_text()
+    if any(getattr(cfg, k) for k in LATER_KEYS):
+        return text
+    lines = text.splitlines(keepends=True)
+    assert [ln.split(" = ")[0] for ln in lines[-len(LATER_KEYS):]] == list(LATER_KEYS)
+    return "".join(lines[:-len(LATER_KEYS)])
 
 
 def leaf(name):
@@ -124,7 +144,7 @@ def draw_values(cfg: LiptConfig, rs: np.random.RandomState):
     qk = {"dp": 0.35, "clipped-dp": 0.2}.get(cfg.attention, 0.25)
     std = {"tok_emb": 0.7 if inv else 0.5, "pos_emb": 0.4 if inv else 0.5, "attn.wq": qk, "attn.wk": qk,
            "attn.wv": 0.35, "attn.wo": 0.35, "attn.bo": 0.1, "ffn.w1": 0.35, "ffn.b1": 0.1, "ffn.w2": 0.35,
-           "ffn.b2": 0.1, "head.w": 0.4, "head.b": 0.1,
+           "ffn.b2": 0.1, "head.w": 0.4, "head.b": 0.1, "head.w1": 0.4, "head.b1": 0.1,
            # logit bias 8 * rel of std 1.2; ActNorm scales exp(N(0, 0.2^2))
            "attn.rel_bias": 0.15, "actnorm.log_scale": 0.2, "actnorm.bias": 0.1}
     vals = {}
@@ -172,7 +192,7 @@ def margins(m: LiptTransformer):
             if cfg.invertible:
                 out.append((p + "attn UB/c", float(m.attn_bound(l)) / c, 1.05))
                 s1, s2 = m.ffn_sigmas(l)
-                out.append((p + "ffn sigma1/c", float(s1) / c, 1.05))
+                out.append((p + "ffn sigma1/c1", float(s1) / m.ffn_c1, 1.05))
                 out.append((p + "ffn sigma2/c", float(s2) / c, 1.05))
             if cfg.attention == "contractive-l2" and cfg.lip_norm == "inf":
                 wq, wv, wo = m.p(p + "attn.wq"), m.p(p + "attn.wv"), m.p(p + "attn.wo")
@@ -190,20 +210,22 @@ def margins(m: LiptTransformer):
     return out
 
 
-def relu_margin(m: LiptTransformer, ids):
-    """Smallest |pre-activation| of the feed-forward (a ReLU kink within rounding would make the golden
-    gradient ill-determined)."""
+def kink_margin(m: LiptTransformer, ids):
+    """Smallest relative distance of a feed-forward pre-activation to the activation's kink, per layer relative
+    to max |pre-activation|: |x| for ReLU, |u - v| of each pair for maxmin (a kink within rounding would make the
+    golden gradient ill-determined). The pre-activations are the ones the forward pass hands the activation."""
+    pre = []
+    act = m._activation
+    m._activation = lambda l, x: (pre.append(x.detach()), act(l, x))[1]
+    try:
+        with torch.no_grad():
+            m(ids)
+    finally:
+        del m._activation
     worst = math.inf
-    with torch.no_grad():
-        x = m.embed(ids)
-        for l in range(m.cfg.n_layers):
-            x = x + m.branch(l, 0, x)
-            p = f"layers.{l}."
-            xin = x if m.cfg.invertible else layer_norm(x, m.p(p + "ln2.gamma"), m.p(p + "ln2.beta"),
-                                                       _f32(m.cfg.ln_eps))
-            pre = xin @ m.p(p + "ffn.w1") + m.p(p + "ffn.b1")
-            worst = min(worst, float(pre.abs().min()) / float(pre.abs().max()))
-            x = m.actnorm(l, x + m.branch(l, 1, x))
+    for x in pre:
+        gap = (x[..., 0::2] - x[..., 1::2]) if m.cfg.activation == "maxmin" else x
+        worst = min(worst, float(gap.abs().min()) / float(x.abs().max()))
     return worst
 
 
@@ -271,10 +293,10 @@ def make_variant(stem, overrides, seed, T, verbose=True):
         for name, v, need in margins(m):
             if not v >= need:
                 failures.append(f"{name} = {v:.3g} < {need:g}")
-        if cfg.activation == "relu":
-            r = relu_margin(m, ids_t)
+        if cfg.activation in ("relu", "maxmin"):
+            r = kink_margin(m, ids_t)
             if not r >= 1e-4:
-                failures.append(f"relu pre-activation margin {r:.3g} < 1e-4")
+                failures.append(f"{cfg.activation} pre-activation margin {r:.3g} < 1e-4")
         if cfg.attention == "clipped-dp":
             for l, (_, _, gap) in enumerate(clip_stats(m, ids_t)):
                 if not gap >= CLIP_MARGIN:
@@ -308,7 +330,7 @@ def make_variant(stem, overrides, seed, T, verbose=True):
         if not 0 < n_clip < n_rows:
             raise RuntimeError(f"{stem}: the radius clips {n_clip} of {n_rows} rows (want some but not all)")
 
-    entries = [("variant", DT_TEXT, stem), ("config", DT_TEXT, cfg.to_text()),
+    entries = [("variant", DT_TEXT, stem), ("config", DT_TEXT, config_text(cfg)),
                ("recipe", DT_TEXT,
                 "PyTorch %s, float32, numpy seed %d. Forward + backward at param/*; then %d steps of zero_grad, "
                 "forward, backward, AdamW (torch.optim.AdamW, foreach=False, no-decay set of lipt), "
@@ -324,6 +346,7 @@ def make_variant(stem, overrides, seed, T, verbose=True):
     if cfg.invertible:
         entries += [("lipschitz/" + k, DT_F32, np.array([d[k] for d in lip]))
                     for k in ("attn_bound", "attn_factor", "sigma1", "sigma2", "ffn_factor1", "ffn_factor2")]
+    if cfg.invertible or cfg.coupling:  # coupling blocks are inverted exactly (x = y - g(y) on each half)
         x0s, x0t, toks, iters = [], [], [], []
         for b in range(B):
             inv = m0.invert(ids[b], **INVERT)
@@ -359,6 +382,9 @@ def make_variant(stem, overrides, seed, T, verbose=True):
             for l, (nc, nr, gap) in enumerate(clips):
                 print(f"{'':16s} layer {l}: clipped rows {nc} of {nr} (R {cfg.radius:.4g}), least "
                       f"| |x|/R - 1 | {gap:.1e}")
+        if cfg.activation in ("relu", "maxmin"):
+            print(f"{'':16s} least {cfg.activation} kink margin at the initial weights {kink_margin(m0, ids_t):.1e}")
+        if cfg.invertible or cfg.coupling:
             it = np.stack(iters)
             x0err = max(float(np.abs(a - b).max()) for a, b in zip(x0s, x0t))
             print(f"{'':16s} inversion: iterations per map {it.tolist()}, max|x0 - x0_true| {x0err:.1e}")
@@ -376,9 +402,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
     ap.add_argument("--check", action="store_true", help="compare with the files on disk instead of writing")
+    ap.add_argument("stems", nargs="*", help="only these variants (default: all)")
     args = ap.parse_args()
+    known = [v[0] for v in VARIANTS]
+    unknown = [s for s in args.stems if s not in known]
+    if unknown:
+        ap.error(f"unknown variant(s) {unknown}; known: {known}")
     bad = 0
     for stem, ov, seed, T in VARIANTS:
+        if args.stems and stem not in args.stems:
+            continue
         blob = make_variant(stem, ov, seed, T)
         path = os.path.join(args.out, stem + ".bin")
         decode(blob)  # self-check of the encoder
