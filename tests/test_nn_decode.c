@@ -67,6 +67,9 @@ static const variant variants[] = {
      1.0f},
     {"clipped/relu plain", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_RELU, LIPT_LIPNORM_INF2, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f},
     {"clipped/elu rel+an odd R1", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_ELU, LIPT_LIPNORM_INF2, 7, 10, 2, 7, 1, 9, 1, 1, 1.0f},
+    /* the shipped design: MaxMin with the full ffn budget (and here an MLP head: build_model sets them for maxmin) */
+    {"clipped/maxmin rel+an head", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_MAXMIN, LIPT_LIPNORM_INF2, 11, 12, 3, 20, 2, 16, 1, 1,
+     0.0f},
     /* ActNorm is an option of either invertible attention */
     {"contractive/elu/inf2 an", LIPT_ATTN_CONTRACTIVE_L2, LIPT_ACT_ELU, LIPT_LIPNORM_INF2, 11, 12, 3, 20, 2, 16, 0, 1,
      0.0f},
@@ -96,6 +99,10 @@ static void build_model(lipt_model *m, const variant *v, uint64_t seed) {
         cfg.clip_radius = v->clip_radius;
     }
     cfg.actnorm = v->actnorm;
+    if (v->act == LIPT_ACT_MAXMIN) {
+        cfg.ffn_full_budget = 1;
+        cfg.head_hidden = 10;
+    }
     lipt_error err = {0};
     ck_assert_msg(lipt_config_validate(&cfg, &err) == LIPT_OK, "%s config: %s", v->label, err.msg);
     ck_assert_msg(lipt_model_init(m, &cfg, &err) == LIPT_OK, "model init: %s", err.msg);
