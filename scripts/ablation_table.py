@@ -111,8 +111,11 @@ def table(out_dir, csv_path, md_path):
         tps = f"{r['tok_per_s']:.0f}" if r.get("tok_per_s") else "–"
         budget = fmt_list([100 * x for x in r.get("attn_budget_used", [])], "{:.1f}%")
         ffn = fmt_list(r.get("ffn_certificate", []), "{:.3f}")
-        cc = f"{r['c']:.3g}" if isinstance(r.get("c"), float) else "–"
-        lines.append(f"| {r['name']} | {r.get('attention')} ({r.get('lip_norm')}) | {cc} | {bpc} | {budget} | "
+        cc = f"{r['c']:.3g}" if isinstance(r.get("c"), float) and r.get("invertible") else "–"
+        att = f"{r.get('attention')} ({r.get('lip_norm')})" if r.get("invertible") else str(r.get("attention"))
+        if r.get("name", "").startswith("e-"):
+            att += ", coupling"
+        lines.append(f"| {r['name']} | {att} | {cc} | {bpc} | {budget} | "
                      f"{fmt_list(r.get('attn_certificate', []))} | {ffn} | {its} | "
                      f"{r.get('inversion_exact') if r.get('invertible') else 'n/a'} | {tps} |")
     with open(md_path + ".tmp", "w") as f:
