@@ -117,7 +117,7 @@ def table(out_dir, csv_path, md_path):
             att += ", coupling"
         lines.append(f"| {r['name']} | {att} | {cc} | {bpc} | {budget} | "
                      f"{fmt_list(r.get('attn_certificate', []))} | {ffn} | {its} | "
-                     f"{r.get('inversion_exact') if r.get('invertible') else 'n/a'} | {tps} |")
+                     f"{r.get('inversion_exact') if r.get('inversion_iters_max') else 'n/a'} | {tps} |")
     with open(md_path + ".tmp", "w") as f:
         f.write("\n".join(lines) + "\n")
     os.replace(md_path + ".tmp", md_path)
