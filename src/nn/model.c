@@ -216,14 +216,13 @@ void lipt_model_refresh_norms(lipt_model *m, int iters) {
         lipt_spectral_norm(ctx, L->w1, L->sn1_u->data, L->sn1_v->data, 1, iters);
         lipt_spectral_norm(ctx, L->w2, L->sn2_u->data, L->sn2_v->data, 1, iters);
         if (L->bv[0]) {
-            /* power rounds only steer the gradient: the bound's value is certified whatever their state; one
-             * Gram squaring keeps this refresh cheap */
-            lipt_bound_vectors v = bound_vectors(m, L, 1);
-            if (c->attention == LIPT_ATTN_CLIPPED_DP)
-                lipt_bound_clipped_dp(ctx, L->wq, L->wk, L->wv, L->wo, c->n_heads, lipt_config_clip_radius(c), &v,
-                                      iters);
-            else
-                lipt_bound_l2_2(ctx, L->wq, L->wv, L->wo, c->n_heads, c->seq_len, &v, iters);
+            /* the bound vectors only steer gradients (the values divided by are certified whatever their state):
+             * advance them by power iteration alone, without computing the bound */
+            const int H = c->n_heads;
+            lipt_spectral_norm(ctx, L->wq, L->bv[0]->data, L->bv[1]->data, H, iters);
+            if (L->bv[6]) lipt_spectral_norm(ctx, L->wk, L->bv[6]->data, L->bv[7]->data, H, iters);
+            lipt_spectral_norm(ctx, L->wv, L->bv[2]->data, L->bv[3]->data, H, iters);
+            lipt_spectral_norm(ctx, L->wo, L->bv[4]->data, L->bv[5]->data, 1, iters);
         }
         lipt_ctx_reset(ctx);
     }
