@@ -159,11 +159,10 @@ static int measure(lipt_model *m, const lipt_dataset *ds, int split, long N, lon
         lipt_tensor *h = lipt_model_embed(&ctx, m, ids, 1, (int)N);
         for (int l = 0; l < L; l++) {
             memcpy(x + (size_t)(2 * l) * n, h->data, n * sizeof(float));
-            lipt_tensor *mid = lipt_add(&ctx, h, lipt_model_branch(&ctx, m, l, LIPT_BRANCH_ATTN, h));
+            lipt_tensor *mid = lipt_model_residual(&ctx, m, l, LIPT_BRANCH_ATTN, h,
+                                                    lipt_model_branch(&ctx, m, l, LIPT_BRANCH_ATTN, h));
             memcpy(x + (size_t)(2 * l + 1) * n, mid->data, n * sizeof(float));
-            h = lipt_add(&ctx, mid, lipt_model_branch(&ctx, m, l, LIPT_BRANCH_FFN, mid));
-            const lipt_layer *Ly = &m->layers[l];
-            if (Ly->an_s) h = lipt_add(&ctx, lipt_mul(&ctx, h, lipt_exp(&ctx, Ly->an_s)), Ly->an_b);
+            h = lipt_model_residual(&ctx, m, l, LIPT_BRANCH_FFN, mid, lipt_model_branch(&ctx, m, l, LIPT_BRANCH_FFN, mid));
         }
         lipt_no_grad_pop(&ctx);
         lipt_ctx_reset(&ctx);

@@ -17,13 +17,16 @@
 #include "exp_util.h"
 #include "svg.h"
 
-#define MAX_VARIANTS 5
+#define MAX_VARIANTS 7
 #define MAX_DEPTHS 24
 #define MAX_CELLS (MAX_VARIANTS * MAX_DEPTHS)
 #define MAX_ARGS 80
 
-/* models/ptb-<name>.cfg: "contractive" is the invertible model (clipped-dp), "contractive-l2" the paper's */
-static const char *const variant_names[MAX_VARIANTS] = {"dp", "l2", "l2-tied", "contractive", "contractive-l2"};
+/* models/ptb-<name>.cfg: "contractive" is the invertible model (clipped-dp), "contractive-l2" the paper's; the
+ * "-post" ones are post-LN blocks (norm = post) */
+static const char *const variant_names[MAX_VARIANTS] = {"dp",          "l2",      "l2-tied",     "contractive",
+                                                        "contractive-l2", "dp-post", "l2-tied-post"};
+#define VARIANT_LIST "dp, l2, l2-tied, contractive, contractive-l2, dp-post, l2-tied-post"
 
 /* Index of a variant name in variant_names, -1 when unknown. */
 static int variant_index(const char *name) {
@@ -177,6 +180,13 @@ typedef struct {
     const char *schedule;
 } grid_opts;
 
+/* Every setting that changes a cell's result, as one token: it names the cell's run folder and is stored with its
+ * CSV row, so results of other settings are never read back as this grid's. */
+static void grid_key(const grid_opts *g, char *buf, size_t n) {
+    snprintf(buf, n, "d%ld-h%ld-ff%ld-t%ld-b%ld-n%ld-lr%g-%s-w%ld-clip%g-seed%ld", g->d_model, g->heads, g->d_ff,
+             g->seq_len, g->batch, g->steps, g->lr, g->schedule, g->warmup, g->clip, g->seed);
+}
+
 /* Trains one cell (fresh or resumed). Returns 0 done, 1 diverged, 2 interrupted, 3 failed (message printed). */
 static int train_cell(const grid_opts *g, const char *variant, int depth, const char *dir, int log_every,
                       double *seconds, char *why, size_t whyn) {
@@ -240,7 +250,9 @@ static int grid_cell(const grid_opts *g, const char *C, int found, int cell, int
         return -1;
     }
     lipt_error err = {0};
-    snprintf(dir, dirn, "%s/%s%s-L%d", g->runs, prefix, variant_names[v], depth);
+    char key[256];
+    grid_key(g, key, sizeof key);
+    snprintf(dir, dirn, "%s/%s%s-L%d-%s", g->runs, prefix, variant_names[v], depth, key);
     if (run_mkdir(dir, &err) != LIPT_OK) {
         *rc = cli_fail(C, &err);
         return 2;
@@ -270,25 +282,49 @@ typedef struct {
     int diverged;
 } depth_row;
 
-static int read_depth_csv(const char *path, depth_row *rows, int cap) {
+#define DEPTH_HEADER                                                                                                   \
+    "variant,depth,params,steps,train_seconds,valid_bpc,valid_symbols,valid_nll,test_bpc,test_symbols,test_nll,"      \
+    "diverged,settings"
+
+static int csv_split(char *line, char **f, int cap);
+
+/* Rows of OUT/depth.csv; -1 (message printed) when it holds rows of other settings or an older format. */
+static int read_depth_csv(const char *path, const char *key, depth_row *rows, int cap, const char *C) {
     FILE *f = fopen(path, "r");
     if (!f) return 0;
-    char line[1024];
+    char line[2048];
     int n = 0;
     if (!fgets(line, sizeof line, f)) { fclose(f); return 0; }
+    line[strcspn(line, "\r\n")] = 0;
+    if (strcmp(line, DEPTH_HEADER) != 0) {
+        fclose(f);
+        cli_error(C, "%s was written by an older lipt or another tool (its header is not the current one): move it "
+                     "away or choose another --out", path);
+        return -1;
+    }
     while (n < cap && fgets(line, sizeof line, f)) {
-        char vname[32];
+        char *x[16];
+        if (csv_split(line, x, 16) != 13) continue;
+        if (strcmp(x[12], key) != 0) {
+            fclose(f);
+            cli_error(C, "%s holds results of other settings (%s, not %s): choose another --out for these", path, x[12],
+                      key);
+            return -1;
+        }
         depth_row r;
         memset(&r, 0, sizeof r);
-        char vb[32], tb[32], vn[32], tn[32];
-        if (sscanf(line, "%31[^,],%d,%ld,%ld,%lf,%31[^,],%ld,%31[^,],%31[^,],%ld,%31[^,],%d", vname, &r.depth, &r.params,
-                   &r.steps, &r.train_s, vb, &r.valid_symbols, vn, tb, &r.test_symbols, tn, &r.diverged) != 12)
-            continue;
-        r.valid_bpc = strtod(vb, NULL);
-        r.test_bpc = strtod(tb, NULL);
-        r.valid_nll = strtod(vn, NULL);
-        r.test_nll = strtod(tn, NULL);
-        r.variant = variant_index(vname);
+        r.variant = variant_index(x[0]);
+        r.depth = atoi(x[1]);
+        r.params = atol(x[2]);
+        r.steps = atol(x[3]);
+        r.train_s = strtod(x[4], NULL);
+        r.valid_bpc = strtod(x[5], NULL);
+        r.valid_symbols = atol(x[6]);
+        r.valid_nll = strtod(x[7], NULL);
+        r.test_bpc = strtod(x[8], NULL);
+        r.test_symbols = atol(x[9]);
+        r.test_nll = strtod(x[10], NULL);
+        r.diverged = atoi(x[11]);
         if (r.variant >= 0) rows[n++] = r;
     }
     fclose(f);
@@ -308,12 +344,14 @@ static lipt_status write_depth_outputs(const char *outdir, depth_row *rows, int 
     out_file o;
     lipt_status st = open_file(&o, path, err);
     if (st != LIPT_OK) return st;
-    fprintf(o.f, "variant,depth,params,steps,train_seconds,valid_bpc,valid_symbols,valid_nll,test_bpc,test_symbols,test_nll,diverged\n");
+    char key[256];
+    grid_key(g, key, sizeof key);
+    fprintf(o.f, DEPTH_HEADER "\n");
     for (int i = 0; i < n; i++) {
         const depth_row *r = &rows[i];
-        fprintf(o.f, "%s,%d,%ld,%ld,%.1f,%.5f,%ld,%.5f,%.5f,%ld,%.5f,%d\n", variant_names[r->variant], r->depth, r->params,
-                r->steps, r->train_s, r->valid_bpc, r->valid_symbols, r->valid_nll, r->test_bpc, r->test_symbols,
-                r->test_nll, r->diverged);
+        fprintf(o.f, "%s,%d,%ld,%ld,%.1f,%.5f,%ld,%.5f,%.5f,%ld,%.5f,%d,%s\n", variant_names[r->variant], r->depth,
+                r->params, r->steps, r->train_s, r->valid_bpc, r->valid_symbols, r->valid_nll, r->test_bpc,
+                r->test_symbols, r->test_nll, r->diverged, key);
     }
     if ((st = commit_file(&o, err)) != LIPT_OK) return st;
     /* BPC against depth: validation solid, test dashed, one colour per variant */
@@ -423,7 +461,7 @@ static int grid_select(cli_args *a, const char *C, const grid_opts *g, int *vars
     lipt_error err = {0};
     *nv = parse_variants(cli_str(a, "variants"), vars, bad, sizeof bad);
     *nd = parse_list(cli_str(a, "depths"), dl, MAX_DEPTHS);
-    if (*nv < 1) return cli_error(C, "--variants: unknown variant '%s' (dp, l2, l2-tied, contractive, contractive-l2)", bad);
+    if (*nv < 1) return cli_error(C, "--variants: unknown variant '%s' (" VARIANT_LIST ")", bad);
     if (*nd < 1) return cli_error(C, "--depths must be a comma list of layer counts, got '%s'", cli_str(a, "depths"));
     if (g->steps < 1 || g->batch < 1 || g->threads < 1) return cli_error(C, "--steps, --batch and --threads must be >= 1");
     for (int i = 0; i < *nd; i++)
@@ -441,7 +479,7 @@ static const cli_opt depth_own[] = {
     {"warmup", CLI_INT, "N", "linear warmup steps", "100"},
     {"clip", CLI_FLOAT, "NORM", "gradient-norm clipping", "1"},
     {"valid-symbols", CLI_INT, "N", "validation symbols scored per cell (0: the whole split)", "0"},
-    {"out", CLI_STRING, "DIR", "CSV and SVG folder", "docs/results"},
+    {"out", CLI_STRING, "DIR", "CSV and SVG folder", "runs/experiments/depth"},
     {"runs", CLI_STRING, "DIR", "run directories of the cells (checkpoints, logs)", "runs/depth"},
 };
 
@@ -483,7 +521,13 @@ int exp_depth(int argc, char **argv) {
     char csv[1100];
     snprintf(csv, sizeof csv, "%s/depth.csv", g.out);
     depth_row rows[MAX_CELLS];
-    int n = read_depth_csv(csv, rows, MAX_CELLS);
+    char key[256];
+    grid_key(&g, key, sizeof key);
+    int n = read_depth_csv(csv, key, rows, MAX_CELLS, C);
+    if (n < 0) {
+        cli_free(&a);
+        return 1;
+    }
     const int total = nv * nd;
     int cell = 0;
     double t_start = cli_now();
@@ -536,36 +580,72 @@ int exp_depth(int argc, char **argv) {
 typedef struct {
     int variant, depth;
     long steps_done;
-    double first_loss, min_loss, final_loss;
+    double first_loss, min_loss, final_loss, valid_bpc, max_gnorm, max_spread;
     int diverged;          /* 0 stable, 1 non-finite, 2 blow-up (smoothed loss rose by > rise above its minimum) */
     long diverge_step;
 } stab_row;
 
-static int read_stab_csv(const char *path, stab_row *rows, int cap) {
+#define STAB_HEADER                                                                                                    \
+    "variant,depth,steps_done,first_loss,min_loss,final_loss,final_train_bpc,valid_bpc,max_grad_norm,"               \
+    "max_attn_logit_spread,outcome,diverge_step,settings"
+
+/* Splits a CSV line in place into at most cap fields; returns the count. */
+static int csv_split(char *line, char **f, int cap) {
+    int n = 0;
+    line[strcspn(line, "\r\n")] = 0;
+    for (char *p = line; n < cap;) {
+        f[n++] = p;
+        char *c = strchr(p, ',');
+        if (!c) break;
+        *c = 0;
+        p = c + 1;
+    }
+    return n;
+}
+
+static const char *stab_kind(int d) { return d == 0 ? "stable" : d == 1 ? "non-finite" : "blow-up"; }
+
+/* Rows of OUT/stability.csv; -1 (message printed) when it holds rows of other settings. */
+static int read_stab_csv(const char *path, const char *key, stab_row *rows, int cap, const char *C) {
     FILE *f = fopen(path, "r");
     if (!f) return 0;
-    char line[1024];
+    char line[2048];
     int n = 0;
     if (!fgets(line, sizeof line, f)) { fclose(f); return 0; }
+    line[strcspn(line, "\r\n")] = 0;
+    if (strcmp(line, STAB_HEADER) != 0) {
+        fclose(f);
+        cli_error(C, "%s was written by an older lipt or another tool (its header is not the current one): move it "
+                     "away or choose another --out", path);
+        return -1;
+    }
     while (n < cap && fgets(line, sizeof line, f)) {
-        char vname[32], fl[32], ml[32], ll[32], kind[32];
+        char *x[16];
+        if (csv_split(line, x, 16) != 13) continue;
+        if (strcmp(x[12], key) != 0) {
+            fclose(f);
+            cli_error(C, "%s holds results of other settings (%s, not %s): choose another --out for these", path, x[12],
+                      key);
+            return -1;
+        }
         stab_row r;
         memset(&r, 0, sizeof r);
-        if (sscanf(line, "%31[^,],%d,%ld,%31[^,],%31[^,],%31[^,],%31[^,],%ld", vname, &r.depth, &r.steps_done, fl, ml, ll,
-                   kind, &r.diverge_step) != 8)
-            continue;
-        r.first_loss = strtod(fl, NULL);
-        r.min_loss = strtod(ml, NULL);
-        r.final_loss = strtod(ll, NULL);
-        r.diverged = strcmp(kind, "stable") == 0 ? 0 : strcmp(kind, "non-finite") == 0 ? 1 : 2;
-        r.variant = variant_index(vname);
+        r.variant = variant_index(x[0]);
+        r.depth = atoi(x[1]);
+        r.steps_done = atol(x[2]);
+        r.first_loss = strtod(x[3], NULL);
+        r.min_loss = strtod(x[4], NULL);
+        r.final_loss = strtod(x[5], NULL);
+        r.valid_bpc = strtod(x[7], NULL);
+        r.max_gnorm = strtod(x[8], NULL);
+        r.max_spread = strtod(x[9], NULL);
+        r.diverged = strcmp(x[10], "stable") == 0 ? 0 : strcmp(x[10], "non-finite") == 0 ? 1 : 2;
+        r.diverge_step = atol(x[11]);
         if (r.variant >= 0) rows[n++] = r;
     }
     fclose(f);
     return n;
 }
-
-static const char *stab_kind(int d) { return d == 0 ? "stable" : d == 1 ? "non-finite" : "blow-up"; }
 
 static int cmp_stab_row(const void *p, const void *q) {
     const stab_row *a = p, *b = q;
@@ -573,11 +653,14 @@ static int cmp_stab_row(const void *p, const void *q) {
     return a->depth - b->depth;
 }
 
-/* Loss curve of a run from its metrics.jsonl (training lines only). */
-static int read_curve(const char *dir, double *step, double *loss, int cap) {
+/* Loss curve of a run from its metrics.jsonl (training lines only); the largest gradient norm and attention logit
+ * spread logged go to *gmax, *smax when given. */
+static int read_curve(const char *dir, double *step, double *loss, int cap, double *gmax, double *smax) {
     char p[1200];
     snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
     FILE *f = fopen(p, "r");
+    if (gmax) *gmax = NAN;
+    if (smax) *smax = NAN;
     if (!f) return 0;
     char line[1024];
     int n = 0;
@@ -585,6 +668,9 @@ static int read_curve(const char *dir, double *step, double *loss, int cap) {
         if (strstr(line, "\"eval\"")) continue;
         double s = json_get(line, "step"), l = json_get(line, "loss");
         if (!isfinite(s)) continue;
+        const double gn = json_get(line, "grad_norm"), sp = json_get(line, "attn_logit_spread");
+        if (gmax && isfinite(gn) && !(gn <= *gmax)) *gmax = gn;
+        if (smax && isfinite(sp) && !(sp <= *smax)) *smax = sp;
         step[n] = s;
         loss[n] = l;
         n++;
@@ -620,21 +706,19 @@ static void detect(stab_row *r, const double *step, const double *loss, int n, i
     r->final_loss = w ? s / w : NAN;
 }
 
-static lipt_status write_stab_outputs(const grid_opts *g, stab_row *rows, int n, lipt_error *err) {
-    qsort(rows, (size_t)n, sizeof *rows, cmp_stab_row);
+static void stab_dir(const grid_opts *g, int v, int depth, char *dir, size_t n) {
+    char key[256];
+    grid_key(g, key, sizeof key);
+    snprintf(dir, n, "%s/stab-%s-L%d-%s", g->runs, variant_names[v], depth, key);
+}
+
+/* One plot per variant of every depth's loss curve, and their CSV. */
+static lipt_status write_stab_curves(const grid_opts *g, const stab_row *rows, int n, lipt_error *err) {
     char path[1100];
-    snprintf(path, sizeof path, "%s/stability.csv", g->out);
+    snprintf(path, sizeof path, "%s/stability_curves.csv", g->out);
     out_file o;
     lipt_status st = open_file(&o, path, err);
     if (st != LIPT_OK) return st;
-    fprintf(o.f, "variant,depth,steps_done,first_loss,min_loss,final_loss,outcome,diverge_step\n");
-    for (int i = 0; i < n; i++)
-        fprintf(o.f, "%s,%d,%ld,%.5f,%.5f,%.5f,%s,%ld\n", variant_names[rows[i].variant], rows[i].depth, rows[i].steps_done,
-                rows[i].first_loss, rows[i].min_loss, rows[i].final_loss, stab_kind(rows[i].diverged), rows[i].diverge_step);
-    if ((st = commit_file(&o, err)) != LIPT_OK) return st;
-    /* curves: one CSV with every run, one plot per variant */
-    snprintf(path, sizeof path, "%s/stability_curves.csv", g->out);
-    if ((st = open_file(&o, path, err)) != LIPT_OK) return st;
     fprintf(o.f, "variant,depth,step,loss\n");
     enum { CAP = 20000 };
     double *sx = malloc(sizeof(double) * CAP * MAX_DEPTHS), *sy = malloc(sizeof(double) * CAP * MAX_DEPTHS);
@@ -647,33 +731,60 @@ static lipt_status write_stab_outputs(const grid_opts *g, stab_row *rows, int n,
         svg_series s[MAX_DEPTHS];
         char lab[MAX_DEPTHS][48];
         int ns = 0;
+        double lo = INFINITY, hi = -INFINITY;
         for (int i = 0; i < n && ns < MAX_DEPTHS; i++) {
             if (rows[i].variant != v) continue;
             char dir[1100];
-            snprintf(dir, sizeof dir, "%s/stab-%s-L%d", g->runs, variant_names[v], rows[i].depth);
+            stab_dir(g, v, rows[i].depth, dir, sizeof dir);
             double *x = sx + (size_t)ns * CAP, *y = sy + (size_t)ns * CAP;
-            int m = read_curve(dir, x, y, CAP);
-            for (int k = 0; k < m; k++) fprintf(o.f, "%s,%d,%.0f,%.5f\n", variant_names[v], rows[i].depth, x[k], y[k]);
+            int m = read_curve(dir, x, y, CAP, NULL, NULL);
+            for (int k = 0; k < m; k++) {
+                fprintf(o.f, "%s,%d,%.0f,%.5f\n", variant_names[v], rows[i].depth, x[k], y[k]);
+                if (isfinite(y[k])) { lo = fmin(lo, y[k]); hi = fmax(hi, y[k]); }
+            }
             snprintf(lab[ns], sizeof lab[0], "%d layers%s", rows[i].depth, rows[i].diverged ? " (diverged)" : "");
             s[ns] = (svg_series){lab[ns], x, y, m, svg_color(ns), SVG_MARK_NONE, 1, SVG_SOLID, 1.2};
             ns++;
         }
         if (!ns) continue;
         char title[200];
-        snprintf(title, sizeof title, "%s: training loss, Adam lr %g constant, no warmup, clip %g", variant_names[v], g->lr, g->clip);
+        snprintf(title, sizeof title, "%s: training loss, Adam lr %g constant, no warmup, clip %g, d_model %ld", variant_names[v],
+                 g->lr, g->clip, g->d_model);
         svg_plot p = svg_plot_defaults();
         p.title = title;
         p.xlabel = "step";
         p.ylabel = "training loss (nats per symbol)";
         p.width = 960;
-        p.ymin = 0;
+        if (isfinite(lo)) { /* fitted to the curves, the first steps' loss (about ln V) included */
+            p.ymin = fmax(0, lo - 0.05 * (hi - lo));
+            p.ymax = hi + 0.05 * (hi - lo);
+        }
         snprintf(path, sizeof path, "%s/stability_%s.svg", g->out, variant_names[v]);
         st = svg_write_file(path, &p, s, ns, err);
     }
     free(sx);
     free(sy);
     if (st != LIPT_OK) { fclose(o.f); return st; }
+    return commit_file(&o, err);
+}
+
+static lipt_status write_stab_outputs(const grid_opts *g, stab_row *rows, int n, lipt_error *err) {
+    qsort(rows, (size_t)n, sizeof *rows, cmp_stab_row);
+    char path[1100], key[256];
+    grid_key(g, key, sizeof key);
+    snprintf(path, sizeof path, "%s/stability.csv", g->out);
+    out_file o;
+    lipt_status st = open_file(&o, path, err);
+    if (st != LIPT_OK) return st;
+    fprintf(o.f, STAB_HEADER "\n");
+    for (int i = 0; i < n; i++) {
+        const stab_row *r = &rows[i];
+        fprintf(o.f, "%s,%d,%ld,%.5f,%.5f,%.5f,%.5f,%.5f,%.5g,%.5g,%s,%ld,%s\n", variant_names[r->variant], r->depth,
+                r->steps_done, r->first_loss, r->min_loss, r->final_loss, r->final_loss / log(2.0), r->valid_bpc,
+                r->max_gnorm, r->max_spread, stab_kind(r->diverged), r->diverge_step, key);
+    }
     if ((st = commit_file(&o, err)) != LIPT_OK) return st;
+    if ((st = write_stab_curves(g, rows, n, err)) != LIPT_OK) return st;
     /* final loss against depth */
     double xs[MAX_VARIANTS][MAX_DEPTHS], ys[MAX_VARIANTS][MAX_DEPTHS];
     int cnt[MAX_VARIANTS] = {0};
@@ -681,7 +792,7 @@ static lipt_status write_stab_outputs(const grid_opts *g, stab_row *rows, int n,
         int v = rows[i].variant, k = cnt[v];
         if (k >= MAX_DEPTHS) continue;
         xs[v][k] = rows[i].depth;
-        ys[v][k] = rows[i].diverged == 1 ? NAN : rows[i].final_loss;
+        ys[v][k] = rows[i].diverged == 1 ? NAN : rows[i].final_loss / log(2.0);
         cnt[v]++;
     }
     svg_series s[MAX_VARIANTS];
@@ -691,26 +802,91 @@ static lipt_status write_stab_outputs(const grid_opts *g, stab_row *rows, int n,
             s[ns] = (svg_series){variant_names[v], xs[v], ys[v], cnt[v], svg_color(v), SVG_MARK_CIRCLE, 1, SVG_SOLID, 0};
             ns++;
         }
+    char title[256];
+    snprintf(title, sizeof title, "final training BPC vs depth: Adam lr %g constant, no warmup, %ld steps, d_model %ld "
+             "(gaps: non-finite loss)", g->lr, g->steps, g->d_model);
     svg_plot p = svg_plot_defaults();
-    p.title = "final training loss vs depth (mean of the last logged steps; gaps: non-finite loss)";
+    p.title = title;
     p.xlabel = "layers";
-    p.ylabel = "training loss (nats per symbol)";
-    p.ymin = 0;
+    p.ylabel = "training BPC (mean of the last logged steps)";
+    p.width = 960;
     snprintf(path, sizeof path, "%s/stability.svg", g->out);
     return svg_write_file(path, &p, s, ns, err);
 }
 
 static const cli_opt stab_own[] = {
-    {"variants", CLI_STRING, "LIST", "attention variants", "dp,l2-tied,contractive"},
+    {"variants", CLI_STRING, "LIST", "variants: " VARIANT_LIST, "dp,l2-tied,contractive"},
     {"depths", CLI_STRING, "LIST", "numbers of layers", "2,4,6,8,10,12,14,16,18"},
     {"steps", CLI_INT, "N", "optimizer steps per run", "300"},
     {"lr", CLI_FLOAT, "LR", "fixed Adam learning rate (no warmup, no decay)", "1e-3"},
     {"clip", CLI_FLOAT, "NORM", "gradient-norm clipping (0: off, as in plain Adam)", "0"},
     {"window", CLI_INT, "N", "logged steps averaged by the divergence test", "20"},
     {"rise", CLI_FLOAT, "NATS", "divergence: the averaged loss rises this far above its minimum", "0.5"},
-    {"out", CLI_STRING, "DIR", "CSV and SVG folder", "docs/results"},
+    {"valid-symbols", CLI_INT, "N", "validation symbols scored per finished cell (0: skip)", "32768"},
+    {"out", CLI_STRING, "DIR", "CSV and SVG folder", "runs/experiments/stability"},
     {"runs", CLI_STRING, "DIR", "run directories", "runs/stability"},
 };
+
+/* Trains, scores and records one stability cell. 0 done, 1 skipped, or the exit status | 0x100 to stop. */
+static int stab_cell(const grid_opts *g, const char *C, stab_row *rows, int *n, int v, int depth, int cell, int total,
+                     long win, double rise, long valid_symbols, double t_start) {
+    int found = 0, rc = 0;
+    for (int i = 0; i < *n; i++) found |= rows[i].variant == v && rows[i].depth == depth;
+    char dir[1100], why[128] = "", csv[1100];
+    snprintf(csv, sizeof csv, "%s/stability.csv", g->out);
+    double secs = 0;
+    const int tr = grid_cell(g, C, found, cell, total, v, depth, "stab-", 1, csv, dir, sizeof dir, &secs, why, sizeof why, &rc);
+    if (tr < 0) return 1;
+    if (tr == 2) return rc | 0x100;
+    enum { CAP = 20000 };
+    double *cs = malloc(sizeof(double) * CAP), *cl = malloc(sizeof(double) * CAP);
+    if (!cs || !cl) {
+        free(cs); free(cl);
+        return cli_error(C, "out of memory") | 0x100;
+    }
+    stab_row r;
+    memset(&r, 0, sizeof r);
+    r.variant = v;
+    r.depth = depth;
+    r.valid_bpc = NAN;
+    int m = read_curve(dir, cs, cl, CAP, &r.max_gnorm, &r.max_spread);
+    detect(&r, cs, cl, m, (int)win, rise);
+    free(cs);
+    free(cl);
+    if (tr == 1) {
+        r.diverged = 1;
+        r.diverge_step = r.steps_done + 1; /* the step whose loss was not finite (it is not logged) */
+    } else if (valid_symbols > 0) {
+        double nll;
+        long sym;
+        const int e = eval_cell(g, dir, "valid", valid_symbols, &r.valid_bpc, &nll, &sym, NULL);
+        if (e) return (e == 2 ? 130 : 1) | 0x100;
+    }
+    rows[(*n)++] = r;
+    lipt_error err = {0};
+    if (write_stab_outputs(g, rows, *n, &err) != LIPT_OK) return cli_fail(C, &err) | 0x100;
+    fprintf(stderr, "[%d/%d] %s, %d layers: %s%s, loss %.3f -> min %.3f -> final %.3f, valid %.3f BPC, max |g| %.3g, "
+            "max logit spread %.3g (%.0f s; %.0f s so far)\n", cell, total, variant_names[v], depth, stab_kind(r.diverged),
+            r.diverged ? " detected" : "", r.first_loss, r.min_loss, r.final_loss, r.valid_bpc, r.max_gnorm, r.max_spread,
+            secs, cli_now() - t_start);
+    return 0;
+}
+
+static void stab_summary(const stab_row *rows, int n, const int *vars, int nv) {
+    printf("%-13s %6s %7s %10s %9s %10s %9s %10s %11s %-11s %s\n", "variant", "layers", "steps", "first_loss", "min_loss",
+           "final_loss", "valid_bpc", "max_gnorm", "max_spread", "outcome", "at_step");
+    for (int i = 0; i < n; i++)
+        printf("%-13s %6d %7ld %10.4f %9.4f %10.4f %9.4f %10.4g %11.4g %-11s %ld\n", variant_names[rows[i].variant],
+               rows[i].depth, rows[i].steps_done, rows[i].first_loss, rows[i].min_loss, rows[i].final_loss,
+               rows[i].valid_bpc, rows[i].max_gnorm, rows[i].max_spread, stab_kind(rows[i].diverged), rows[i].diverge_step);
+    for (int vi = 0; vi < nv; vi++) {
+        int first = -1;
+        for (int i = 0; i < n; i++)
+            if (rows[i].variant == vars[vi] && rows[i].diverged && (first < 0 || rows[i].depth < first)) first = rows[i].depth;
+        if (first > 0) printf("%s first diverges at %d layers\n", variant_names[vars[vi]], first);
+        else printf("%s: stable at every depth tried\n", variant_names[vars[vi]]);
+    }
+}
 
 int exp_stability(int argc, char **argv) {
     const char *C = "experiment stability";
@@ -719,19 +895,23 @@ int exp_stability(int argc, char **argv) {
     cli_args a;
     int pr = cli_parse(&a, C,
                        "Training stability without warmup (paper Fig. 11, SPEC §4.4): Adam at a fixed learning rate from step 1,\n"
-                       "depth growing, for each variant; records every loss curve and detects divergence (a non-finite loss, or\n"
-                       "the loss averaged over --window logged steps rising --rise nats above its minimum). Writes\n"
-                       "OUT/stability.csv, OUT/stability_curves.csv, OUT/stability.svg and OUT/stability_<variant>.svg. Resumable.",
+                       "depth growing, for each variant; records every loss curve, the largest gradient norm and attention logit\n"
+                       "spread logged, and detects divergence (a non-finite loss, or the loss averaged over --window logged steps\n"
+                       "rising --rise nats above its minimum); finished cells are scored on --valid-symbols validation symbols.\n"
+                       "Writes OUT/stability.csv, OUT/stability_curves.csv, OUT/stability.svg and OUT/stability_<variant>.svg.\n"
+                       "Resumable; the CSV is tied to its settings (another --lr, --steps or width needs another --out).",
                        opts, nopt, argc, argv, 0, 0);
     if (pr) {
         cli_free(&a);
         return pr > 0 ? 0 : 2;
     }
     grid_opts g = {0};
-    long win;
+    long win, valid_symbols;
     double rise;
     int rc = parse_grid_common(&a, &g);
-    if (!rc && (cli_float(&a, "clip", &g.clip) || cli_int(&a, "window", &win) || cli_float(&a, "rise", &rise))) rc = 2;
+    if (!rc && (cli_float(&a, "clip", &g.clip) || cli_int(&a, "window", &win) || cli_float(&a, "rise", &rise) ||
+                cli_int(&a, "valid-symbols", &valid_symbols)))
+        rc = 2;
     if (rc) {
         cli_free(&a);
         return rc;
@@ -741,67 +921,32 @@ int exp_stability(int argc, char **argv) {
     g.save_every = 50;
     int vars[MAX_VARIANTS], nv, nd;
     double dl[MAX_DEPTHS];
-    lipt_error err = {0};
-    if (win < 1 || rise <= 0) rc = cli_error(C, "--window must be >= 1 and --rise > 0");
+    if (win < 1 || rise <= 0 || valid_symbols < 0) rc = cli_error(C, "--window must be >= 1, --rise > 0, --valid-symbols >= 0");
     else rc = grid_select(&a, C, &g, vars, &nv, dl, &nd);
     if (rc) {
         cli_free(&a);
         return rc;
     }
-    char csv[1100];
+    char csv[1100], key[256];
     snprintf(csv, sizeof csv, "%s/stability.csv", g.out);
+    grid_key(&g, key, sizeof key);
     stab_row rows[MAX_CELLS];
-    int n = read_stab_csv(csv, rows, MAX_CELLS);
+    int n = read_stab_csv(csv, key, rows, MAX_CELLS, C);
+    if (n < 0) {
+        cli_free(&a);
+        return 1;
+    }
     const int total = nv * nd;
     int cell = 0;
-    enum { CAP = 20000 };
-    double *cs = malloc(sizeof(double) * CAP), *cl = malloc(sizeof(double) * CAP);
-    if (!cs || !cl) rc = cli_error(C, "out of memory");
     double t_start = cli_now();
     for (int vi = 0; vi < nv && !rc; vi++)
         for (int di = 0; di < nd && !rc; di++) {
-            const int v = vars[vi], depth = (int)dl[di];
-            cell++;
-            int found = 0;
-            for (int i = 0; i < n; i++) found |= rows[i].variant == v && rows[i].depth == depth;
-            char dir[1100], why[128] = "";
-            double secs = 0;
-            const int tr = grid_cell(&g, C, found, cell, total, v, depth, "stab-", 1, csv, dir, sizeof dir, &secs, why, sizeof why, &rc);
-            if (tr < 0) continue;
-            if (tr == 2) break;
-            stab_row r;
-            memset(&r, 0, sizeof r);
-            r.variant = v;
-            r.depth = depth;
-            int m = read_curve(dir, cs, cl, CAP);
-            detect(&r, cs, cl, m, (int)win, rise);
-            if (tr == 1) {
-                r.diverged = 1;
-                r.diverge_step = r.steps_done + 1; /* the step whose loss was not finite (it is not logged) */
-            }
-            rows[n++] = r;
-            if (write_stab_outputs(&g, rows, n, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
-            fprintf(stderr, "[%d/%d] %s, %d layers: %s%s, loss %.3f -> min %.3f -> final %.3f (%.0f s; %.0f s so far)\n", cell,
-                    total, variant_names[v], depth, stab_kind(r.diverged), r.diverged ? " detected" : "", r.first_loss,
-                    r.min_loss, r.final_loss, secs, cli_now() - t_start);
+            const int r = stab_cell(&g, C, rows, &n, vars[vi], (int)dl[di], ++cell, total, win, rise, valid_symbols, t_start);
+            if (r & 0x100) rc = r & 0xff;
         }
-    free(cs);
-    free(cl);
     if (!rc) {
         qsort(rows, (size_t)n, sizeof *rows, cmp_stab_row);
-        printf("%-12s %6s %7s %10s %9s %10s %-11s %s\n", "variant", "layers", "steps", "first_loss", "min_loss", "final_loss",
-               "outcome", "at_step");
-        for (int i = 0; i < n; i++)
-            printf("%-12s %6d %7ld %10.4f %9.4f %10.4f %-11s %ld\n", variant_names[rows[i].variant], rows[i].depth,
-                   rows[i].steps_done, rows[i].first_loss, rows[i].min_loss, rows[i].final_loss, stab_kind(rows[i].diverged),
-                   rows[i].diverge_step);
-        for (int vi = 0; vi < nv; vi++) {
-            int first = -1;
-            for (int i = 0; i < n; i++)
-                if (rows[i].variant == vars[vi] && rows[i].diverged && (first < 0 || rows[i].depth < first)) first = rows[i].depth;
-            if (first > 0) printf("%s first diverges at %d layers\n", variant_names[vars[vi]], first);
-            else printf("%s: stable at every depth tried\n", variant_names[vars[vi]]);
-        }
+        stab_summary(rows, n, vars, nv);
         fprintf(stderr, "wrote %s/stability.csv, stability_curves.csv, stability.svg, stability_<variant>.svg\n", g.out);
     }
     cli_free(&a);

@@ -97,11 +97,10 @@ static double check_jacobians(lipt_model *m, const int *ids, int N) {
     lipt_tensor *h = lipt_model_embed(&ctx, m, ids, 1, N);
     for (int l = 0; l < L; l++) {
         memcpy(x + (size_t)(2 * l) * n, h->data, n * sizeof(float));
-        lipt_tensor *mid = lipt_add(&ctx, h, lipt_model_branch(&ctx, m, l, LIPT_BRANCH_ATTN, h));
+        lipt_tensor *mid = lipt_model_residual(&ctx, m, l, LIPT_BRANCH_ATTN, h,
+                                                lipt_model_branch(&ctx, m, l, LIPT_BRANCH_ATTN, h));
         memcpy(x + (size_t)(2 * l + 1) * n, mid->data, n * sizeof(float));
-        h = lipt_add(&ctx, mid, lipt_model_branch(&ctx, m, l, LIPT_BRANCH_FFN, mid));
-        const lipt_layer *Ly = &m->layers[l];
-        if (Ly->an_s) h = lipt_add(&ctx, lipt_mul(&ctx, h, lipt_exp(&ctx, Ly->an_s)), Ly->an_b);
+        h = lipt_model_residual(&ctx, m, l, LIPT_BRANCH_FFN, mid, lipt_model_branch(&ctx, m, l, LIPT_BRANCH_FFN, mid));
     }
     lipt_ctx_reset(&ctx);
     double worst = 0;

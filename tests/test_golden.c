@@ -476,6 +476,29 @@ START_TEST(test_golden_dp_coupling) {
 }
 END_TEST
 
+/* Post-LN blocks: the file must say norm = post, and the same weights run as pre-LN blocks must be noticed. */
+static void run_post(const char *stem) {
+    golden G;
+    if (golden_open(&G, stem)) {
+        ck_assert_msg(G.cfg.norm == LIPT_NORM_POST, "%s: config has norm = %s", stem, lipt_norm_name(G.cfg.norm));
+        lipt_params *p = &G.m.params;
+        double *gerr = calloc((size_t)p->n, sizeof(double)), e_logits, e_loss;
+        G.m.cfg.norm = LIPT_NORM_PRE;
+        forward_backward(&G, &e_logits, &e_loss, gerr);
+        const double e = fmax(e_logits, max_of(gerr, p->n));
+        ck_assert_msg(e > 10 * GOLD_TOL, "%s: pre-LN blocks in place of post-LN went unnoticed (err %.2e)", stem, e);
+        printf("golden control (%s): norm = pre instead of post -> err %.2e (must exceed %.0e)\n", stem, e,
+               10 * GOLD_TOL);
+        free(gerr);
+        golden_close(&G);
+    }
+    run_variant(stem);
+}
+START_TEST(test_golden_dp_post) { run_post("dp-post"); }
+END_TEST
+START_TEST(test_golden_l2_tied_post) { run_post("l2-tied-post"); }
+END_TEST
+
 /* The comparisons can fail: one weight moved by 1e-2, the refresh left out, the weight decay changed. */
 START_TEST(test_golden_controls) {
     golden G;
@@ -598,6 +621,8 @@ int main(void) {
     tcase_add_test(tc, test_golden_clipped_dp_norel);
     tcase_add_test(tc, test_golden_clipped_dp_maxmin);
     tcase_add_test(tc, test_golden_dp_coupling);
+    tcase_add_test(tc, test_golden_dp_post);
+    tcase_add_test(tc, test_golden_l2_tied_post);
     tcase_add_test(tc, test_golden_controls);
     tcase_add_test(tc, test_golden_controls_clipped_dp);
     tcase_add_test(tc, test_golden_controls_new_options);

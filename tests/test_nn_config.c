@@ -112,6 +112,10 @@ static const bad_case bad_cases[] = {
     {"ffn = contractive\nactivation = relu\n", 1, {"needs attention = clipped-dp or contractive-l2", NULL, NULL}},
     {"attention = contractive-l2\nffn = contractive\n", 2, {"gelu is not 1-Lipschitz", "relu, elu, lipswish", NULL}},
     {"attention = contractive-l2\n# x\nactivation = gelu\nffn = contractive\n", 4, {"gelu", "1.13", NULL}},
+    {"norm = middle\n", 1, {"norm = 'middle'", "pre, post", NULL}},
+    {"attention = clipped-dp\nffn = contractive\nactivation = relu\nlip_norm = inf2\nnorm = post\n", 5,
+     {"norm = post", "non-invertible", "clipped-dp"}},
+    {"d_model = 64\nnorm = post\ncoupling = 1\n", 3, {"norm = post", "coupling = 1", NULL}},
 };
 
 START_TEST(test_bad_cases) {

@@ -45,34 +45,38 @@ typedef struct {
     int V, D, H, F, L, N;
     int rel_bias, actnorm; /* clipped-dp options (rel_bias only read for clipped-dp) */
     float clip_radius;     /* clipped-dp: 0 = the default sqrt(d_model) */
+    int post;              /* 1: post-LN blocks (norm = post) */
 } variant;
 
 static const variant variants[] = {
-    {"dp/gelu", LIPT_ATTN_DP, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f},
-    {"l2/relu", LIPT_ATTN_L2, LIPT_ACT_RELU, LIPT_LIPNORM_INF, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f},
-    {"l2-tied/elu", LIPT_ATTN_L2_TIED, LIPT_ACT_ELU, LIPT_LIPNORM_INF, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f},
+    {"dp/gelu", LIPT_ATTN_DP, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f, 0},
+    {"l2/relu", LIPT_ATTN_L2, LIPT_ACT_RELU, LIPT_LIPNORM_INF, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f, 0},
+    {"l2-tied/elu", LIPT_ATTN_L2_TIED, LIPT_ACT_ELU, LIPT_LIPNORM_INF, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f, 0},
     {"contractive/lipswish/inf", LIPT_ATTN_CONTRACTIVE_L2, LIPT_ACT_LIPSWISH, LIPT_LIPNORM_INF, 11, 12, 3, 20, 2, 16, 0, 0,
-     0.0f},
-    {"contractive/elu/2", LIPT_ATTN_CONTRACTIVE_L2, LIPT_ACT_ELU, LIPT_LIPNORM_2, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f},
+     0.0f, 0},
+    {"contractive/elu/2", LIPT_ATTN_CONTRACTIVE_L2, LIPT_ACT_ELU, LIPT_LIPNORM_2, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f, 0},
     /* odd sizes: d = 5, one layer; and a model without blocks */
-    {"dp/relu odd", LIPT_ATTN_DP, LIPT_ACT_RELU, LIPT_LIPNORM_INF, 7, 10, 2, 7, 1, 9, 0, 0, 0.0f},
-    {"l2-tied/gelu odd", LIPT_ATTN_L2_TIED, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 7, 10, 2, 7, 1, 9, 0, 0, 0.0f},
-    {"contractive/relu odd", LIPT_ATTN_CONTRACTIVE_L2, LIPT_ACT_RELU, LIPT_LIPNORM_2, 7, 10, 2, 7, 1, 9, 0, 0, 0.0f},
-    {"l2/gelu no layers", LIPT_ATTN_L2, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 7, 10, 2, 7, 0, 9, 0, 0, 0.0f},
+    {"dp/relu odd", LIPT_ATTN_DP, LIPT_ACT_RELU, LIPT_LIPNORM_INF, 7, 10, 2, 7, 1, 9, 0, 0, 0.0f, 0},
+    {"l2-tied/gelu odd", LIPT_ATTN_L2_TIED, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 7, 10, 2, 7, 1, 9, 0, 0, 0.0f, 0},
+    {"contractive/relu odd", LIPT_ATTN_CONTRACTIVE_L2, LIPT_ACT_RELU, LIPT_LIPNORM_2, 7, 10, 2, 7, 1, 9, 0, 0, 0.0f, 0},
+    {"l2/gelu no layers", LIPT_ATTN_L2, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 7, 10, 2, 7, 0, 9, 0, 0, 0.0f, 0},
     /* clipped-dp (index CLIPPED_FIRST on): relative bias on/off, ActNorm on/off, radius 1 (every row clipped) and
      * the default sqrt(D) (some rows clipped) */
-    {"clipped/relu rel R1", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_RELU, LIPT_LIPNORM_INF2, 11, 12, 3, 20, 2, 16, 1, 0, 1.0f},
-    {"clipped/elu rel+an", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_ELU, LIPT_LIPNORM_INF2, 11, 12, 3, 20, 2, 16, 1, 1, 0.0f},
+    {"clipped/relu rel R1", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_RELU, LIPT_LIPNORM_INF2, 11, 12, 3, 20, 2, 16, 1, 0, 1.0f, 0},
+    {"clipped/elu rel+an", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_ELU, LIPT_LIPNORM_INF2, 11, 12, 3, 20, 2, 16, 1, 1, 0.0f, 0},
     {"clipped/lipswish an R1", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_LIPSWISH, LIPT_LIPNORM_INF2, 11, 12, 3, 20, 2, 16, 0, 1,
-     1.0f},
-    {"clipped/relu plain", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_RELU, LIPT_LIPNORM_INF2, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f},
-    {"clipped/elu rel+an odd R1", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_ELU, LIPT_LIPNORM_INF2, 7, 10, 2, 7, 1, 9, 1, 1, 1.0f},
+     1.0f, 0},
+    {"clipped/relu plain", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_RELU, LIPT_LIPNORM_INF2, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f, 0},
+    {"clipped/elu rel+an odd R1", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_ELU, LIPT_LIPNORM_INF2, 7, 10, 2, 7, 1, 9, 1, 1, 1.0f, 0},
     /* the shipped design: MaxMin with the full ffn budget (and here an MLP head: build_model sets them for maxmin) */
     {"clipped/maxmin rel+an head", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_MAXMIN, LIPT_LIPNORM_INF2, 11, 12, 3, 20, 2, 16, 1, 1,
-     0.0f},
+     0.0f, 0},
     /* ActNorm is an option of either invertible attention */
     {"contractive/elu/inf2 an", LIPT_ATTN_CONTRACTIVE_L2, LIPT_ACT_ELU, LIPT_LIPNORM_INF2, 11, 12, 3, 20, 2, 16, 0, 1,
-     0.0f},
+     0.0f, 0},
+    /* post-LN blocks */
+    {"dp/gelu post-LN", LIPT_ATTN_DP, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f, 1},
+    {"l2-tied/elu post-LN odd", LIPT_ATTN_L2_TIED, LIPT_ACT_ELU, LIPT_LIPNORM_INF, 7, 10, 2, 7, 1, 9, 0, 0, 0.0f, 1},
 };
 #define CLIPPED_FIRST 9
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
@@ -99,6 +103,7 @@ static void build_model(lipt_model *m, const variant *v, uint64_t seed) {
         cfg.clip_radius = v->clip_radius;
     }
     cfg.actnorm = v->actnorm;
+    cfg.norm = v->post ? LIPT_NORM_POST : LIPT_NORM_PRE;
     if (v->act == LIPT_ACT_MAXMIN) {
         cfg.ffn_full_budget = 1;
         cfg.head_hidden = 10;
@@ -353,10 +358,10 @@ END_TEST
 START_TEST(test_parallel_heads) {
     lipt_set_threads(2);
     const variant v[3] = {
-        {"l2-tied wide", LIPT_ATTN_L2_TIED, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 13, 64, 8, 32, 1, 264, 0, 0, 0.0f},
-        {"dp wide", LIPT_ATTN_DP, LIPT_ACT_RELU, LIPT_LIPNORM_INF, 13, 64, 8, 32, 1, 264, 0, 0, 0.0f},
+        {"l2-tied wide", LIPT_ATTN_L2_TIED, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 13, 64, 8, 32, 1, 264, 0, 0, 0.0f, 0},
+        {"dp wide", LIPT_ATTN_DP, LIPT_ACT_RELU, LIPT_LIPNORM_INF, 13, 64, 8, 32, 1, 264, 0, 0, 0.0f, 0},
         {"clipped-dp rel+an wide", LIPT_ATTN_CLIPPED_DP, LIPT_ACT_RELU, LIPT_LIPNORM_INF2, 13, 64, 8, 32, 1, 264, 1, 1,
-         0.0f}};
+         0.0f, 0}};
     enum { B = 4 };
     for (int vi = 0; vi < 3; vi++) {
         lipt_model m;

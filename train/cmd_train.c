@@ -471,6 +471,9 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
         double t0 = cli_now(), c0 = dist->comm_seconds;
         lipt_batcher_next(&t.batcher, gin, gtg, NULL);
         t.ctx.training = 1;
+        /* logged steps also record the attention logits' largest row spread (a stability diagnostic) */
+        t.ctx.attn_stats = (t.step + 1) % log_every == 0 || t.step + 1 == steps;
+        t.ctx.attn_logit_spread = 0;
         lipt_tensor *loss = NULL;
         if (lipt_model_forward(&t.ctx, &t.model, in, B, T, tg, NULL, &loss, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
         double l = loss->data[0];
@@ -519,6 +522,7 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
         if (t.step % log_every == 0 || t.step == steps) {
             fprintf(log, "{\"step\":%lld,\"loss\":%.6f,\"bpc\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6g,\"tok_per_s\":%.1f,",
                     (long long)t.step, l, l / LN2, cur_lr, gnorm, tok_s);
+            if (cfg.n_layers > 0) fprintf(log, "\"attn_logit_spread\":%.6g,", (double)t.ctx.attn_logit_spread);
             if (K > 1) fprintf(log, "\"comm_ms\":%.2f,", 1e3 * (dist->comm_seconds - c0));
             fprintf(log, "\"elapsed_s\":%.3f}\n", now - t_start);
         }

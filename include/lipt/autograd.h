@@ -87,6 +87,9 @@ struct lipt_ctx {
     int no_grad;           /* > 0: ops record nothing and outputs do not require grad */
     int training;          /* dropout active when set */
     lipt_rng rng;          /* dropout masks and other in-graph randomness */
+    int attn_stats;        /* set: attention forwards raise attn_logit_spread (a pass over the logits; off by default) */
+    float attn_logit_spread; /* the largest max - min of one row of attention logits (unmasked, after every bias,
+                              * before the softmax) since the caller zeroed it: how peaked softmax can get */
 };
 
 void lipt_ctx_init(lipt_ctx *ctx, size_t arena_bytes, uint64_t seed);

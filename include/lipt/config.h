@@ -26,6 +26,11 @@ typedef enum {
     LIPT_FFN_CONTRACTIVE       /* "contractive": W1, W2 spectrally normalised to c, no LayerNorm (invertible model) */
 } lipt_ffn_kind;
 
+typedef enum {
+    LIPT_NORM_PRE = 0,         /* "pre":  x <- x + f(LN(x)) (the default; trains without warmup) */
+    LIPT_NORM_POST             /* "post": x <- LN(x + f(x)) (the original Transformer's blocks; dp, l2, l2-tied) */
+} lipt_norm_kind;
+
 typedef enum { LIPT_ACT_GELU = 0, LIPT_ACT_RELU, LIPT_ACT_ELU, LIPT_ACT_LIPSWISH, LIPT_ACT_MAXMIN } lipt_act_kind;
 
 typedef enum {
@@ -63,6 +68,8 @@ typedef struct {
                                 * (outside the invertible stack, so it needs no certificate) */
     int ffn_full_budget;       /* contractive ffn: 1 divides W1 by max(1, σ1) and W2 by max(1, σ2/c) (bound c);
                                 * 0 divides both by max(1, σ/c) (bound c²) */
+    lipt_norm_kind norm;       /* where the LayerNorms of a block sit (pre-LN or post-LN); not for the invertible
+                                * model or coupling blocks, whose branches must be residual maps x + g(x) */
 } lipt_config;
 
 /* Defaults: a small DP model (vocab 256, d_model 128, 4 heads, d_ff 512, 2 layers, seq_len 128, gelu,
@@ -94,6 +101,7 @@ const char *lipt_attn_name(lipt_attn_kind k);
 const char *lipt_ffn_name(lipt_ffn_kind k);
 const char *lipt_act_name(lipt_act_kind k);
 const char *lipt_lipnorm_name(lipt_lipnorm_kind k);
+const char *lipt_norm_name(lipt_norm_kind k);
 
 /* A contractive attention kind (divided by a certified bound: an invertible model's attention). */
 static inline int lipt_attn_contractive(lipt_attn_kind k) {

@@ -72,19 +72,25 @@ lipt_status lipt_model_forward(lipt_ctx *ctx, const lipt_model *m, const int *id
 
 /* Pieces of the forward pass (ids must be valid: see lipt_model_check_ids; they abort otherwise).
  * embed: token + positional embedding [B,T,D]. block: x + g_attn(x), then + g_ffn (dropout after each
- * branch when training). hidden: embed then every block (before the final LayerNorm). logits: ln_f + head. */
+ * branch when training), each sum through lipt_model_residual. hidden: embed then every block (before the final
+ * LayerNorm). logits: ln_f + head. */
 lipt_tensor *lipt_model_embed(lipt_ctx *ctx, const lipt_model *m, const int *ids, int B, int T);
 lipt_tensor *lipt_model_block(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x);
 lipt_tensor *lipt_model_hidden(lipt_ctx *ctx, const lipt_model *m, const int *ids, int B, int T);
 lipt_tensor *lipt_model_logits(lipt_ctx *ctx, const lipt_model *m, lipt_tensor *h);
 
 /* A residual branch g of block `layer` (which: 0 attention, 1 feed-forward) on x [B,T,D], without dropout:
- * the block computes x + g(x). For the pre-LN variants g includes its LayerNorm: g(x) = MHA(LN1(x)).
+ * the block computes x + g(x). For the pre-LN variants g includes its LayerNorm: g(x) = MHA(LN1(x)); for
+ * post-LN (norm = post) it does not, and the block computes LN1(x + g(x)).
  * For the invertible model g has Lipschitz constant <= c (in the lip_norm norm for attention, 2-norm per
  * token for the feed-forward). */
 enum { LIPT_BRANCH_ATTN = 0, LIPT_BRANCH_FFN = 1,
        LIPT_BRANCH_MHA = 2 /* the attention map alone, without the pre-LN LayerNorm (studies of the attention op) */ };
 lipt_tensor *lipt_model_branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x);
+/* What the block does with a branch's output g (which: attention or feed-forward) on its input x: x + g, then
+ * the LayerNorm of that branch with norm = post, then ActNorm after the feed-forward when the model has it. */
+lipt_tensor *lipt_model_residual(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x,
+                                 lipt_tensor *g);
 
 /* A lipt_branch_fn adaptor for lipt_fixed_point_invert and the Jacobian tools. */
 typedef struct { const lipt_model *model; int layer, which; } lipt_branch_ref;

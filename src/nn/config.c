@@ -13,32 +13,35 @@
 /* Every key, in file order (also the order of lipt_config_to_text). */
 enum {
     K_VOCAB, K_DMODEL, K_HEADS, K_DFF, K_LAYERS, K_SEQ, K_ATTN, K_FFN, K_ACT, K_DROPOUT, K_C, K_LIPNORM,
-    K_POWER, K_SEED, K_LNEPS, K_CLIPR, K_RELB, K_ACTNORM, K_GRAM, K_FFNB, K_COUPLING, K_HEADH, K_COUNT
+    K_POWER, K_SEED, K_LNEPS, K_CLIPR, K_RELB, K_ACTNORM, K_GRAM, K_FFNB, K_COUPLING, K_HEADH, K_NORM, K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
     "vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn", "activation",
     "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps", "clip_radius", "rel_bias", "actnorm",
-    "gram_iters", "ffn_full_budget", "coupling", "head_hidden"};
+    "gram_iters", "ffn_full_budget", "coupling", "head_hidden", "norm"};
 #define ACCEPTED_KEYS \
     "vocab_size, d_model, n_heads, d_ff, n_layers, seq_len, attention, ffn, activation, dropout, c, lip_norm, " \
     "power_iters, init_seed, ln_eps, clip_radius, rel_bias, actnorm, gram_iters, " \
-    "ffn_full_budget, coupling, head_hidden"
+    "ffn_full_budget, coupling, head_hidden, norm"
 
 static const char *const attn_names[] = {"dp", "l2", "l2-tied", "contractive-l2", "clipped-dp"};
 static const char *const ffn_names[] = {"standard", "contractive"};
 static const char *const act_names[] = {"gelu", "relu", "elu", "lipswish", "maxmin"};
 static const char *const lipnorm_names[] = {"inf", "2", "inf2"};
+static const char *const norm_names[] = {"pre", "post"};
 #define NAMES(a) (int)(sizeof(a) / sizeof((a)[0]))
 /* one name per enum value (a new value without its name fails to compile) */
 _Static_assert(NAMES(attn_names) == LIPT_ATTN_CLIPPED_DP + 1, "attn_names matches lipt_attn_kind");
 _Static_assert(NAMES(ffn_names) == LIPT_FFN_CONTRACTIVE + 1, "ffn_names matches lipt_ffn_kind");
 _Static_assert(NAMES(act_names) == LIPT_ACT_MAXMIN + 1, "act_names matches lipt_act_kind");
 _Static_assert(NAMES(lipnorm_names) == LIPT_LIPNORM_INF2 + 1, "lipnorm_names matches lipt_lipnorm_kind");
+_Static_assert(NAMES(norm_names) == LIPT_NORM_POST + 1, "norm_names matches lipt_norm_kind");
 
 const char *lipt_attn_name(lipt_attn_kind k) { return (unsigned)k < NAMES(attn_names) ? attn_names[k] : "?"; }
 const char *lipt_ffn_name(lipt_ffn_kind k) { return (unsigned)k < NAMES(ffn_names) ? ffn_names[k] : "?"; }
 const char *lipt_act_name(lipt_act_kind k) { return (unsigned)k < NAMES(act_names) ? act_names[k] : "?"; }
 const char *lipt_lipnorm_name(lipt_lipnorm_kind k) { return (unsigned)k < NAMES(lipnorm_names) ? lipnorm_names[k] : "?"; }
+const char *lipt_norm_name(lipt_norm_kind k) { return (unsigned)k < NAMES(norm_names) ? norm_names[k] : "?"; }
 
 float lipt_config_clip_radius(const lipt_config *cfg) {
     return cfg->clip_radius > 0 ? cfg->clip_radius : (float)sqrt((double)cfg->d_model);
@@ -153,6 +156,10 @@ static lipt_status set_key(lipt_config *cfg, int k, const char *v, const char *w
         if ((st = parse_enum(where, key, v, lipnorm_names, NAMES(lipnorm_names), &e, err)) == LIPT_OK)
             cfg->lip_norm = (lipt_lipnorm_kind)e;
         return st;
+    case K_NORM:
+        if ((st = parse_enum(where, key, v, norm_names, NAMES(norm_names), &e, err)) == LIPT_OK)
+            cfg->norm = (lipt_norm_kind)e;
+        return st;
     case K_DROPOUT: return parse_float(where, key, v, 0.0, 0, 1.0, 1, &cfg->dropout, err);
     case K_C: return parse_float(where, key, v, 0.0, 1, 1.0, 1, &cfg->c, err);
     case K_LNEPS: return parse_float(where, key, v, 0.0, 1, 1.0, 1, &cfg->ln_eps, err);
@@ -235,6 +242,13 @@ static lipt_status validate(const lipt_config *cfg, const char *source, const in
                          "%scoupling = 1 is a control for the pre-LN variants (attention dp, l2 or l2-tied, ffn = "
                          "standard) and needs an even d_model (got attention = %s, ffn = %s, d_model = %d)",
                          where, lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn), cfg->d_model);
+    }
+    if (cfg->norm == LIPT_NORM_POST && (lipt_config_invertible(cfg) || cfg->coupling)) {
+        WHERE2(K_NORM, cfg->coupling ? K_COUPLING : K_ATTN);
+        return lipt_fail(err, LIPT_ERR_ARG,
+                         "%snorm = post puts a LayerNorm after each residual sum, so a block is no longer x + g(x): it is "
+                         "an option of the non-invertible variants without coupling (got attention = %s, coupling = %d)",
+                         where, lipt_attn_name(cfg->attention), cfg->coupling);
     }
 #undef WHERE2
     return LIPT_OK;
@@ -336,11 +350,11 @@ size_t lipt_config_to_text(const lipt_config *cfg, char *buf, size_t len) {
                      "vocab_size = %d\nd_model = %d\nn_heads = %d\nd_ff = %d\nn_layers = %d\nseq_len = %d\n"
                      "attention = %s\nffn = %s\nactivation = %s\ndropout = %.9g\nc = %.9g\nlip_norm = %s\n"
                      "power_iters = %d\ninit_seed = %" PRIu64 "\nln_eps = %.9g\nclip_radius = %.9g\nrel_bias = %d\n"
-                     "actnorm = %d\ngram_iters = %d\nffn_full_budget = %d\ncoupling = %d\nhead_hidden = %d\n",
+                     "actnorm = %d\ngram_iters = %d\nffn_full_budget = %d\ncoupling = %d\nhead_hidden = %d\nnorm = %s\n",
                      cfg->vocab_size, cfg->d_model, cfg->n_heads, cfg->d_ff, cfg->n_layers, cfg->seq_len,
                      lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn), lipt_act_name(cfg->activation),
                      (double)cfg->dropout, (double)cfg->c, lipt_lipnorm_name(cfg->lip_norm), cfg->power_iters,
                      cfg->init_seed, (double)cfg->ln_eps, (double)cfg->clip_radius, cfg->rel_bias, cfg->actnorm,
-                     cfg->gram_iters, cfg->ffn_full_budget, cfg->coupling, cfg->head_hidden);
+                     cfg->gram_iters, cfg->ffn_full_budget, cfg->coupling, cfg->head_hidden, lipt_norm_name(cfg->norm));
     return n < 0 ? 0 : (size_t)n;
 }

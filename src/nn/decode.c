@@ -226,6 +226,12 @@ static void layernorm_rows(const float *x, float *y, int rows, int D, const floa
     }
 }
 
+/* Post-LN: x <- LN(x) in place, through the scratch rows u (R x D). */
+static void post_norm(float *x, float *u, int R, int D, const float *gamma, const float *beta, float eps) {
+    layernorm_rows(x, u, R, D, gamma, beta, eps);
+    memcpy(x, u, (size_t)R * D * sizeof(float));
+}
+
 /* As lipt_clip_rows: each row projected on the ball of radius R, the norm in double, the scale R/‖x‖ rounded
  * to float. */
 static void clip_rows(const float *x, float *y, int rows, int D, float R) {
@@ -381,7 +387,8 @@ static void run_block(lipt_decoder *s, const int *ids, int ld, int n, int want_l
         const dec_layer *L = &s->layers[l];
         /* ---- attention branch ---- */
         const float *in = s->x;
-        if (!m->invertible) {
+        const int pre = !m->invertible && c->norm == LIPT_NORM_PRE, post = c->norm == LIPT_NORM_POST;
+        if (pre) {
             layernorm_rows(s->x, s->u, R, D, W->ln1_g->data, W->ln1_b->data, eps);
             in = s->u;
         }
@@ -419,9 +426,10 @@ static void run_block(lipt_decoder *s, const int *ids, int ld, int n, int want_l
                 xr[j] = xr[j] + gj;
             }
         }
+        if (post) post_norm(s->x, s->u, R, D, W->ln1_g->data, W->ln1_b->data, eps);
         /* ---- feed-forward branch ---- */
         in = s->x;
-        if (!m->invertible) {
+        if (pre) {
             layernorm_rows(s->x, s->u, R, D, W->ln2_g->data, W->ln2_b->data, eps);
             in = s->u;
         }
@@ -429,6 +437,7 @@ static void run_block(lipt_decoder *s, const int *ids, int ld, int n, int want_l
         activate(c->activation, W->beta ? W->beta->data[0] : 1.0f, s->h, (size_t)R * F);
         linear_rows(s->h, R, F, L->w2, D, W->b2->data, s->g);
         for (size_t i = 0; i < (size_t)R * D; i++) s->x[i] = s->x[i] + s->g[i];
+        if (post) post_norm(s->x, s->u, R, D, W->ln2_g->data, W->ln2_b->data, eps);
         if (L->an_scale) { /* ActNorm: lipt_mul by exp(log_scale), then lipt_add of the bias */
             const float *as = L->an_scale, *ab = W->an_b->data;
             for (int r = 0; r < R; r++) {

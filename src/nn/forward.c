@@ -127,11 +127,12 @@ static lipt_tensor *plain_branch(lipt_ctx *ctx, const lipt_model *m, int layer, 
     const lipt_layer *L = &m->layers[layer];
     const float eps = m->cfg.ln_eps;
     if (which == LIPT_BRANCH_MHA) return attention(ctx, m, layer, x);
+    const int pre = !m->invertible && m->cfg.norm == LIPT_NORM_PRE; /* post-LN normalises after the sum instead */
     if (which == LIPT_BRANCH_ATTN) {
-        lipt_tensor *in = m->invertible ? x : lipt_layernorm(ctx, x, L->ln1_g, L->ln1_b, eps);
+        lipt_tensor *in = pre ? lipt_layernorm(ctx, x, L->ln1_g, L->ln1_b, eps) : x;
         return attention(ctx, m, layer, in);
     }
-    lipt_tensor *in = m->invertible ? x : lipt_layernorm(ctx, x, L->ln2_g, L->ln2_b, eps);
+    lipt_tensor *in = pre ? lipt_layernorm(ctx, x, L->ln2_g, L->ln2_b, eps) : x;
     return feed_forward(ctx, m, L, in);
 }
 
@@ -140,15 +141,25 @@ lipt_tensor *lipt_model_branch_fn(lipt_ctx *ctx, lipt_tensor *x, void *branch_re
     return lipt_model_branch(ctx, r->model, r->layer, r->which, x);
 }
 
+lipt_tensor *lipt_model_residual(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x,
+                                 lipt_tensor *g) {
+    const lipt_layer *L = &m->layers[layer];
+    x = lipt_add(ctx, x, g);
+    if (m->cfg.norm == LIPT_NORM_POST) /* post-LN: LN1 after the attention's sum, LN2 after the feed-forward's */
+        x = which == LIPT_BRANCH_ATTN ? lipt_layernorm(ctx, x, L->ln1_g, L->ln1_b, m->cfg.ln_eps)
+                                      : lipt_layernorm(ctx, x, L->ln2_g, L->ln2_b, m->cfg.ln_eps);
+    if (which == LIPT_BRANCH_FFN && L->an_s) /* ActNorm closes the block: exact inverse */
+        x = lipt_add(ctx, lipt_mul(ctx, x, lipt_exp(ctx, L->an_s)), L->an_b);
+    return x;
+}
+
 lipt_tensor *lipt_model_block(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x) {
     const float p = m->cfg.dropout;
     for (int which = LIPT_BRANCH_ATTN; which <= LIPT_BRANCH_FFN; which++) {
         lipt_tensor *g = lipt_model_branch(ctx, m, layer, which, x);
         if (p > 0 && ctx->training) g = lipt_dropout(ctx, g, p);
-        x = lipt_add(ctx, x, g);
+        x = lipt_model_residual(ctx, m, layer, which, x, g);
     }
-    const lipt_layer *L = &m->layers[layer];
-    if (L->an_s) x = lipt_add(ctx, lipt_mul(ctx, x, lipt_exp(ctx, L->an_s)), L->an_b); /* ActNorm: exact inverse */
     return x;
 }
 

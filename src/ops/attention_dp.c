@@ -41,16 +41,29 @@ static void check_qkv(const char *op, const lipt_tensor *q, const lipt_tensor *k
  * unmasked columns (j <= i when causal) and write exact zeros to the rest of the row. kn, if
  * given, is subtracted per column first (the |k_j|²/s term of L2); rel, if given (causal only),
  * adds rel[i - j] to logit (i, j). */
-static void softmax_rows(float *P, int T, int i0, int i1, int nc, int causal, const float *kn, const float *rel) {
-#pragma omp parallel for schedule(static) if (!omp_in_parallel() && (long)(i1 - i0) * nc >= ATTN_ROWS_PAR_MIN)
+static float softmax_rows(float *P, int T, int i0, int i1, int nc, int causal, const float *kn, const float *rel,
+                          int want_spread) {
+    float spread = 0;
+#pragma omp parallel for schedule(static) reduction(max : spread) \
+    if (!omp_in_parallel() && (long)(i1 - i0) * nc >= ATTN_ROWS_PAR_MIN)
     for (int i = i0; i < i1; i++) {
         float *row = P + (size_t)i * T;
         const int n = causal ? i + 1 : T;
         if (rel)
             for (int j = 0; j < n; j++) row[j] += rel[i - j];
+        if (want_spread) { /* max - min of the logits the softmax sees (invariant to its row constant) */
+            float lo = row[0] - (kn ? kn[0] : 0.0f), hi = lo;
+            for (int j = 1; j < n; j++) {
+                const float z = row[j] - (kn ? kn[j] : 0.0f);
+                lo = z < lo ? z : lo;
+                hi = z > hi ? z : hi;
+            }
+            if (hi - lo > spread || hi - lo != hi - lo) spread = hi - lo;
+        }
         lipt_vsoftmax_row(row, (size_t)n, kn);
         if (n < T) memset(row + n, 0, (size_t)(T - n) * sizeof(float));
     }
+    return spread;
 }
 
 /* G holds dP in rows [i0, i1), columns [0, nc); overwrite with dL = P ⊙ (dP − rowsum(dP ⊙ P)),
@@ -79,7 +92,8 @@ static void row_norms(const float *kh, int T, int D, int d, double inv_s, float 
     }
 }
 
-static void head_forward(const lipt_attn_job *j, int bh, float *P, float *kn, float *out) {
+/* Returns the largest logit spread of the head's rows when want_spread (else 0). */
+static float head_forward(const lipt_attn_job *j, int bh, float *P, float *kn, float *out, int want_spread) {
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H;
     const size_t off = (size_t)b * T * D + (size_t)h * d;
     const float *qh = j->q + off, *kh = j->k + off, *vh = j->v + off;
@@ -88,12 +102,16 @@ static void head_forward(const lipt_attn_job *j, int bh, float *P, float *kn, fl
     const float alpha = (float)((j->l2 ? 2.0 : 1.0) * inv_s);
     if (j->l2) row_norms(kh, T, D, d, inv_s, kn);
     const int rb = row_block(T, j->causal);
+    float spread = 0;
     for (int i0 = 0; i0 < T; i0 += rb) {
         const int i1 = i0 + rb < T ? i0 + rb : T, m = i1 - i0, nc = j->causal ? i1 : T;
         gemm(0, 1, m, nc, d, alpha, qh + (size_t)i0 * D, D, kh, D, 0.0f, P + (size_t)i0 * T, T);
-        softmax_rows(P, T, i0, i1, nc, j->causal, j->l2 ? kn : NULL, j->rel ? j->rel + (size_t)h * j->rel_stride : NULL);
+        const float sp = softmax_rows(P, T, i0, i1, nc, j->causal, j->l2 ? kn : NULL,
+                                      j->rel ? j->rel + (size_t)h * j->rel_stride : NULL, want_spread);
+        if (sp > spread || sp != sp) spread = sp;
         gemm(0, 0, m, d, nc, 1.0f, P + (size_t)i0 * T, T, vh, D, 0.0f, oh + (size_t)i0 * D, D);
     }
+    return spread;
 }
 
 void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float *P_saved) {
@@ -105,12 +123,16 @@ void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float 
     /* Without a tape the probabilities are needed only while a head is computed: one buffer per thread. */
     float *Pscr = P_saved ? NULL : lipt_arena_alloc(&ctx->arena, (size_t)nthr * TT * sizeof(float));
     float *kn = lipt_arena_alloc(&ctx->arena, (size_t)nthr * j->T * sizeof(float));
-#pragma omp parallel for schedule(static) if (use_par(j))
+    const int want = ctx->attn_stats != 0;
+    float spread = 0;
+#pragma omp parallel for schedule(static) reduction(max : spread) if (use_par(j))
     for (int bh = 0; bh < BH; bh++) {
         const int tid = omp_get_thread_num();
         float *P = P_saved ? P_saved + (size_t)bh * TT : Pscr + (size_t)tid * TT;
-        head_forward(j, bh, P, kn + (size_t)tid * j->T, out);
+        const float sp = head_forward(j, bh, P, kn + (size_t)tid * j->T, out, want);
+        if (sp > spread || sp != sp) spread = sp;
     }
+    if (want && (spread > ctx->attn_logit_spread || spread != spread)) ctx->attn_logit_spread = spread;
     lipt_arena_release(&ctx->arena, mark);
 }
 

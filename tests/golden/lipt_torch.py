@@ -81,10 +81,11 @@ class LiptConfig:
     ffn_full_budget: int = 0   # contractive ffn: 1 divides W1 by max(1, sigma1) and W2 by max(1, sigma2/c)
     coupling: int = 0          # 1: additive coupling blocks (pre-LN dp / l2 / l2-tied, ffn standard, even d_model)
     head_hidden: int = 0       # F > 0: the head is ln_f, then GELU(x W1h + b1h) W + b (head.w1 [D,F], head.b1 [F])
+    norm: str = "pre"          # "pre": x + f(LN(x)); "post": LN(x + f(x)) (dp, l2, l2-tied without coupling)
 
     KEYS = ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn", "activation",
             "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps", "clip_radius", "rel_bias", "actnorm",
-            "gram_iters", "ffn_full_budget", "coupling", "head_hidden")
+            "gram_iters", "ffn_full_budget", "coupling", "head_hidden", "norm")
 
     def __post_init__(self):
         self.validate()
@@ -137,6 +138,10 @@ class LiptConfig:
             raise ValueError("ffn_full_budget and coupling are 0 or 1")
         if not 0 <= self.head_hidden <= 1 << 18:
             raise ValueError(f"head_hidden {self.head_hidden} outside [0, 2^18]")
+        if self.norm not in ("pre", "post"):
+            raise ValueError(f"norm {self.norm!r} not in ('pre', 'post')")
+        if self.norm == "post" and (self.invertible or self.coupling):
+            raise ValueError("norm = post is an option of the non-invertible variants without coupling")
         if self.coupling and (self.invertible or self.ffn != "standard" or self.d_model % 2):
             raise ValueError("coupling = 1 is for the pre-LN variants (attention dp, l2 or l2-tied, ffn standard) "
                              "with an even d_model")
@@ -167,7 +172,7 @@ class LiptConfig:
                 f"power_iters = {self.power_iters}\ninit_seed = {self.init_seed}\nln_eps = {g(self.ln_eps)}\n"
                 f"clip_radius = {g(self.clip_radius)}\nrel_bias = {self.rel_bias}\nactnorm = {self.actnorm}\n"
                 f"gram_iters = {self.gram_iters}\nffn_full_budget = {self.ffn_full_budget}\n"
-                f"coupling = {self.coupling}\nhead_hidden = {self.head_hidden}\n")
+                f"coupling = {self.coupling}\nhead_hidden = {self.head_hidden}\nnorm = {self.norm}\n")
 
 
 def parameter_specs(cfg: LiptConfig) -> List[Tuple[str, Tuple[int, ...], str]]:
@@ -696,19 +701,28 @@ class LiptTransformer(nn.Module):
 
     def _plain_branch(self, l: int, which: int, x: torch.Tensor) -> torch.Tensor:
         p, eps = f"layers.{l}.", _f32(self.cfg.ln_eps)
+        pre = not self.cfg.invertible and self.cfg.norm == "pre"  # post-LN normalises after the sum instead
         if which == 0:
-            xin = x if self.cfg.invertible else layer_norm(x, self.p(p + "ln1.gamma"), self.p(p + "ln1.beta"), eps)
+            xin = layer_norm(x, self.p(p + "ln1.gamma"), self.p(p + "ln1.beta"), eps) if pre else x
             return self.attention(l, xin)
-        xin = x if self.cfg.invertible else layer_norm(x, self.p(p + "ln2.gamma"), self.p(p + "ln2.beta"), eps)
+        xin = layer_norm(x, self.p(p + "ln2.gamma"), self.p(p + "ln2.beta"), eps) if pre else x
         return self.feed_forward(l, xin)
+
+    def residual(self, l: int, which: int, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """lipt_model_residual: x + g, then (norm = post) the branch's LayerNorm, then ActNorm after the ffn."""
+        x = x + g
+        if self.cfg.norm == "post":
+            p, ln = f"layers.{l}.", "ln1" if which == 0 else "ln2"
+            x = layer_norm(x, self.p(p + ln + ".gamma"), self.p(p + ln + ".beta"), _f32(self.cfg.ln_eps))
+        return self.actnorm(l, x) if which == 1 else x
 
     def block(self, l: int, x: torch.Tensor) -> torch.Tensor:
         for which in (0, 1):
             g = self.branch(l, which, x)
             if self.training and self.cfg.dropout > 0:
                 g = F.dropout(g, self.cfg.dropout, True)
-            x = x + g
-        return self.actnorm(l, x)
+            x = self.residual(l, which, x, g)
+        return x
 
     def actnorm(self, l: int, x: torch.Tensor) -> torch.Tensor:
         """ActNorm after block l (actnorm = 1): x * exp(log_scale) + bias per channel; identity otherwise."""

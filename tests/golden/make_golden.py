@@ -111,11 +111,16 @@ VARIANTS = [
                                power_iters=1, clip_radius=2.75, rel_bias=1, actnorm=1, c=0.97, ffn_full_budget=1,
                                head_hidden=14), 909, 7),
     ("dp-coupling", dict(attention="dp", ffn="standard", activation="gelu", power_iters=1, coupling=1), 1010, 9),
+    # post-LN blocks (norm = post): LN(x + f(x)) after each branch
+    ("dp-post", dict(attention="dp", ffn="standard", activation="gelu", power_iters=1, norm="post"), 1111, 9),
+    ("l2-tied-post", dict(attention="l2-tied", ffn="standard", activation="lipswish", power_iters=1, norm="post"),
+     1212, 9),
 ]
-# config keys lipt_config_to_text gained after the first eight files were written: their config text leaves them
-# out while all three are 0 (the defaults), so those files stay byte-identical (lipt parses a missing key as its
-# default); a file that sets one of them has every key
-LATER_KEYS = ("ffn_full_budget", "coupling", "head_hidden")
+# config keys lipt_config_to_text gained after the first eight files were written, one tuple per generation: the
+# config text leaves out the newest generations while all their keys are at their defaults, so older files stay
+# byte-identical (lipt parses a missing key as its default); a file that sets a key has that generation and the
+# ones before it
+LATER_KEYS = (("ffn_full_budget", "coupling", "head_hidden"), ("norm",))
 B, STEPS = 2, 3
 ADAMW = dict(lr=1e-2, beta1=0.9, beta2=0.98, eps=1e-8, weight_decay=0.1)
 INVERT = dict(tol=1e-6, max_iter=100)
@@ -125,12 +130,14 @@ CLIP_MARGIN = 1e-3  # least relative distance |(|x_i| / R) - 1| of every row cli
 
 
 def config_text(cfg: LiptConfig) -> str:
-    text = cfg.to_text()
-    if any(getattr(cfg, k) for k in LATER_KEYS):
-        return text
-    lines = text.splitlines(keepends=True)
-    assert [ln.split(" = ")[0] for ln in lines[-len(LATER_KEYS):]] == list(LATER_KEYS)
-    return "".join(lines[:-len(LATER_KEYS)])
+    lines = cfg.to_text().splitlines(keepends=True)
+    default = LiptConfig()
+    for gen in reversed(LATER_KEYS):
+        if any(getattr(cfg, k) != getattr(default, k) for k in gen):
+            break
+        assert [ln.split(" = ")[0] for ln in lines[-len(gen):]] == list(gen)
+        lines = lines[:-len(gen)]
+    return "".join(lines)
 
 
 def leaf(name):
