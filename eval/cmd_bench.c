@@ -11,6 +11,7 @@
 #include "lipt/decode.h"
 #include "lipt/model.h"
 #include "lipt/optim.h"
+#include "lipt/train.h"
 
 static const cli_opt bench_opts[] = {
     {"config", CLI_STRING, "FILE", "model config (key = value); any config key can also be given as --key value", NULL},
@@ -153,16 +154,11 @@ static lipt_status bench_train(bench *b, lipt_error *err) {
             double c0 = cli_now();
             batch_ids(b, s, in, tg); /* a copy of B·T ints: not model work, kept out of the time */
             t_in += cli_now() - c0;
-            lipt_tensor *loss = NULL;
-            st = lipt_model_forward(&ctx, &b->model, in, B, T, tg, NULL, &loss, err);
+            const lipt_step_opts so = {BENCH_LR, BENCH_CLIP, b->cfg.power_iters, NULL, 0, 0};
+            lipt_step_result sr;
+            st = lipt_train_step(&ctx, &b->model, &opt, in, tg, B, T, &so, &sr, err);
+            b->last_loss = sr.loss;
             if (st != LIPT_OK) break;
-            b->last_loss = loss->data[0];
-            lipt_params_zero_grad(&b->model.params);
-            lipt_backward(&ctx, loss);
-            lipt_clip_grad_norm(&b->model.params, BENCH_CLIP);
-            lipt_ctx_reset(&ctx);
-            lipt_adamw_step_lr(&opt, &b->model.params, BENCH_LR);
-            lipt_model_refresh_norms(&b->model, b->cfg.power_iters);
         }
         if (run >= 0) sec[run] = cli_now() - t0 - t_in;
     }

@@ -15,6 +15,7 @@
 
 #include "lipt/model.h"
 #include "lipt/optim.h"
+#include "lipt/train.h"
 
 /* Relative error per tensor: max |lipt - torch| / max |torch| (floor below). */
 #define GOLD_TOL 1e-4
@@ -237,7 +238,7 @@ typedef struct {
     double weight_decay;     /* < 0: the file's */
 } train_opts;
 
-/* The training loop of train/cmd_train.c without clipping: zero_grad, forward, backward, AdamW, refresh.
+/* lipt_train_step, the step of `lipt train`, without clipping: forward, zero_grad, backward, AdamW, refresh.
  * Returns the worst step-loss error; ferr[k] the error of each tensor after the steps. */
 static double train_steps(golden *G, const train_opts *o, double *ferr) {
     load_values(G, "param/");
@@ -255,17 +256,13 @@ static double train_steps(golden *G, const train_opts *o, double *ferr) {
     lipt_ctx_init(&ctx, 1 << 20, 1);
     float *losses = malloc((size_t)G->steps * sizeof(float));
     for (int s = 0; s < G->steps; s++) {
-        ctx.training = 1;
-        lipt_tensor *loss = NULL;
+        /* the shipped step (lipt train's): no clipping, one process */
+        const lipt_step_opts so = {ac.lr, 0.0, o->skip_refresh ? 0 : G->cfg.power_iters, NULL, 0, 0};
+        lipt_step_result sr;
         lipt_error err = {0};
-        ck_assert_msg(lipt_model_forward(&ctx, &G->m, G->ids, G->B, G->T, G->targets, NULL, &loss, &err) == LIPT_OK,
-                      "forward: %s", err.msg);
-        losses[s] = loss->data[0];
-        lipt_params_zero_grad(p);
-        lipt_backward(&ctx, loss);
-        lipt_ctx_reset(&ctx);
-        lipt_adamw_step_lr(&opt, p, ac.lr);
-        if (!o->skip_refresh) lipt_model_refresh_norms(&G->m, G->cfg.power_iters);
+        ck_assert_msg(lipt_train_step(&ctx, &G->m, &opt, G->ids, G->targets, G->B, G->T, &so, &sr, &err) == LIPT_OK,
+                      "train step %d: %s", s, err.msg);
+        losses[s] = (float)sr.loss;
     }
     double e = rel_err(losses, sl->data, (size_t)G->steps);
     for (int k = 0; k < p->n; k++)

@@ -18,6 +18,7 @@
 #include "lipt/dist.h"
 #include "lipt/model.h"
 #include "lipt/optim.h"
+#include "lipt/train.h"
 #include "run.h"
 
 #define LN2 0.69314718055994530942
@@ -470,50 +471,31 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
     while (t.step < steps && !stop_now) {
         double t0 = cli_now(), c0 = dist->comm_seconds;
         lipt_batcher_next(&t.batcher, gin, gtg, NULL);
-        t.ctx.training = 1;
         /* logged steps also record the attention logits' largest row spread (a stability diagnostic) */
         t.ctx.attn_stats = (t.step + 1) % log_every == 0 || t.step + 1 == steps;
         t.ctx.attn_logit_spread = 0;
-        lipt_tensor *loss = NULL;
-        if (lipt_model_forward(&t.ctx, &t.model, in, B, T, tg, NULL, &loss, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
-        double l = loss->data[0];
-        /* ranks agree on the mean loss and on whether a signal arrived, so they finish this step and stop together */
-        double agree[2] = {l, stop_signal ? 1.0 : 0.0};
-        if (lipt_dist_sum_f64(dist, agree, 2, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
-        l = agree[0] / K;
-        int stop_after = K > 1 ? agree[1] > 0 : 0;
-        if (!isfinite(l)) {
+        const double cur_lr = lipt_lr_at(&sched, t.step);
+        const lipt_step_opts so = {cur_lr, clip, cfg.power_iters, dist, bucket, stop_signal != 0};
+        lipt_step_result sr;
+        lipt_status sst = lipt_train_step(&t.ctx, &t.model, &t.opt, in, tg, B, T, &so, &sr, &err);
+        const double l = sr.loss, gnorm = sr.grad_norm;
+        const int stop_after = K > 1 ? sr.flag_any : 0;
+        if (sst == LIPT_ERR_NUMERIC) {
             *agreed = 1;
             char lg[1400];
             last_good(&t, lg, sizeof lg);
-            if (t.lead)
-            fprintf(stderr, "%slipt train: step %lld: the loss is %g: training diverged (try a lower --lr or more warmup); %s\n",
-                    tty ? "\n" : "", (long long)t.step + 1, l, lg);
+            if (t.lead) {
+                if (!isfinite(l))
+                    fprintf(stderr, "%slipt train: step %lld: the loss is %g: training diverged (try a lower --lr or more "
+                            "warmup); %s\n", tty ? "\n" : "", (long long)t.step + 1, l, lg);
+                else
+                    fprintf(stderr, "%slipt train: step %lld: the gradient norm is %g: training diverged; %s\n",
+                            tty ? "\n" : "", (long long)t.step + 1, gnorm, lg);
+            }
             rc = 1;
             break;
         }
-        lipt_params_zero_grad(&t.model.params);
-        lipt_backward(&t.ctx, loss);
-        /* the gradient of the global batch: the mean of the ranks' (no-op on one rank) */
-        if (lipt_dist_mean_f32(dist, t.model.params.grad, t.model.params.n_train, bucket, &err) != LIPT_OK) {
-            rc = cli_fail(C, &err);
-            break;
-        }
-        double gnorm = lipt_clip_grad_norm(&t.model.params, clip);
-        lipt_ctx_reset(&t.ctx);
-        if (!isfinite(gnorm)) {
-            *agreed = 1;
-            char lg[1400];
-            last_good(&t, lg, sizeof lg);
-            if (t.lead)
-            fprintf(stderr, "%slipt train: step %lld: the gradient norm is %g: training diverged; %s\n", tty ? "\n" : "",
-                    (long long)t.step + 1, gnorm, lg);
-            rc = 1;
-            break;
-        }
-        double cur_lr = lipt_lr_at(&sched, t.step);
-        lipt_adamw_step_lr(&t.opt, &t.model.params, cur_lr);
-        lipt_model_refresh_norms(&t.model, cfg.power_iters);
+        if (sst != LIPT_OK) { rc = cli_fail(C, &err); break; }
         t.step++;
         if (t.step == drift_at) t.model.params.value[0] += 1e-3f;
         double now = cli_now(), dt = now - t0;

@@ -1,0 +1,42 @@
+/* defines: lipt_train_step, one optimizer step of a model (the step `lipt train`, `lipt bench` and the golden test run). */
+#ifndef LIPT_TRAIN_H
+#define LIPT_TRAIN_H
+
+#include <stddef.h>
+
+#include "lipt/autograd.h"
+#include "lipt/dist.h"
+#include "lipt/model.h"
+#include "lipt/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    double lr;          /* this step's learning rate (a schedule's value) */
+    double clip;        /* global gradient-norm clipping; <= 0: none (the norm is still measured) */
+    int power_iters;    /* norm-refresh rounds after the update (normally cfg.power_iters; 0 leaves them out) */
+    lipt_dist *dist;    /* data-parallel ranks: the loss and the gradient are averaged over them; NULL: one process */
+    size_t bucket;      /* floats per gradient all-reduce call; 0: 4 Mi (16 MiB) */
+    int flag;           /* this rank's flag (e.g. "a stop signal arrived"), ORed over the ranks so that they agree */
+} lipt_step_opts;
+
+typedef struct {
+    double loss;        /* the batch's mean loss (the mean over ranks), before the update */
+    double grad_norm;   /* the global gradient norm before clipping */
+    int flag_any;       /* some rank set opts.flag */
+} lipt_step_result;
+
+/* One step on the batch in[B*T] -> tg[B*T]: forward with the loss (ctx->training set: dropout on), the loss and
+ * flag agreed across ranks, zero grad, backward, the gradient averaged across ranks, clipping, the arena reset,
+ * AdamW at opts->lr, the Lipschitz norm refresh. ctx's arena is reset on return.
+ * LIPT_ERR_NUMERIC when the loss or the gradient norm is not finite: the parameters are then unchanged (res holds
+ * what was measured); other statuses from the forward pass (bad ids) or the collectives. */
+lipt_status lipt_train_step(lipt_ctx *ctx, lipt_model *m, lipt_adamw *opt, const int *in, const int *tg, int B, int T,
+                            const lipt_step_opts *opts, lipt_step_result *res, lipt_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

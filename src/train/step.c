@@ -1,0 +1,45 @@
+/* lipt_train_step: the one training step every driver runs (include/lipt/train.h). */
+#include "lipt/train.h"
+
+#include <math.h>
+
+lipt_status lipt_train_step(lipt_ctx *ctx, lipt_model *m, lipt_adamw *opt, const int *in, const int *tg, int B, int T,
+                            const lipt_step_opts *o, lipt_step_result *r, lipt_error *err) {
+    r->loss = r->grad_norm = NAN;
+    r->flag_any = o->flag != 0;
+    ctx->training = 1;
+    lipt_tensor *loss = NULL;
+    lipt_status st = lipt_model_forward(ctx, m, in, B, T, tg, NULL, &loss, err);
+    if (st != LIPT_OK) {
+        lipt_ctx_reset(ctx);
+        return st;
+    }
+    const int K = o->dist ? o->dist->size : 1;
+    /* ranks agree on the mean loss and on the flag, so that they finish this step and stop together */
+    double agree[2] = {loss->data[0], o->flag ? 1.0 : 0.0};
+    if (o->dist && (st = lipt_dist_sum_f64(o->dist, agree, 2, err)) != LIPT_OK) {
+        lipt_ctx_reset(ctx);
+        return st;
+    }
+    r->loss = agree[0] / K;
+    r->flag_any = K > 1 ? agree[1] > 0 : o->flag != 0;
+    if (!isfinite(r->loss)) {
+        lipt_ctx_reset(ctx);
+        return lipt_fail(err, LIPT_ERR_NUMERIC, "the loss is %g", r->loss);
+    }
+    lipt_params_zero_grad(&m->params);
+    lipt_backward(ctx, loss);
+    /* the gradient of the global batch: the mean of the ranks' (no-op on one rank) */
+    if (o->dist &&
+        (st = lipt_dist_mean_f32(o->dist, m->params.grad, m->params.n_train, o->bucket ? o->bucket : (size_t)4 << 20,
+                                 err)) != LIPT_OK) {
+        lipt_ctx_reset(ctx);
+        return st;
+    }
+    r->grad_norm = lipt_clip_grad_norm(&m->params, o->clip);
+    lipt_ctx_reset(ctx);
+    if (!isfinite(r->grad_norm)) return lipt_fail(err, LIPT_ERR_NUMERIC, "the gradient norm is %g", r->grad_norm);
+    lipt_adamw_step_lr(opt, &m->params, o->lr);
+    lipt_model_refresh_norms(m, o->power_iters);
+    return LIPT_OK;
+}
