@@ -91,7 +91,7 @@ if "$LIPT" experiment stability "${GRID[@]}" --variants dp,l2-tied --depths 1,2 
 else
   fail "experiment stability: $(tail -c 400 "$TMP/stab.txt")"
 fi
-if "$LIPT" experiment robustness --ckpt "$TMP/run/last.ckpt,$TMP/grid/dp-L1/last.ckpt" --data "$DATA" --n 4 --scales 1,10 \
+if "$LIPT" experiment robustness --ckpt "$TMP/run/last.ckpt,$(echo "$TMP"/grid/dp-L1-*/last.ckpt)" --data "$DATA" --n 4 --scales 1,10 \
      --perturbations 4 --out "$TMP/exp" --threads 1 >"$TMP/rob.txt" 2>&1 && [ "$(wc -l < "$TMP/exp/robustness.csv")" -eq 5 ] &&
    [ -s "$TMP/exp/robustness.svg" ] &&
    "$LIPT" experiment invertibility --inputs ptb --ckpt "$TMP/run/last.ckpt" --data "$DATA" --n 6 --heads 2 --dp-factor ref \

@@ -1,0 +1,65 @@
+/* defines: the state of one `lipt train` run, shared by its setup (cmd_train.c) and its loop (train_loop.c). */
+#ifndef LIPT_TRAIN_RUN_H
+#define LIPT_TRAIN_RUN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cli.h"
+#include "lipt/data.h"
+#include "lipt/dist.h"
+#include "lipt/model.h"
+#include "lipt/optim.h"
+
+/* The training options, validated. */
+typedef struct {
+    long steps, batch, warmup, seed, eval_every, eval_symbols, save_every, log_every, check_every;
+    double lr, min_lr, beta1, beta2, aeps, wd, clip;
+    int final_valid, final_test;
+    int quiet;             /* no progress output (also every rank but 0) */
+    lipt_lr_schedule sched;
+    lipt_adamw_config acfg;
+    lipt_data_opts dopts;
+} train_settings;
+
+typedef struct {
+    lipt_dist *dist;
+    int lead;              /* rank 0: the one rank that writes files and progress */
+    int K;                 /* ranks */
+    const char *out;
+    char last_path[1200], best_path[1200], metrics_path[1200];
+    lipt_config cfg;
+    lipt_model model;
+    lipt_vocab vocab;
+    lipt_adamw opt;
+    lipt_ctx ctx;
+    lipt_batcher batcher;
+    lipt_dataset ds;
+    int ds_ok, model_ok, ctx_ok, lock_fd;
+    FILE *log;             /* metrics.jsonl (/dev/null on ranks > 0) */
+    int B, T;              /* per-rank batch, context */
+    size_t G;              /* the global batch K * B */
+    int32_t *gin, *gtg;    /* the global batch's inputs and targets; this rank's slice at in, tg */
+    int32_t *in, *tg;
+    const lipt_tok *vtok;  /* the validation split (with its context symbol) */
+    size_t nvalid;
+    int tty;               /* progress redrawn on a terminal */
+    int64_t step;
+    double best_bpc;
+    int64_t best_step;
+    int64_t saved_step;    /* step of the last checkpoint written or resumed from; -1: none yet */
+    int64_t first_step;    /* the step this invocation started at */
+    double t_start, loss_ema, last_eval_bpc, comm_start;
+    int stop_now;          /* the loop ended on a signal (this rank's, or another rank's under MPI) */
+    int *agreed;           /* set when every rank ends the same way (then no MPI abort is needed) */
+    char opts_text[4096];  /* the persisted training options ("key=value\n") */
+} trainer;
+
+/* SIGINT/SIGTERM handlers that ask the loop to save and stop. */
+void train_install_signals(void);
+/* The optimizer steps up to s->steps (or a signal / divergence / error). 0, or the exit status. */
+int train_loop(trainer *t, const train_settings *s);
+/* After the loop: the signal save, or the final save, evaluations, summary (and the JSON one when json). */
+int train_finish(trainer *t, const train_settings *s, int json, int rc);
+
+#endif
