@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "evaluate.h"
+#include "lipt/evaluate.h"
 #include "run.h"
 
 static const cli_opt eval_opts_table[] = {
@@ -109,13 +109,13 @@ int cmd_eval(int argc, char **argv) {
     }
     size_t n;
     const lipt_tok *tok = lipt_dataset_eval_tokens(&ds, split, &n);
-    eval_opts eo = {T, S, (int)batch, (size_t)maxsym, !quiet && cli_stderr_is_tty(), NULL};
+    lipt_eval_opts eo = {T, S, (int)batch, (size_t)maxsym, !quiet && cli_stderr_is_tty(), NULL};
     char proto[96];
-    eval_protocol_str(&eo, proto, sizeof proto);
+    lipt_eval_protocol_str(&eo, proto, sizeof proto);
     lipt_ctx ctx;
     lipt_ctx_init(&ctx, (size_t)32 << 20, 1);
-    eval_result r;
-    if (evaluate(&ctx, &m, tok, n, &eo, &r, &err) != LIPT_OK) rc = cli_fail(C, &err);
+    lipt_eval_result r;
+    if (lipt_evaluate(&ctx, &m, tok, n, &eo, &r, &err) != LIPT_OK) rc = cli_fail(C, &err);
     else if (cli_has(&a, "json")) {
         json_w j;
         json_begin(&j, stdout);

@@ -11,7 +11,7 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "evaluate.h"
+#include "lipt/evaluate.h"
 #include "lipt/checkpoint.h"
 #include "run.h"
 #include "train_run.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "evaluate.h"
+#include "lipt/evaluate.h"
 #include "lipt/checkpoint.h"
 #include "lipt/train.h"
 #include "run.h"
@@ -146,9 +146,9 @@ static double report_step(trainer *t, const train_settings *s, const lipt_step_r
 static int periodic(trainer *t, const train_settings *s, double tok_s, lipt_error *err) {
     const int do_eval = s->eval_every > 0 && (t->step % s->eval_every == 0 || t->step == s->steps);
     if (do_eval) {
-        eval_opts eo = {t->T, t->T, t->B, (size_t)s->eval_symbols, 0, t->dist};
-        eval_result er;
-        if (evaluate(&t->ctx, &t->model, t->vtok, t->nvalid, &eo, &er, err) != LIPT_OK) return cli_fail("train", err);
+        lipt_eval_opts eo = {t->T, t->T, t->B, (size_t)s->eval_symbols, 0, t->dist};
+        lipt_eval_result er;
+        if (lipt_evaluate(&t->ctx, &t->model, t->vtok, t->nvalid, &eo, &er, err) != LIPT_OK) return cli_fail("train", err);
         t->last_eval_bpc = er.bpc;
         fprintf(t->log, "{\"step\":%lld,\"eval\":\"valid\",\"symbols\":%zu,\"nll\":%.6f,\"bpc\":%.6f,\"eval_s\":%.2f}\n",
                 (long long)t->step, er.symbols, er.nll, er.bpc, er.seconds);
@@ -214,10 +214,10 @@ int train_loop(trainer *t, const train_settings *s) {
 }
 
 /* The final evaluation of one split, logged as `what` ("valid_full", "test_full"). */
-static lipt_status final_eval(trainer *t, const lipt_tok *tok, size_t n, const char *what, eval_result *r,
+static lipt_status final_eval(trainer *t, const lipt_tok *tok, size_t n, const char *what, lipt_eval_result *r,
                               lipt_error *err) {
-    eval_opts fo = {t->T, t->T, t->B, 0, t->tty, t->dist};
-    lipt_status st = evaluate(&t->ctx, &t->model, tok, n, &fo, r, err);
+    lipt_eval_opts fo = {t->T, t->T, t->B, 0, t->tty, t->dist};
+    lipt_status st = lipt_evaluate(&t->ctx, &t->model, tok, n, &fo, r, err);
     if (st == LIPT_OK)
         fprintf(t->log, "{\"step\":%lld,\"eval\":\"%s\",\"symbols\":%zu,\"nll\":%.6f,\"bpc\":%.6f,\"eval_s\":%.2f}\n",
                 (long long)t->step, what, r->symbols, r->nll, r->bpc, r->seconds);
@@ -225,8 +225,8 @@ static lipt_status final_eval(trainer *t, const lipt_tok *tok, size_t n, const c
 }
 
 /* The summary lines and the JSON object of a finished run. */
-static void summary(const trainer *t, const train_settings *s, int json, double train_s, const eval_result *ev,
-                    const eval_result *et, const char *proto) {
+static void summary(const trainer *t, const train_settings *s, int json, double train_s, const lipt_eval_result *ev,
+                    const lipt_eval_result *et, const char *proto) {
     const int K = t->K;
     if (!s->quiet) {
         fprintf(stderr, "done: %lld steps in %.1f s", (long long)(t->step - t->first_step), train_s);
@@ -284,10 +284,10 @@ int train_finish(trainer *t, const train_settings *s, int json, int rc) {
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     const double train_s = cli_now() - t->t_start;
-    eval_result ev = {0}, et = {0};
-    eval_opts fo = {t->T, t->T, t->B, 0, t->tty, t->dist};
+    lipt_eval_result ev = {0}, et = {0};
+    lipt_eval_opts fo = {t->T, t->T, t->B, 0, t->tty, t->dist};
     char proto[96];
-    eval_protocol_str(&fo, proto, sizeof proto);
+    lipt_eval_protocol_str(&fo, proto, sizeof proto);
     if (s->final_valid) {
         if (!s->quiet)
             fprintf(stderr, "final evaluation on the whole validation split (%s%s)\n", proto,

@@ -2,9 +2,15 @@
 #ifndef LIPT_EVALUATE_H
 #define LIPT_EVALUATE_H
 
+#include <stddef.h>
+
 #include "lipt/data.h"
 #include "lipt/dist.h"
 #include "lipt/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct {
     int T;              /* window length (<= seq_len) */
@@ -13,7 +19,7 @@ typedef struct {
     size_t max_symbols; /* score only the first max_symbols symbols of the split (0: all) */
     int progress;       /* \r progress on stderr */
     lipt_dist *dist;    /* NULL or one rank: everything here; several: batch k on rank k mod size, sums reduced */
-} eval_opts;
+} lipt_eval_opts;
 
 typedef struct {
     double nll_sum;     /* nats, summed over scored symbols */
@@ -22,13 +28,16 @@ typedef struct {
     double seconds;
     double nll;         /* mean nats per symbol */
     double bpc;         /* nll / ln 2 */
-} eval_result;
+} lipt_eval_result;
 
 /* tok, n: a split with its one context symbol in front (lipt_dataset_eval_tokens). No-grad; resets ctx. */
-lipt_status evaluate(lipt_ctx *ctx, const lipt_model *m, const lipt_tok *tok, size_t n, const eval_opts *o,
-                     eval_result *r, lipt_error *err);
+lipt_status lipt_evaluate(lipt_ctx *ctx, const lipt_model *m, const lipt_tok *tok, size_t n, const lipt_eval_opts *o,
+                          lipt_eval_result *r, lipt_error *err);
 
 /* "non-overlapping windows of 128" / "sliding windows of 128, stride 64" */
-void eval_protocol_str(const eval_opts *o, char *buf, size_t len);
+void lipt_eval_protocol_str(const lipt_eval_opts *o, char *buf, size_t len);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -1,22 +1,27 @@
 /* Bits per character over a split: windows from the data layer's iterator, batched, no-grad. */
-#include "evaluate.h"
+#include "lipt/evaluate.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "cli.h"
+#include <time.h>
 
 #define LN2 0.69314718055994530942
 
-void eval_protocol_str(const eval_opts *o, char *buf, size_t len) {
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void lipt_eval_protocol_str(const lipt_eval_opts *o, char *buf, size_t len) {
     if (o->stride >= o->T) snprintf(buf, len, "non-overlapping windows of %d", o->T);
     else snprintf(buf, len, "sliding windows of %d, stride %d", o->T, o->stride);
 }
 
-lipt_status evaluate(lipt_ctx *ctx, const lipt_model *m, const lipt_tok *tok, size_t n, const eval_opts *o,
-                     eval_result *r, lipt_error *err) {
+lipt_status lipt_evaluate(lipt_ctx *ctx, const lipt_model *m, const lipt_tok *tok, size_t n, const lipt_eval_opts *o,
+                          lipt_eval_result *r, lipt_error *err) {
     memset(r, 0, sizeof *r);
     if (o->T < 1 || o->T > m->cfg.seq_len)
         return lipt_fail(err, LIPT_ERR_ARG, "evaluation window %d must be in [1, seq_len = %d]", o->T, m->cfg.seq_len);
@@ -33,7 +38,7 @@ lipt_status evaluate(lipt_ctx *ctx, const lipt_model *m, const lipt_tok *tok, si
         free(in); free(tg); free(row); free(w);
         return lipt_fail(err, LIPT_ERR_NOMEM, "evaluation buffers");
     }
-    double t0 = cli_now(), last_print = 0;
+    double t0 = now_s(), last_print = 0;
     int training = ctx->training;
     ctx->training = 0;
     lipt_no_grad_push(ctx);
@@ -61,7 +66,7 @@ lipt_status evaluate(lipt_ctx *ctx, const lipt_model *m, const lipt_tok *tok, si
                 r->symbols++;
             }
         if (o->progress) {
-            double now = cli_now();
+            double now = now_s();
             if (now - last_print > 0.5 || !have_pending) {
                 double rate = nranks * r->symbols / fmax(now - t0, 1e-9);
                 fprintf(stderr, "\r  eval %zu/%zu windows  bpc %.4f  %.0f sym/s%s   ", r->windows, total_windows,
@@ -84,7 +89,7 @@ lipt_status evaluate(lipt_ctx *ctx, const lipt_model *m, const lipt_tok *tok, si
         r->nll_sum = s[0];
         r->symbols = (size_t)s[1];
     }
-    r->seconds = cli_now() - t0;
+    r->seconds = now_s() - t0;
     r->nll = r->symbols ? r->nll_sum / r->symbols : NAN;
     r->bpc = r->nll / LN2;
     free(in); free(tg); free(row); free(w);
