@@ -30,7 +30,7 @@ static const cli_opt rob_opts[] = {
     {"perturbations", CLI_INT, "K", "random perturbations per setting", "64"},
     {"eps", CLI_FLOAT, "E", "perturbation size relative to |X| (Frobenius)", "1e-3"},
     {"seed", CLI_INT, "S", "seed of the perturbations", "1"},
-    {"out", CLI_STRING, "DIR", "CSV and SVG folder", "docs/results"},
+    {"out", CLI_STRING, "DIR", "CSV and SVG folder", "runs/experiments/robustness"},
     {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS", NULL},
     {"json", CLI_FLAG, NULL, "one JSON object on stdout: per model and scale the gains", NULL},
 };

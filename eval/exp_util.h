@@ -22,10 +22,13 @@ lipt_status commit_file(out_file *o, lipt_error *err);
 lipt_status exp_test_inputs(const lipt_model *m, const lipt_vocab *vocab, const char *data, int N, int layer, int with_ln,
                             float *out, lipt_error *err);
 
-/* lipt experiment depth / stability (exp_train.c) */
-int exp_depth(int argc, char **argv);
-int exp_stability(int argc, char **argv);
-/* lipt experiment robustness (exp_robust.c) */
-int exp_robustness(int argc, char **argv);
+/* The experiments, one file each, dispatched by the table in cmd_experiment.c: argv after the experiment's name;
+ * returns the exit status. */
+int exp_tightness(int argc, char **argv);     /* exp_tightness.c */
+int exp_invertibility(int argc, char **argv); /* exp_invertibility.c */
+int exp_depth(int argc, char **argv);         /* exp_depth.c */
+int exp_stability(int argc, char **argv);     /* exp_stability.c */
+int exp_robustness(int argc, char **argv);    /* exp_robust.c */
+#define EXP_COUNT 5 /* the entry points above: cmd_experiment.c checks its table against it */
 
 #endif

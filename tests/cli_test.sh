@@ -178,6 +178,15 @@ for c in train eval invert export sample lipschitz bench data "experiment tightn
   # shellcheck disable=SC2086
   "$LIPT" $c --help >/dev/null 2>&1 && pass "$c --help" || fail "$c --help"
 done
+# both usage texts name every experiment (the dispatcher's table writes the first)
+exp_usage=$("$LIPT" experiment --help 2>&1) && main_usage=$("$LIPT" --help 2>&1)
+for e in tightness invertibility depth stability robustness; do
+  if echo "$exp_usage" | grep -q "^  $e " && echo "$main_usage" | grep '^  experiment ' | grep -qw "$e"; then
+    pass "usage lists experiment $e"
+  else
+    fail "usage does not list experiment $e"
+  fi
+done
 
 echo "cli tests: $fails failure(s)"
 [ $fails -eq 0 ]

@@ -19,7 +19,7 @@ const lipt_command lipt_commands[] = {
     {"sample", cmd_sample, "generate text from a checkpoint (cached incremental decoding)"},
     {"invert", cmd_invert, "recover the input text of an invertible model from its last hidden state"},
     {"lipschitz", cmd_lipschitz, "per-layer Lipschitz bounds next to measured Jacobian norms"},
-    {"experiment", cmd_experiment, "paper experiments: bound tightness (Fig. 2), numerical invertibility (Fig. 3)"},
+    {"experiment", cmd_experiment, "paper experiments: tightness (Fig. 2), invertibility (Fig. 3), depth (Fig. 4), stability (Fig. 11), robustness (Fig. 10)"},
     {"bench", cmd_bench, "speed and memory of a model config on synthetic tokens (train/eval/sample tokens/s, GFLOP/s vs SGEMM, peak RSS)"},
     {"data", cmd_data, "locate a corpus and print its splits and vocabulary"},
     {"export", cmd_export, "write a checkpoint's weights as safetensors"},

@@ -1,0 +1,356 @@
+/* The training-grid machinery shared by lipt experiment depth and stability (SPEC §4.3, §4.4). Each cell is a
+ * `lipt train` child process in its own run directory, so a cut-off grid resumes where it stopped: finished cells are
+ * read back from the CSV, unfinished ones continue from their last.ckpt. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "exp_grid.h"
+
+#define MAX_ARGS 80
+
+/* models/ptb-<name>.cfg: "contractive" is the invertible model (clipped-dp), "contractive-l2" the paper's; the
+ * "-post" ones are post-LN blocks (norm = post) */
+const char *const variant_names[MAX_VARIANTS] = {"dp",          "l2",      "l2-tied",     "contractive",
+                                                 "contractive-l2", "dp-post", "l2-tied-post"};
+
+/* Index of a variant name in variant_names, -1 when unknown. */
+int variant_index(const char *name) {
+    for (int i = 0; i < MAX_VARIANTS; i++)
+        if (strcmp(name, variant_names[i]) == 0) return i;
+    return -1;
+}
+
+/* "dp,l2-tied" -> indices into variant_names; -1 on an unknown name. */
+static int parse_variants(const char *s, int *out, char *bad, size_t badn) {
+    int n = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        const int k = variant_index(tok);
+        if (k < 0 || n >= MAX_VARIANTS) {
+            snprintf(bad, badn, "%s", tok);
+            return -1;
+        }
+        out[n++] = k;
+    }
+    return n;
+}
+
+static int file_exists(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0;
+}
+
+/* Runs this binary with argv (argv[0] ignored) as a child: stdout captured into out (cap bytes, NUL-terminated), stderr
+ * appended to log_path. Returns the exit status (128 + signal when killed), or -1 when it could not start. */
+static int run_self(char **argv, const char *log_path, char *out, size_t cap) {
+    char exe[1024];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return -1;
+    exe[n] = 0;
+    int fd[2];
+    if (pipe(fd) != 0) return -1;
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        int lg = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0666);
+        if (lg >= 0) dup2(lg, 2);
+        dup2(fd[1], 1);
+        close(fd[0]);
+        close(fd[1]);
+        argv[0] = exe;
+        execv(exe, argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    size_t len = 0;
+    for (;;) {
+        ssize_t r = read(fd[0], out + len, cap - 1 - len > 0 ? cap - 1 - len : 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            if (r == 0 || len >= cap - 1) {
+                /* drain what does not fit */
+                char sink[512];
+                while (read(fd[0], sink, sizeof sink) > 0) {}
+            }
+            break;
+        }
+        len += (size_t)r;
+        if (len >= cap - 1) {
+            char sink[512];
+            while (read(fd[0], sink, sizeof sink) > 0) {}
+            break;
+        }
+    }
+    out[len] = 0;
+    close(fd[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return -1;
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return -1;
+}
+
+/* The number after "key": in a flat JSON object; NAN when absent or null. */
+double json_get(const char *js, const char *key) {
+    char pat[96];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(js, pat);
+    if (!p) return NAN;
+    p += strlen(pat);
+    if (strncmp(p, "null", 4) == 0) return NAN;
+    char *end = NULL;
+    double v = strtod(p, &end);
+    return end == p ? NAN : v;
+}
+
+/* Does the file contain s? */
+static int file_contains(const char *path, const char *s) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) found = strstr(line, s) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* argv builder */
+typedef struct {
+    char *v[MAX_ARGS + 1];
+    char store[MAX_ARGS][256];
+    int n;
+} args_b;
+static void arg(args_b *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void arg(args_b *a, const char *fmt, ...) {
+    if (a->n >= MAX_ARGS) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->store[a->n], sizeof a->store[0], fmt, ap);
+    va_end(ap);
+    a->v[a->n] = a->store[a->n];
+    a->n++;
+    a->v[a->n] = NULL;
+}
+
+/* Seconds of training recorded by earlier invocations of a cell (a resumed cell adds up its parts). */
+static double cell_seconds(const char *dir) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/experiment_seconds.txt", dir);
+    FILE *f = fopen(p, "r");
+    double s = 0, v;
+    if (!f) return 0;
+    while (fscanf(f, "%lf", &v) == 1) s += v;
+    fclose(f);
+    return s;
+}
+static void cell_add_seconds(const char *dir, double s) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/experiment_seconds.txt", dir);
+    FILE *f = fopen(p, "a");
+    if (f) {
+        fprintf(f, "%.3f\n", s);
+        fclose(f);
+    }
+}
+
+/* Every setting that changes a cell's result, as one token: it names the cell's run folder and is stored with its
+ * CSV row, so results of other settings are never read back as this grid's. */
+void grid_key(const grid_opts *g, char *buf, size_t n) {
+    snprintf(buf, n, "d%ld-h%ld-ff%ld-t%ld-b%ld-n%ld-lr%g-%s-w%ld-clip%g-seed%ld", g->d_model, g->heads, g->d_ff,
+             g->seq_len, g->batch, g->steps, g->lr, g->schedule, g->warmup, g->clip, g->seed);
+}
+
+/* Trains one cell (fresh or resumed). Returns 0 done, 1 diverged, 2 interrupted, 3 failed (message printed). */
+static int train_cell(const grid_opts *g, const char *variant, int depth, const char *dir, int log_every,
+                      double *seconds, char *why, size_t whyn) {
+    char ckpt[1200], log_path[1200], out[8192];
+    snprintf(ckpt, sizeof ckpt, "%s/last.ckpt", dir);
+    snprintf(log_path, sizeof log_path, "%s/experiment.log", dir);
+    args_b a = {0};
+    arg(&a, "lipt");
+    arg(&a, "train");
+    if (file_exists(ckpt)) {
+        arg(&a, "--out"); arg(&a, "%s", dir);
+        arg(&a, "--resume");
+        arg(&a, "--steps"); arg(&a, "%ld", g->steps);
+    } else {
+        arg(&a, "--config"); arg(&a, "%s/ptb-%s.cfg", g->models, variant);
+        arg(&a, "--out"); arg(&a, "%s", dir);
+        arg(&a, "--force"); /* a cell cut off before its first checkpoint starts over */
+        arg(&a, "--data"); arg(&a, "%s", g->data);
+        arg(&a, "--steps"); arg(&a, "%ld", g->steps);
+        arg(&a, "--batch"); arg(&a, "%ld", g->batch);
+        arg(&a, "--lr"); arg(&a, "%g", g->lr);
+        arg(&a, "--schedule"); arg(&a, "%s", g->schedule);
+        arg(&a, "--warmup"); arg(&a, "%ld", g->warmup);
+        arg(&a, "--clip"); arg(&a, "%g", g->clip);
+        arg(&a, "--seed"); arg(&a, "%ld", g->seed);
+        arg(&a, "--eval-every"); arg(&a, "0");
+        arg(&a, "--final-eval"); arg(&a, "none");
+        arg(&a, "--save-every"); arg(&a, "%ld", g->save_every);
+        arg(&a, "--log-every"); arg(&a, "%d", log_every);
+        arg(&a, "--n_layers"); arg(&a, "%d", depth);
+        arg(&a, "--d_model"); arg(&a, "%ld", g->d_model);
+        arg(&a, "--n_heads"); arg(&a, "%ld", g->heads);
+        arg(&a, "--d_ff"); arg(&a, "%ld", g->d_ff);
+        arg(&a, "--seq_len"); arg(&a, "%ld", g->seq_len);
+        arg(&a, "--dropout"); arg(&a, "0");
+    }
+    arg(&a, "--threads"); arg(&a, "%ld", g->threads);
+    arg(&a, "--json");
+    arg(&a, "--quiet");
+    double t0 = cli_now();
+    int rc = run_self(a.v, log_path, out, sizeof out);
+    double dt = cli_now() - t0;
+    cell_add_seconds(dir, dt);
+    *seconds = cell_seconds(dir);
+    if (rc == 0) return 0;
+    if (rc == 130 || rc == 143 || rc == 128 + SIGINT || rc == 128 + SIGTERM) return 2;
+    if (rc == 1 && file_contains(log_path, "training diverged")) {
+        snprintf(why, whyn, "non-finite loss or gradient");
+        return 1;
+    }
+    fprintf(stderr, "lipt experiment: the training run in %s failed (exit %d); see %s\n", dir, rc, log_path);
+    return 3;
+}
+
+/* The shared part of a grid cell: skipped when the CSV has it already, else trained in RUNS/<prefix><variant>-L<depth>.
+ * Returns -1 skipped, 0 trained, 1 diverged (why says how); or 2 when the grid must stop, with *rc its exit status. */
+int grid_cell(const grid_opts *g, const char *C, int found, int cell, int total, int v, int depth, const char *prefix,
+              int log_every, const char *csv, char *dir, size_t dirn, double *secs, char *why, size_t whyn, int *rc) {
+    if (found) {
+        fprintf(stderr, "[%d/%d] %s, %d layers: in %s already, skipped\n", cell, total, variant_names[v], depth, csv);
+        return -1;
+    }
+    lipt_error err = {0};
+    char key[256];
+    grid_key(g, key, sizeof key);
+    snprintf(dir, dirn, "%s/%s%s-L%d-%s", g->runs, prefix, variant_names[v], depth, key);
+    if (run_mkdir(dir, &err) != LIPT_OK) {
+        *rc = cli_fail(C, &err);
+        return 2;
+    }
+    fprintf(stderr, "[%d/%d] %s, %d layers: training %ld steps at lr %g (log %s/experiment.log) ...\n", cell, total,
+            variant_names[v], depth, g->steps, g->lr, dir);
+    const int tr = train_cell(g, variant_names[v], depth, dir, log_every, secs, why, whyn);
+    if (tr == 2) {
+        *rc = 130;
+        fprintf(stderr, "lipt experiment: interrupted; run the same command again to continue\n");
+        return 2;
+    }
+    if (tr == 3) {
+        *rc = 1;
+        return 2;
+    }
+    return tr;
+}
+
+/* Evaluates a checkpoint on a split; fills bpc, nll, symbols. */
+int eval_cell(const grid_opts *g, const char *dir, const char *split, long max_symbols, double *bpc, double *nll,
+              long *symbols, long *params) {
+    char ckpt[1200], log_path[1200], out[8192];
+    snprintf(ckpt, sizeof ckpt, "%s/last.ckpt", dir);
+    snprintf(log_path, sizeof log_path, "%s/experiment.log", dir);
+    args_b a = {0};
+    arg(&a, "lipt");
+    arg(&a, "eval");
+    arg(&a, "--ckpt"); arg(&a, "%s", ckpt);
+    arg(&a, "--data"); arg(&a, "%s", g->data);
+    arg(&a, "--split"); arg(&a, "%s", split);
+    if (max_symbols > 0) { arg(&a, "--max-symbols"); arg(&a, "%ld", max_symbols); }
+    arg(&a, "--threads"); arg(&a, "%ld", g->threads);
+    arg(&a, "--json");
+    arg(&a, "--quiet");
+    int rc = run_self(a.v, log_path, out, sizeof out);
+    if (rc != 0) {
+        fprintf(stderr, "lipt experiment: evaluating %s on %s failed (exit %d); see %s\n", ckpt, split, rc, log_path);
+        return rc == 130 || rc == 143 ? 2 : 3;
+    }
+    *bpc = json_get(out, "bpc");
+    *nll = json_get(out, "nll");
+    *symbols = (long)json_get(out, "symbols");
+    if (params) {
+        double pv = json_get(out, "parameters");
+        *params = isfinite(pv) ? (long)pv : 0;
+    }
+    return 0;
+}
+
+/* The options both grids take, after each grid's own (build_opts). */
+static const cli_opt grid_common[] = {
+    {"data", CLI_STRING, "NAME|PATH", "corpus", "ptb"},
+    {"models", CLI_STRING, "DIR", "folder of the ptb-<variant>.cfg configs", "models"},
+    {"d-model", CLI_INT, "D", "width of every model", "128"},
+    {"heads", CLI_INT, "H", "attention heads", "4"},
+    {"d-ff", CLI_INT, "F", "feed-forward width", "512"},
+    {"seq-len", CLI_INT, "T", "context length", "64"},
+    {"batch", CLI_INT, "B", "sequences per step", "16"},
+    {"seed", CLI_INT, "S", "data order seed (the same for every cell)", "0"},
+    {"threads", CLI_INT, "N", "threads of each training run", "2"},
+    {"json", CLI_FLAG, NULL, "print a JSON summary on stdout", NULL},
+};
+
+/* The common options, plus --out, --runs, --steps and --lr (each grid has its own defaults for those), into g. */
+int parse_grid_common(cli_args *a, grid_opts *g) {
+    g->data = cli_str(a, "data");
+    g->models = cli_str(a, "models");
+    g->out = cli_str(a, "out");
+    g->runs = cli_str(a, "runs");
+    if (cli_int(a, "d-model", &g->d_model) || cli_int(a, "heads", &g->heads) || cli_int(a, "d-ff", &g->d_ff) ||
+        cli_int(a, "seq-len", &g->seq_len) || cli_int(a, "batch", &g->batch) || cli_int(a, "seed", &g->seed) ||
+        cli_int(a, "threads", &g->threads) || cli_int(a, "steps", &g->steps) || cli_float(a, "lr", &g->lr))
+        return 2;
+    return 0;
+}
+
+#define N_COMMON ((int)(sizeof grid_common / sizeof grid_common[0]))
+
+/* own, then the options common to both grids, into dst (room for n_own + 10). Returns the count. */
+int build_opts(cli_opt *dst, const cli_opt *own, int n_own) {
+    int n = 0;
+    for (int i = 0; i < n_own; i++) dst[n++] = own[i];
+    for (int i = 0; i < N_COMMON; i++) dst[n++] = grid_common[i];
+    return n;
+}
+
+/* --variants and --depths of a grid, checked; the output and run folders created. 0, or the exit status. */
+int grid_select(cli_args *a, const char *C, const grid_opts *g, int *vars, int *nv, double *dl, int *nd) {
+    char bad[64];
+    lipt_error err = {0};
+    *nv = parse_variants(cli_str(a, "variants"), vars, bad, sizeof bad);
+    *nd = parse_list(cli_str(a, "depths"), dl, MAX_DEPTHS);
+    if (*nv < 1) return cli_error(C, "--variants: unknown variant '%s' (" VARIANT_LIST ")", bad);
+    if (*nd < 1) return cli_error(C, "--depths must be a comma list of layer counts, got '%s'", cli_str(a, "depths"));
+    if (g->steps < 1 || g->batch < 1 || g->threads < 1) return cli_error(C, "--steps, --batch and --threads must be >= 1");
+    for (int i = 0; i < *nd; i++)
+        if (dl[i] < 1 || dl[i] > 64 || dl[i] != floor(dl[i])) return cli_error(C, "--depths: %g is not a layer count in [1, 64]", dl[i]);
+    if (run_mkdir(g->out, &err) != LIPT_OK || run_mkdir(g->runs, &err) != LIPT_OK) return cli_fail(C, &err);
+    return 0;
+}
+
+/* Splits a CSV line in place into at most cap fields; returns the count. */
+int csv_split(char *line, char **f, int cap) {
+    int n = 0;
+    line[strcspn(line, "\r\n")] = 0;
+    for (char *p = line; n < cap;) {
+        f[n++] = p;
+        char *c = strchr(p, ',');
+        if (!c) break;
+        *c = 0;
+        p = c + 1;
+    }
+    return n;
+}

@@ -1,0 +1,435 @@
+/* lipt experiment invertibility (SPEC §4.2, paper Fig. 3): numerical invertibility of residual attention maps by
+ * fixed-point iteration; a table on stdout, CSV and SVG files, optionally one JSON object. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "exp_attn.h"
+#include "exp_util.h"
+#include "lipt/invert.h"
+#include "lipt/jacobian.h"
+#include "lipt/model.h"
+#include "run.h"
+#include "svg.h"
+
+static const cli_opt inv_opts[] = {
+    {"n", CLI_INT, "N", "tokens per input", "16"},
+    {"d", CLI_INT, "D", "model width", "8"},
+    {"heads", CLI_INT, "H", "attention heads (divides D)", "2"},
+    {"c-list", CLI_STRING, "C,C,...", "contraction coefficients c < 1", "0.5,0.7,0.9"},
+    {"scales", CLI_STRING, "S,S,...", "input scales (inputs are S times a fixed unit-scale draw)", "1,10,100"},
+    {"inputs", CLI_STRING, "spread|gaussian|ptb", "spread: Gaussian tokens with the last token at the origin (it attends "
+                                              "to far-out tokens: the DP Jacobian grows like S^2); gaussian: all Gaussian; "
+                                              "ptb: the input embeddings (token + position) of the first N test symbols "
+                                              "under the trained model --ckpt (D becomes its d_model)",
+     "spread"},
+    {"ckpt", CLI_STRING, "FILE", "trained model whose embeddings give the inputs (with --inputs ptb)", NULL},
+    {"data", CLI_STRING, "NAME|PATH", "corpus of the test windows (with --inputs ptb)", "ptb"},
+    {"dp-factor", CLI_STRING, "bound|ref", "DP scaling: bound = divide by max(1, UB/c) with UB the inf-norm bound formula "
+                                           "of its own W^Q, W^V, W^O (the L2 rule); ref = divide by max(1, |J|_inf/c) "
+                                           "with J its exact Jacobian at the unit-scale input", "bound"},
+    {"weights", CLI_STRING, "random|ones", "weights N(0, S^2/D) entries, or all entries S", "random"},
+    {"weight-scale", CLI_FLOAT, "S", "weight scale S", "1"},
+    {"causal", CLI_FLAG, NULL, "causal mask", NULL},
+    {"plot-iters", CLI_INT, "K", "x range of the plot (0: up to twice the iterations the reconstructed settings needed, "
+                                 "at least 20)", "0"},
+    {"max-iter", CLI_INT, "K", "fixed-point iteration cap", "200"},
+    {"tol", CLI_FLOAT, "T", "stop when max|x_{k+1} - x_k| <= T max(1, max|x_k|)", "1e-7"},
+    {"threshold", CLI_FLOAT, "E", "reconstructed when max|x_k - x*| / max(1, max|x*|) <= E", "1e-6"},
+    {"seed", CLI_INT, "S", "seed of the weights and the inputs", "1"},
+    {"out", CLI_STRING, "DIR", "directory of the CSV and SVG files", "runs/experiments/invertibility"},
+    {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS", NULL},
+    {"json", CLI_FLAG, NULL, "one JSON object on stdout: settings, per-setting summary and error traces, files", NULL},
+};
+
+/* The branch under inversion, recording ‖x_k − x*‖_∞ of every iterate it is called on (call k sees x_k). */
+typedef struct {
+    att_map *m;
+    const float *xstar;
+    size_t n;
+    double *trace;
+    int cap, calls;
+} traced_branch;
+
+static lipt_tensor *traced_g(lipt_ctx *ctx, lipt_tensor *x, void *user) {
+    traced_branch *t = user;
+    if (t->calls < t->cap) {
+        double e = 0;
+        for (size_t i = 0; i < t->n; i++) e = fmax(e, fabs((double)x->data[i] - t->xstar[i]));
+        t->trace[t->calls] = e;
+    }
+    t->calls++;
+    return att_forward(ctx, x, t->m);
+}
+
+typedef struct {
+    char name[64];
+    att_kind kind;
+    double c, scale, factor, jac_inf;
+    const char *status;
+    int iters, reached_at, within_rate;
+    double *rel;   /* rel[0..iters]: relative reconstruction error of x_0 = y, ..., x_iters */
+    double *abs_e;
+} inv_setting;
+
+static double max_abs_f(const float *x, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)x[i]));
+    return m;
+}
+
+int exp_invertibility(int argc, char **argv) {
+    const char *C = "experiment invertibility";
+    cli_args a;
+    int pr = cli_parse(&a, C,
+                       "Numerical invertibility of residual maps x + g(x) (paper Fig. 3, SPEC §4.2): g = contractive tied L2-MHA\n"
+                       "(F / max(1, UB/c), UB the inf-norm bound at N) and g = DP-MHA scaled the same way, inverted by fixed-point\n"
+                       "iteration x <- y - g(x) from x = y; the reconstruction error max|x_k - x*| after every iteration.",
+                       inv_opts, (int)(sizeof inv_opts / sizeof inv_opts[0]), argc, argv, 0, 0);
+    if (pr) return pr > 0 ? 0 : 2;
+    long N, D, H, max_iter, seed, plot_iters;
+    double wscale, tol, thr;
+    if (cli_int(&a, "n", &N) || cli_int(&a, "d", &D) || cli_int(&a, "heads", &H) || cli_int(&a, "max-iter", &max_iter) ||
+        cli_int(&a, "seed", &seed) || cli_int(&a, "plot-iters", &plot_iters) || cli_float(&a, "weight-scale", &wscale) || cli_float(&a, "tol", &tol) ||
+        cli_float(&a, "threshold", &thr))
+        return 2;
+    int rc = cli_apply_threads(&a, C);
+    if (rc) return rc;
+    if (N < 1 || D < 1 || H < 1 || D % H || N * D > 65536)
+        return cli_error(C, "--n, --d, --heads must be >= 1, --heads must divide --d, N*D <= 65536");
+    if (max_iter < 1 || max_iter > 100000) return cli_error(C, "--max-iter must be in [1, 100000]");
+    if (!(wscale > 0) || !(tol >= 0) || !(thr > 0)) return cli_error(C, "--weight-scale, --threshold > 0 and --tol >= 0");
+    double cs[16], scales[16];
+    const int nc = parse_list(cli_str(&a, "c-list"), cs, 16), nsc = parse_list(cli_str(&a, "scales"), scales, 16);
+    if (nc < 1 || nsc < 1) return cli_error(C, "--c-list and --scales must be comma-separated numbers (at most 16)");
+    for (int i = 0; i < nc; i++)
+        if (!(cs[i] > 0 && cs[i] < 1)) return cli_error(C, "--c-list values must be in (0, 1), got %g", cs[i]);
+    for (int i = 0; i < nsc; i++)
+        if (!(scales[i] > 0)) return cli_error(C, "--scales values must be positive, got %g", scales[i]);
+    if (plot_iters < 0) return cli_error(C, "--plot-iters must be >= 0");
+    const char *wmode = cli_str(&a, "weights");
+    const int ones = strcmp(wmode, "ones") == 0;
+    if (!ones && strcmp(wmode, "random") != 0) return cli_error(C, "--weights must be random or ones, got '%s'", wmode);
+    const char *inputs = cli_str(&a, "inputs"), *dpf = cli_str(&a, "dp-factor");
+    const int spread = strcmp(inputs, "spread") == 0, from_ptb = strcmp(inputs, "ptb") == 0;
+    if (!spread && !from_ptb && strcmp(inputs, "gaussian") != 0) return cli_error(C, "--inputs must be spread, gaussian or ptb");
+    if (from_ptb != cli_has(&a, "ckpt")) return cli_error(C, "--inputs ptb needs --ckpt FILE (and --ckpt is only for --inputs ptb)");
+    lipt_error err = {0};
+    float *emb = NULL; /* the trained model's input embeddings, N x d_model */
+    if (from_ptb) {
+        lipt_model m;
+        lipt_vocab vocab;
+        int64_t step;
+        if (run_load_model(cli_str(&a, "ckpt"), &m, &vocab, &step, &err) != LIPT_OK) return cli_fail(C, &err);
+        int bad = 0;
+        if (cli_has(&a, "d") && D != m.cfg.d_model)
+            fprintf(stderr, "note: --d %ld replaced by the model's d_model %d\n", D, m.cfg.d_model);
+        D = m.cfg.d_model;
+        if (D % H) bad = cli_error(C, "--heads %ld does not divide the model's d_model %ld", H, D);
+        if (!bad) {
+            emb = malloc(sizeof(float) * (size_t)N * D);
+            if (exp_test_inputs(&m, &vocab, cli_str(&a, "data"), (int)N, 0, 0, emb, &err) != LIPT_OK) {
+                free(emb);
+                emb = NULL;
+                bad = err.status == LIPT_ERR_ARG ? cli_error(C, "%s", err.msg) : cli_fail(C, &err);
+            }
+        }
+        lipt_model_free(&m);
+        if (bad) return bad;
+    }
+    const int dp_ref = strcmp(dpf, "ref") == 0;
+    if (!dp_ref && strcmp(dpf, "bound") != 0) return cli_error(C, "--dp-factor must be bound or ref");
+    const int causal = cli_has(&a, "causal"), json = cli_has(&a, "json");
+    const char *out = cli_str(&a, "out");
+    if (run_mkdir(out, &err)) return cli_fail(C, &err);
+    char base[1024], csv[1100], sumcsv[1100], svg[1100];
+    snprintf(base, sizeof base, "%s/invertibility_n%ld_d%ld_h%ld%s%s", out, N, D, H, causal ? "_causal" : "", from_ptb ? "_ptb" : "");
+    snprintf(csv, sizeof csv, "%s.csv", base);
+    snprintf(sumcsv, sizeof sumcsv, "%s_summary.csv", base);
+    snprintf(svg, sizeof svg, "%s.svg", base);
+
+    const size_t n = (size_t)N * D;
+    att_weights wl2, wdp;
+    att_weights_init(&wl2, (int)D, ones, wscale, exp_splitmix64((uint64_t)seed));
+    att_weights_init(&wdp, (int)D, ones, wscale, exp_splitmix64((uint64_t)seed + 1));
+    /* one unit-scale draw z; the inputs are scale · z */
+    float *z = malloc(sizeof(float) * n), *xs = malloc(sizeof(float) * n), *xr = malloc(sizeof(float) * n);
+    lipt_rng r;
+    lipt_rng_seed(&r, exp_splitmix64((uint64_t)seed + 2));
+    lipt_rng_fill_normal(&r, z, n, 1.0f);
+    if (spread)
+        for (long j = 0; j < D; j++) z[(size_t)(N - 1) * D + j] = 0;
+    if (emb) {
+        memcpy(z, emb, sizeof(float) * n);
+        free(emb);
+    }
+    const double ub_l2 = att_bound_inf(&wl2, (int)H, (int)N), ub_dp = att_bound_inf(&wdp, (int)H, (int)N);
+    /* the DP reference norm: its exact Jacobian at the unit-scale input */
+    double jdp_ref = NAN;
+    if (dp_ref) {
+        att_map m = {ATT_DP, (int)N, (int)D, (int)H, causal, &wdp, 1.0f};
+        lipt_jac_map jm = {att_forward, &m, 2, {(int)N, (int)D, 0, 0}, 1};
+        if (lipt_jacobian_norm_inf_at(&jm, z, &jdp_ref, NULL, &err) != LIPT_OK) rc = cli_fail(C, &err);
+    }
+    const int ns = rc ? 0 : 2 * nc * nsc;
+    inv_setting *S = calloc((size_t)ns, sizeof *S);
+    double *tracebuf = malloc(sizeof(double) * (size_t)(max_iter + 2));
+    LIPT_CHECK((S || !ns) && tracebuf && z && xs && xr, "experiment: out of memory");
+    lipt_ctx ctx;
+    lipt_ctx_init(&ctx, 1 << 20, 1);
+    int k = 0;
+    for (int kind = 0; kind < 2 && rc == 0; kind++)
+        for (int ci = 0; ci < nc && rc == 0; ci++)
+            for (int si = 0; si < nsc && rc == 0; si++, k++) {
+                inv_setting *st = &S[k];
+                st->kind = kind ? ATT_DP : ATT_L2_TIED;
+                st->c = cs[ci];
+                st->scale = scales[si];
+                snprintf(st->name, sizeof st->name, "%s c=%g x%g", kind ? "DP" : "L2", cs[ci], scales[si]);
+                const double ref = kind ? (dp_ref ? jdp_ref : ub_dp) : ub_l2;
+                st->factor = 1.0 / fmax(1.0, ref / cs[ci]);
+                att_map m = {st->kind, (int)N, (int)D, (int)H, causal, kind ? &wdp : &wl2, (float)st->factor};
+                for (size_t i = 0; i < n; i++) xs[i] = (float)(scales[si] * z[i]);
+                /* the local Lipschitz constant of g at the true input (exact Jacobian) */
+                st->jac_inf = NAN;
+                if (n <= 4096) {
+                    lipt_jac_map jm = {att_forward, &m, 2, {(int)N, (int)D, 0, 0}, 1};
+                    if (lipt_jacobian_norm_inf_at(&jm, xs, &st->jac_inf, NULL, &err) != LIPT_OK) {
+                        rc = cli_fail(C, &err);
+                        break;
+                    }
+                }
+                /* y = x* + g(x*) */
+                lipt_ctx_reset(&ctx);
+                lipt_no_grad_push(&ctx);
+                lipt_tensor *xt = lipt_tensor_2d(&ctx, (int)N, (int)D);
+                memcpy(xt->data, xs, n * sizeof(float));
+                lipt_tensor *gx = att_forward(&ctx, xt, &m);
+                lipt_tensor *y = lipt_tensor_2d(&ctx, (int)N, (int)D);
+                for (size_t i = 0; i < n; i++) y->data[i] = xs[i] + gx->data[i];
+                lipt_no_grad_pop(&ctx);
+                traced_branch tb = {&m, xs, n, tracebuf, (int)max_iter + 1, 0};
+                lipt_fp_opts fo = {tol, (int)max_iter, 0};
+                lipt_fp_result res = {0, 0, NULL, 0};
+                lipt_error ie = {0};
+                const lipt_status fs = lipt_fixed_point_invert(&ctx, traced_g, &tb, y, xr, &fo, &res, &ie);
+                if (fs != LIPT_OK && fs != LIPT_ERR_NUMERIC) {
+                    rc = cli_fail(C, &ie);
+                    break;
+                }
+                st->status = fs == LIPT_OK ? "converged" : res.converged ? "converged" : strstr(ie.msg, "non-finite") ? "non-finite" : "not converged";
+                /* the trace: x_0 = y ... x_iters, the last being the returned iterate */
+                st->iters = res.iters;
+                st->rel = malloc(sizeof(double) * (size_t)(res.iters + 1));
+                st->abs_e = malloc(sizeof(double) * (size_t)(res.iters + 1));
+                LIPT_CHECK(st->rel && st->abs_e, "experiment: out of memory");
+                const double xscale = fmax(1.0, max_abs_f(xs, n));
+                double elast = 0;
+                for (size_t i = 0; i < n; i++) elast = fmax(elast, fabs((double)xr[i] - xs[i]));
+                for (int it = 0; it <= res.iters; it++) {
+                    st->abs_e[it] = it < res.iters && it < tb.calls ? tracebuf[it] : elast;
+                    st->rel[it] = st->abs_e[it] / xscale;
+                }
+                st->reached_at = -1;
+                for (int it = 0; it <= res.iters; it++)
+                    if (st->rel[it] <= thr) { st->reached_at = it; break; }
+                /* Banach: with Lip_inf(g) <= c the error contracts at least by c per iteration (plus float rounding) */
+                st->within_rate = 1;
+                for (int it = 0; it <= res.iters; it++)
+                    if (st->rel[it] > pow(st->c, it) * st->rel[0] * (1 + 1e-4) + 4e-7) st->within_rate = 0;
+            }
+    lipt_ctx_free(&ctx);
+    if (rc) goto done;
+
+    {
+        /* per-iteration CSV, summary CSV */
+        out_file o;
+        if (open_file(&o, csv, &err)) { rc = cli_fail(C, &err); goto done; }
+        fprintf(o.f, "setting,attention,c,scale,iteration,error,rel_error,predicted\n");
+        for (int i = 0; i < ns; i++)
+            for (int it = 0; it <= S[i].iters; it++)
+                fprintf(o.f, "%s,%s,%g,%g,%d,%.9g,%.9g,%.9g\n", S[i].name, S[i].kind ? "dp" : "l2", S[i].c, S[i].scale,
+                        it, S[i].abs_e[it], S[i].rel[it], pow(S[i].c, it) * S[i].rel[0]);
+        if (commit_file(&o, &err)) { rc = cli_fail(C, &err); goto done; }
+        if (open_file(&o, sumcsv, &err)) { rc = cli_fail(C, &err); goto done; }
+        fprintf(o.f, "setting,attention,c,scale,factor,jac_inf_at_input,status,iterations,reached_at,final_rel_error,"
+                     "within_c_rate\n");
+        for (int i = 0; i < ns; i++)
+            fprintf(o.f, "%s,%s,%g,%g,%.9g,%.9g,%s,%d,%d,%.9g,%d\n", S[i].name, S[i].kind ? "dp" : "l2", S[i].c,
+                    S[i].scale, S[i].factor, S[i].jac_inf, S[i].status, S[i].iters, S[i].reached_at,
+                    S[i].rel[S[i].iters], S[i].within_rate);
+        if (commit_file(&o, &err)) { rc = cli_fail(C, &err); goto done; }
+    }
+
+    {
+        /* plot: colour by c, solid L2 / dashed DP, marker by scale; dotted c^k lines from the largest L2 start error */
+        int maxit = 0, need = 0;
+        double emin = INFINITY;
+        for (int i = 0; i < ns; i++) {
+            if (S[i].iters > maxit) maxit = S[i].iters;
+            if (S[i].reached_at >= 0 && S[i].iters > need) need = S[i].iters;
+            for (int it = 0; it <= S[i].iters; it++)
+                if (S[i].rel[it] > 0) emin = fmin(emin, S[i].rel[it]);
+        }
+        if (!isfinite(emin)) emin = 1e-10;
+        /* the failures run flat to the cap: the x axis shows where the reconstructions happen (the table and the
+         * CSV have every iteration) */
+        const int want = plot_iters > 0 ? (int)plot_iters : need * 2 > 20 ? need * 2 : 20;
+        const int xshow = want < maxit ? want : maxit > 0 ? maxit : 1;
+        const int me = xshow > 24 ? xshow / 12 : 1;
+        const int nser = ns + nc;
+        svg_series *ser = calloc((size_t)nser, sizeof *ser);
+        double **buf = calloc((size_t)(2 * nser), sizeof *buf);
+        LIPT_CHECK(ser && buf, "experiment: out of memory");
+        static const svg_marker marks[] = {SVG_MARK_CIRCLE, SVG_MARK_SQUARE, SVG_MARK_TRIANGLE, SVG_MARK_DIAMOND, SVG_MARK_CROSS};
+        for (int i = 0; i < ns; i++) {
+            const int ci = (i / nsc) % nc, si = i % nsc;
+            double *x = buf[2 * i] = malloc(sizeof(double) * (size_t)(S[i].iters + 1));
+            double *yv = buf[2 * i + 1] = malloc(sizeof(double) * (size_t)(S[i].iters + 1));
+            for (int it = 0; it <= S[i].iters; it++) {
+                x[it] = it;
+                yv[it] = S[i].rel[it] > 0 ? S[i].rel[it] : NAN; /* an exact 0 has no place on a log axis */
+            }
+            ser[i] = (svg_series){S[i].name, x, yv, S[i].iters + 1, svg_color(ci), marks[si % 5], me,
+                                  S[i].kind ? SVG_DASHED : SVG_SOLID, 1.5};
+        }
+        char (*lab)[48] = calloc((size_t)nc, sizeof *lab);
+        for (int ci = 0; ci < nc; ci++) {
+            double e0 = 0;
+            for (int i = 0; i < ns; i++)
+                if (S[i].kind == ATT_L2_TIED && (i / nsc) % nc == ci) e0 = fmax(e0, S[i].rel[0]);
+            int len = 0;
+            while (len <= xshow && pow(cs[ci], len) * e0 >= emin / 10) len++;
+            double *x = buf[2 * (ns + ci)] = malloc(sizeof(double) * (size_t)(len + 1));
+            double *yv = buf[2 * (ns + ci) + 1] = malloc(sizeof(double) * (size_t)(len + 1));
+            for (int it = 0; it < len; it++) {
+                x[it] = it;
+                yv[it] = pow(cs[ci], it) * e0;
+            }
+            snprintf(lab[ci], sizeof lab[ci], "c^k (c=%g), Banach rate", cs[ci]);
+            ser[ns + ci] = (svg_series){lab[ci], x, yv, len, svg_color(ci), SVG_MARK_NONE, 1, SVG_DOTTED, 1.3};
+        }
+        char title[200];
+        snprintf(title, sizeof title, "Fixed-point inversion of x + g(x): N=%ld, D=%ld, H=%ld%s, %s inputs", N, D, H,
+                 causal ? ", causal" : "", spread ? "spread" : "Gaussian");
+        svg_plot p = svg_plot_defaults();
+        p.title = title;
+        p.ylabel = "max|x_k - x*| / max(1, max|x*|)";
+        p.logy = 1;
+        p.width = 980;
+        p.height = 40 + 18 * nser > 520 ? 40 + 18 * nser : 520;
+        char xlab[160];
+        snprintf(xlab, sizeof xlab, "fixed-point iteration k%s",
+                 xshow < maxit ? " (axis cut: the runs that do not reconstruct go on to the cap)" : "");
+        p.xlabel = xlab;
+        p.xmin = 0;
+        p.xmax = xshow;
+        const lipt_status ps = svg_write_file(svg, &p, ser, nser, &err);
+        for (int i = 0; i < 2 * nser; i++) free(buf[i]);
+        free(buf);
+        free(ser);
+        free(lab);
+        if (ps) { rc = cli_fail(C, &err); goto done; }
+    }
+
+    {
+        int l2_ok = 0, l2_n = 0, dp_ok = 0, dp_n = 0;
+        for (int i = 0; i < ns; i++) {
+            if (S[i].kind == ATT_L2_TIED) { l2_n++; l2_ok += S[i].reached_at >= 0; }
+            else { dp_n++; dp_ok += S[i].reached_at >= 0; }
+        }
+        if (json) {
+            json_w j;
+            json_begin(&j, stdout);
+            json_str(&j, "experiment", "invertibility");
+            json_int(&j, "n", N);
+            json_int(&j, "d", D);
+            json_int(&j, "heads", H);
+            json_bool(&j, "causal", causal);
+            json_str(&j, "inputs", inputs);
+            json_str(&j, "dp_factor", dpf);
+            json_str(&j, "weights", wmode);
+            json_num(&j, "weight_scale", wscale);
+            json_num(&j, "bound_l2", ub_l2);
+            json_num(&j, "bound_dp_weights", ub_dp);
+            json_num(&j, "dp_reference_jac_inf", jdp_ref);
+            json_num(&j, "tol", tol);
+            json_num(&j, "threshold", thr);
+            json_int(&j, "max_iter", max_iter);
+            json_int(&j, "seed", seed);
+            json_arr_open(&j, "settings");
+            for (int i = 0; i < ns; i++) {
+                json_obj_open(&j, NULL);
+                json_str(&j, "setting", S[i].name);
+                json_str(&j, "attention", S[i].kind ? "dp" : "l2");
+                json_num(&j, "c", S[i].c);
+                json_num(&j, "scale", S[i].scale);
+                json_num(&j, "factor", S[i].factor);
+                json_num(&j, "jac_inf_at_input", S[i].jac_inf);
+                json_str(&j, "status", S[i].status);
+                json_int(&j, "iterations", S[i].iters);
+                json_bool(&j, "reconstructed", S[i].reached_at >= 0);
+                json_int(&j, "reached_at", S[i].reached_at);
+                json_num(&j, "final_rel_error", S[i].rel[S[i].iters]);
+                json_bool(&j, "within_c_rate", S[i].within_rate);
+                json_arr_open(&j, "rel_error");
+                for (int it = 0; it <= S[i].iters; it++) json_num(&j, NULL, S[i].rel[it]);
+                json_arr_close(&j);
+                json_obj_close(&j);
+            }
+            json_arr_close(&j);
+            json_int(&j, "l2_reconstructed", l2_ok);
+            json_int(&j, "l2_settings", l2_n);
+            json_int(&j, "dp_reconstructed", dp_ok);
+            json_int(&j, "dp_settings", dp_n);
+            json_str(&j, "csv", csv);
+            json_str(&j, "summary_csv", sumcsv);
+            json_str(&j, "svg", svg);
+            json_end(&j);
+        } else {
+            printf("invertibility: N = %ld, D = %ld, H = %ld, %s, %s inputs (scale x unit draw), weights %s %g%s\n", N, D,
+                   H, causal ? "causal" : "unmasked", spread ? "spread (last token at the origin)" : "Gaussian",
+                   ones ? "all entries" : "N(0, S^2/D) with S =", wscale, ones ? "" : "");
+            printf("L2: g = F / max(1, UB/c), UB = %.4g (inf-norm bound at N); DP: own weights, divided by max(1, %s/c) "
+                   "with %s = %.4g\n",
+                   ub_l2, dp_ref ? "|J|" : "UB", dp_ref ? "|J_DP(unit input)|_inf" : "the same bound formula of its weights",
+                   dp_ref ? jdp_ref : ub_dp);
+            printf("error = max|x_k - x*| / max(1, max|x*|); reconstructed when <= %g; fixed-point tol %g, cap %ld\n", thr,
+                   tol, max_iter);
+            printf("%-16s %9s %12s %-14s %6s %8s %12s %8s\n", "setting", "factor", "|J_g(x*)|inf", "status", "iters",
+                   "reached", "final error", "c^k ok");
+            for (int i = 0; i < ns; i++) {
+                char rb[16];
+                if (S[i].reached_at >= 0) snprintf(rb, sizeof rb, "k=%d", S[i].reached_at);
+                else snprintf(rb, sizeof rb, "no");
+                printf("%-16s %9.3g %12.4g %-14s %6d %8s %12.3e %8s\n", S[i].name, S[i].factor, S[i].jac_inf,
+                       S[i].status, S[i].iters, rb, S[i].rel[S[i].iters], S[i].within_rate ? "yes" : "no");
+            }
+            printf("L2: %d of %d settings reconstructed to <= %g; DP: %d of %d", l2_ok, l2_n, thr, dp_ok, dp_n);
+            int first = 1;
+            for (int i = 0; i < ns; i++)
+                if (S[i].kind == ATT_DP && S[i].reached_at < 0) {
+                    printf("%s%s", first ? " (failed: " : ", ", S[i].name);
+                    first = 0;
+                }
+            printf("%s\n", first ? "" : ")");
+            printf("wrote %s, %s and %s\n", csv, sumcsv, svg);
+        }
+    }
+
+done:
+    for (int i = 0; i < ns; i++) {
+        free(S[i].rel);
+        free(S[i].abs_e);
+    }
+    free(S);
+    free(tracebuf);
+    free(z);
+    free(xs);
+    free(xr);
+    att_weights_free(&wl2);
+    att_weights_free(&wdp);
+    return rc;
+}

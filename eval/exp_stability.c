@@ -1,0 +1,371 @@
+/* lipt experiment stability (SPEC §4.4, paper Fig. 11): training without warmup, a grid of PTB runs with Adam at a
+ * fixed learning rate and growing depth; records the loss curves and detects divergence. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exp_grid.h"
+#include "svg.h"
+
+typedef struct {
+    int variant, depth;
+    long steps_done;
+    double first_loss, min_loss, final_loss, valid_bpc, max_gnorm, max_spread;
+    int diverged;          /* 0 stable, 1 non-finite, 2 blow-up (smoothed loss rose by > rise above its minimum) */
+    long diverge_step;
+} stab_row;
+
+#define STAB_HEADER                                                                                                    \
+    "variant,depth,steps_done,first_loss,min_loss,final_loss,final_train_bpc,valid_bpc,max_grad_norm,"               \
+    "max_attn_logit_spread,outcome,diverge_step,settings"
+
+static const char *stab_kind(int d) { return d == 0 ? "stable" : d == 1 ? "non-finite" : "blow-up"; }
+
+/* Rows of OUT/stability.csv; -1 (message printed) when it holds rows of other settings. */
+static int read_stab_csv(const char *path, const char *key, stab_row *rows, int cap, const char *C) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[2048];
+    int n = 0;
+    if (!fgets(line, sizeof line, f)) { fclose(f); return 0; }
+    line[strcspn(line, "\r\n")] = 0;
+    if (strcmp(line, STAB_HEADER) != 0) {
+        fclose(f);
+        cli_error(C, "%s was written by an older lipt or another tool (its header is not the current one): move it "
+                     "away or choose another --out", path);
+        return -1;
+    }
+    while (n < cap && fgets(line, sizeof line, f)) {
+        char *x[16];
+        if (csv_split(line, x, 16) != 13) continue;
+        if (strcmp(x[12], key) != 0) {
+            fclose(f);
+            cli_error(C, "%s holds results of other settings (%s, not %s): choose another --out for these", path, x[12],
+                      key);
+            return -1;
+        }
+        stab_row r;
+        memset(&r, 0, sizeof r);
+        r.variant = variant_index(x[0]);
+        r.depth = atoi(x[1]);
+        r.steps_done = atol(x[2]);
+        r.first_loss = strtod(x[3], NULL);
+        r.min_loss = strtod(x[4], NULL);
+        r.final_loss = strtod(x[5], NULL);
+        r.valid_bpc = strtod(x[7], NULL);
+        r.max_gnorm = strtod(x[8], NULL);
+        r.max_spread = strtod(x[9], NULL);
+        r.diverged = strcmp(x[10], "stable") == 0 ? 0 : strcmp(x[10], "non-finite") == 0 ? 1 : 2;
+        r.diverge_step = atol(x[11]);
+        if (r.variant >= 0) rows[n++] = r;
+    }
+    fclose(f);
+    return n;
+}
+
+static int cmp_stab_row(const void *p, const void *q) {
+    const stab_row *a = p, *b = q;
+    if (a->variant != b->variant) return a->variant - b->variant;
+    return a->depth - b->depth;
+}
+
+/* Loss curve of a run from its metrics.jsonl (training lines only); the largest gradient norm and attention logit
+ * spread logged go to *gmax, *smax when given. */
+static int read_curve(const char *dir, double *step, double *loss, int cap, double *gmax, double *smax) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
+    FILE *f = fopen(p, "r");
+    if (gmax) *gmax = NAN;
+    if (smax) *smax = NAN;
+    if (!f) return 0;
+    char line[1024];
+    int n = 0;
+    while (n < cap && fgets(line, sizeof line, f)) {
+        if (strstr(line, "\"eval\"")) continue;
+        double s = json_get(line, "step"), l = json_get(line, "loss");
+        if (!isfinite(s)) continue;
+        const double gn = json_get(line, "grad_norm"), sp = json_get(line, "attn_logit_spread");
+        if (gmax && isfinite(gn) && !(gn <= *gmax)) *gmax = gn;
+        if (smax && isfinite(sp) && !(sp <= *smax)) *smax = sp;
+        step[n] = s;
+        loss[n] = l;
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Divergence, detected: a non-finite loss (training stops itself), or the loss averaged over `win` logged steps rising
+ * more than `rise` nats above the lowest such average seen before. */
+static void detect(stab_row *r, const double *step, const double *loss, int n, int win, double rise) {
+    r->steps_done = n ? (long)step[n - 1] : 0;
+    r->first_loss = n ? loss[0] : NAN;
+    r->min_loss = INFINITY;
+    r->diverge_step = -1;
+    double best = INFINITY, sum = 0;
+    for (int i = 0; i < n; i++) {
+        if (!isfinite(loss[i])) break;
+        if (loss[i] < r->min_loss) r->min_loss = loss[i];
+        sum += loss[i];
+        if (i >= win) sum -= loss[i - win];
+        if (i + 1 < win) continue;
+        const double avg = sum / win;
+        if (avg < best) best = avg;
+        if (r->diverged == 0 && avg > best + rise) {
+            r->diverged = 2;
+            r->diverge_step = (long)step[i];
+        }
+    }
+    int w = n < win ? n : win;
+    double s = 0;
+    for (int i = n - w; i < n; i++) s += loss[i];
+    r->final_loss = w ? s / w : NAN;
+}
+
+static void stab_dir(const grid_opts *g, int v, int depth, char *dir, size_t n) {
+    char key[256];
+    grid_key(g, key, sizeof key);
+    snprintf(dir, n, "%s/stab-%s-L%d-%s", g->runs, variant_names[v], depth, key);
+}
+
+/* One plot per variant of every depth's loss curve, and their CSV. */
+static lipt_status write_stab_curves(const grid_opts *g, const stab_row *rows, int n, lipt_error *err) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/stability_curves.csv", g->out);
+    out_file o;
+    lipt_status st = open_file(&o, path, err);
+    if (st != LIPT_OK) return st;
+    fprintf(o.f, "variant,depth,step,loss\n");
+    enum { CAP = 20000 };
+    double *sx = malloc(sizeof(double) * CAP * MAX_DEPTHS), *sy = malloc(sizeof(double) * CAP * MAX_DEPTHS);
+    if (!sx || !sy) {
+        free(sx); free(sy);
+        fclose(o.f);
+        return lipt_fail(err, LIPT_ERR_NOMEM, "stability curves");
+    }
+    for (int v = 0; v < MAX_VARIANTS && st == LIPT_OK; v++) {
+        svg_series s[MAX_DEPTHS];
+        char lab[MAX_DEPTHS][48];
+        int ns = 0;
+        double lo = INFINITY, hi = -INFINITY;
+        for (int i = 0; i < n && ns < MAX_DEPTHS; i++) {
+            if (rows[i].variant != v) continue;
+            char dir[1100];
+            stab_dir(g, v, rows[i].depth, dir, sizeof dir);
+            double *x = sx + (size_t)ns * CAP, *y = sy + (size_t)ns * CAP;
+            int m = read_curve(dir, x, y, CAP, NULL, NULL);
+            for (int k = 0; k < m; k++) {
+                fprintf(o.f, "%s,%d,%.0f,%.5f\n", variant_names[v], rows[i].depth, x[k], y[k]);
+                if (isfinite(y[k])) { lo = fmin(lo, y[k]); hi = fmax(hi, y[k]); }
+            }
+            snprintf(lab[ns], sizeof lab[0], "%d layers%s", rows[i].depth, rows[i].diverged ? " (diverged)" : "");
+            s[ns] = (svg_series){lab[ns], x, y, m, svg_color(ns), SVG_MARK_NONE, 1, SVG_SOLID, 1.2};
+            ns++;
+        }
+        if (!ns) continue;
+        char title[200];
+        snprintf(title, sizeof title, "%s: training loss, Adam lr %g constant, no warmup, clip %g, d_model %ld", variant_names[v],
+                 g->lr, g->clip, g->d_model);
+        svg_plot p = svg_plot_defaults();
+        p.title = title;
+        p.xlabel = "step";
+        p.ylabel = "training loss (nats per symbol)";
+        p.width = 960;
+        if (isfinite(lo)) { /* fitted to the curves, the first steps' loss (about ln V) included */
+            p.ymin = fmax(0, lo - 0.05 * (hi - lo));
+            p.ymax = hi + 0.05 * (hi - lo);
+        }
+        snprintf(path, sizeof path, "%s/stability_%s.svg", g->out, variant_names[v]);
+        st = svg_write_file(path, &p, s, ns, err);
+    }
+    free(sx);
+    free(sy);
+    if (st != LIPT_OK) { fclose(o.f); return st; }
+    return commit_file(&o, err);
+}
+
+static lipt_status write_stab_outputs(const grid_opts *g, stab_row *rows, int n, lipt_error *err) {
+    qsort(rows, (size_t)n, sizeof *rows, cmp_stab_row);
+    char path[1100], key[256];
+    grid_key(g, key, sizeof key);
+    snprintf(path, sizeof path, "%s/stability.csv", g->out);
+    out_file o;
+    lipt_status st = open_file(&o, path, err);
+    if (st != LIPT_OK) return st;
+    fprintf(o.f, STAB_HEADER "\n");
+    for (int i = 0; i < n; i++) {
+        const stab_row *r = &rows[i];
+        fprintf(o.f, "%s,%d,%ld,%.5f,%.5f,%.5f,%.5f,%.5f,%.5g,%.5g,%s,%ld,%s\n", variant_names[r->variant], r->depth,
+                r->steps_done, r->first_loss, r->min_loss, r->final_loss, r->final_loss / log(2.0), r->valid_bpc,
+                r->max_gnorm, r->max_spread, stab_kind(r->diverged), r->diverge_step, key);
+    }
+    if ((st = commit_file(&o, err)) != LIPT_OK) return st;
+    if ((st = write_stab_curves(g, rows, n, err)) != LIPT_OK) return st;
+    /* final loss against depth */
+    double xs[MAX_VARIANTS][MAX_DEPTHS], ys[MAX_VARIANTS][MAX_DEPTHS];
+    int cnt[MAX_VARIANTS] = {0};
+    for (int i = 0; i < n; i++) {
+        int v = rows[i].variant, k = cnt[v];
+        if (k >= MAX_DEPTHS) continue;
+        xs[v][k] = rows[i].depth;
+        ys[v][k] = rows[i].diverged == 1 ? NAN : rows[i].final_loss / log(2.0);
+        cnt[v]++;
+    }
+    svg_series s[MAX_VARIANTS];
+    int ns = 0;
+    for (int v = 0; v < MAX_VARIANTS; v++)
+        if (cnt[v]) {
+            s[ns] = (svg_series){variant_names[v], xs[v], ys[v], cnt[v], svg_color(v), SVG_MARK_CIRCLE, 1, SVG_SOLID, 0};
+            ns++;
+        }
+    char title[256];
+    snprintf(title, sizeof title, "final training BPC vs depth: Adam lr %g constant, no warmup, %ld steps, d_model %ld "
+             "(gaps: non-finite loss)", g->lr, g->steps, g->d_model);
+    svg_plot p = svg_plot_defaults();
+    p.title = title;
+    p.xlabel = "layers";
+    p.ylabel = "training BPC (mean of the last logged steps)";
+    p.width = 960;
+    snprintf(path, sizeof path, "%s/stability.svg", g->out);
+    return svg_write_file(path, &p, s, ns, err);
+}
+
+static const cli_opt stab_own[] = {
+    {"variants", CLI_STRING, "LIST", "variants: " VARIANT_LIST, "dp,l2-tied,contractive"},
+    {"depths", CLI_STRING, "LIST", "numbers of layers", "2,4,6,8,10,12,14,16,18"},
+    {"steps", CLI_INT, "N", "optimizer steps per run", "300"},
+    {"lr", CLI_FLOAT, "LR", "fixed Adam learning rate (no warmup, no decay)", "1e-3"},
+    {"clip", CLI_FLOAT, "NORM", "gradient-norm clipping (0: off, as in plain Adam)", "0"},
+    {"window", CLI_INT, "N", "logged steps averaged by the divergence test", "20"},
+    {"rise", CLI_FLOAT, "NATS", "divergence: the averaged loss rises this far above its minimum", "0.5"},
+    {"valid-symbols", CLI_INT, "N", "validation symbols scored per finished cell (0: skip)", "32768"},
+    {"out", CLI_STRING, "DIR", "CSV and SVG folder", "runs/experiments/stability"},
+    {"runs", CLI_STRING, "DIR", "run directories", "runs/stability"},
+};
+
+/* Trains, scores and records one stability cell. 0 done, 1 skipped, or the exit status | 0x100 to stop. */
+static int stab_cell(const grid_opts *g, const char *C, stab_row *rows, int *n, int v, int depth, int cell, int total,
+                     long win, double rise, long valid_symbols, double t_start) {
+    int found = 0, rc = 0;
+    for (int i = 0; i < *n; i++) found |= rows[i].variant == v && rows[i].depth == depth;
+    char dir[1100], why[128] = "", csv[1100];
+    snprintf(csv, sizeof csv, "%s/stability.csv", g->out);
+    double secs = 0;
+    const int tr = grid_cell(g, C, found, cell, total, v, depth, "stab-", 1, csv, dir, sizeof dir, &secs, why, sizeof why, &rc);
+    if (tr < 0) return 1;
+    if (tr == 2) return rc | 0x100;
+    enum { CAP = 20000 };
+    double *cs = malloc(sizeof(double) * CAP), *cl = malloc(sizeof(double) * CAP);
+    if (!cs || !cl) {
+        free(cs); free(cl);
+        return cli_error(C, "out of memory") | 0x100;
+    }
+    stab_row r;
+    memset(&r, 0, sizeof r);
+    r.variant = v;
+    r.depth = depth;
+    r.valid_bpc = NAN;
+    int m = read_curve(dir, cs, cl, CAP, &r.max_gnorm, &r.max_spread);
+    detect(&r, cs, cl, m, (int)win, rise);
+    free(cs);
+    free(cl);
+    if (tr == 1) {
+        r.diverged = 1;
+        r.diverge_step = r.steps_done + 1; /* the step whose loss was not finite (it is not logged) */
+    } else if (valid_symbols > 0) {
+        double nll;
+        long sym;
+        const int e = eval_cell(g, dir, "valid", valid_symbols, &r.valid_bpc, &nll, &sym, NULL);
+        if (e) return (e == 2 ? 130 : 1) | 0x100;
+    }
+    rows[(*n)++] = r;
+    lipt_error err = {0};
+    if (write_stab_outputs(g, rows, *n, &err) != LIPT_OK) return cli_fail(C, &err) | 0x100;
+    fprintf(stderr, "[%d/%d] %s, %d layers: %s%s, loss %.3f -> min %.3f -> final %.3f, valid %.3f BPC, max |g| %.3g, "
+            "max logit spread %.3g (%.0f s; %.0f s so far)\n", cell, total, variant_names[v], depth, stab_kind(r.diverged),
+            r.diverged ? " detected" : "", r.first_loss, r.min_loss, r.final_loss, r.valid_bpc, r.max_gnorm, r.max_spread,
+            secs, cli_now() - t_start);
+    return 0;
+}
+
+static void stab_summary(const stab_row *rows, int n, const int *vars, int nv) {
+    printf("%-13s %6s %7s %10s %9s %10s %9s %10s %11s %-11s %s\n", "variant", "layers", "steps", "first_loss", "min_loss",
+           "final_loss", "valid_bpc", "max_gnorm", "max_spread", "outcome", "at_step");
+    for (int i = 0; i < n; i++)
+        printf("%-13s %6d %7ld %10.4f %9.4f %10.4f %9.4f %10.4g %11.4g %-11s %ld\n", variant_names[rows[i].variant],
+               rows[i].depth, rows[i].steps_done, rows[i].first_loss, rows[i].min_loss, rows[i].final_loss,
+               rows[i].valid_bpc, rows[i].max_gnorm, rows[i].max_spread, stab_kind(rows[i].diverged), rows[i].diverge_step);
+    for (int vi = 0; vi < nv; vi++) {
+        int first = -1;
+        for (int i = 0; i < n; i++)
+            if (rows[i].variant == vars[vi] && rows[i].diverged && (first < 0 || rows[i].depth < first)) first = rows[i].depth;
+        if (first > 0) printf("%s first diverges at %d layers\n", variant_names[vars[vi]], first);
+        else printf("%s: stable at every depth tried\n", variant_names[vars[vi]]);
+    }
+}
+
+int exp_stability(int argc, char **argv) {
+    const char *C = "experiment stability";
+    cli_opt opts[32];
+    int nopt = build_opts(opts, stab_own, (int)(sizeof stab_own / sizeof stab_own[0]));
+    cli_args a;
+    int pr = cli_parse(&a, C,
+                       "Training stability without warmup (paper Fig. 11, SPEC §4.4): Adam at a fixed learning rate from step 1,\n"
+                       "depth growing, for each variant; records every loss curve, the largest gradient norm and attention logit\n"
+                       "spread logged, and detects divergence (a non-finite loss, or the loss averaged over --window logged steps\n"
+                       "rising --rise nats above its minimum); finished cells are scored on --valid-symbols validation symbols.\n"
+                       "Writes OUT/stability.csv, OUT/stability_curves.csv, OUT/stability.svg and OUT/stability_<variant>.svg.\n"
+                       "Resumable; the CSV is tied to its settings (another --lr, --steps or width needs another --out).",
+                       opts, nopt, argc, argv, 0, 0);
+    if (pr) {
+        cli_free(&a);
+        return pr > 0 ? 0 : 2;
+    }
+    grid_opts g = {0};
+    long win, valid_symbols;
+    double rise;
+    int rc = parse_grid_common(&a, &g);
+    if (!rc && (cli_float(&a, "clip", &g.clip) || cli_int(&a, "window", &win) || cli_float(&a, "rise", &rise) ||
+                cli_int(&a, "valid-symbols", &valid_symbols)))
+        rc = 2;
+    if (rc) {
+        cli_free(&a);
+        return rc;
+    }
+    g.schedule = "constant";
+    g.warmup = 0;
+    g.save_every = 50;
+    int vars[MAX_VARIANTS], nv, nd;
+    double dl[MAX_DEPTHS];
+    if (win < 1 || rise <= 0 || valid_symbols < 0) rc = cli_error(C, "--window must be >= 1, --rise > 0, --valid-symbols >= 0");
+    else rc = grid_select(&a, C, &g, vars, &nv, dl, &nd);
+    if (rc) {
+        cli_free(&a);
+        return rc;
+    }
+    char csv[1100], key[256];
+    snprintf(csv, sizeof csv, "%s/stability.csv", g.out);
+    grid_key(&g, key, sizeof key);
+    stab_row rows[MAX_CELLS];
+    int n = read_stab_csv(csv, key, rows, MAX_CELLS, C);
+    if (n < 0) {
+        cli_free(&a);
+        return 1;
+    }
+    const int total = nv * nd;
+    int cell = 0;
+    double t_start = cli_now();
+    for (int vi = 0; vi < nv && !rc; vi++)
+        for (int di = 0; di < nd && !rc; di++) {
+            const int r = stab_cell(&g, C, rows, &n, vars[vi], (int)dl[di], ++cell, total, win, rise, valid_symbols, t_start);
+            if (r & 0x100) rc = r & 0xff;
+        }
+    if (!rc) {
+        qsort(rows, (size_t)n, sizeof *rows, cmp_stab_row);
+        stab_summary(rows, n, vars, nv);
+        fprintf(stderr, "wrote %s/stability.csv, stability_curves.csv, stability.svg, stability_<variant>.svg\n", g.out);
+    }
+    cli_free(&a);
+    return rc;
+}

@@ -1,0 +1,477 @@
+/* lipt experiment tightness (SPEC §4.1, paper Fig. 2): asymptotic tightness of the Lipschitz bound of tied L2
+ * attention, by gradient ascent on the Jacobian norm; a table on stdout, CSV and SVG files, optionally one JSON object. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "exp_attn.h"
+#include "exp_util.h"
+#include "lipt/jacobian.h"
+#include "svg.h"
+
+static const cli_opt tight_opts[] = {
+    {"n-list", CLI_STRING, "N,N,...", "sequence lengths (default by --d: 1: 2,3,5,10,20,50,100,200,500,1000; "
+                                      "<= 4: up to 200; larger: up to 50)", NULL},
+    {"d", CLI_INT, "D", "model width", "1"},
+    {"heads", CLI_INT, "H", "attention heads (divides D)", "1"},
+    {"norm", CLI_STRING, "inf|2", "Jacobian norm maximised (and bound compared)", "inf"},
+    {"starts", CLI_INT, "S", "random starts of gradient ascent per N", "50"},
+    {"steps", CLI_INT, "K", "Adam steps per start", "300"},
+    {"lr", CLI_FLOAT, "LR", "Adam step size, in units of --input-scale", "0.05"},
+    {"input-scale", CLI_FLOAT, "S", "start points are N(0, S^2) entries", "1"},
+    {"fd-eps", CLI_FLOAT, "E", "central-difference step of the Hessian-vector products (relative)", "1e-3"},
+    {"weights", CLI_STRING, "ones|random", "W^Q = W^V = W^O all ones (x --weight-scale), or N(0, scale^2/D) entries "
+                                           "(default: ones for D = 1, else random)", NULL},
+    {"weight-scale", CLI_FLOAT, "S", "weight scale", "1"},
+    {"causal", CLI_FLAG, NULL, "causal mask (row i attends to j <= i); default unmasked", NULL},
+    {"max-exact", CLI_INT, "M", "exact re-measure (inf: one full row scan of the best point; 2: full Jacobians per "
+                                "start) when N*D <= M", "1024"},
+    {"power-iters", CLI_INT, "K", "power-iteration rounds for the spectral norms of the 2-norm bound", "1000"},
+    {"fit-min", CLI_INT, "N", "fit a (log N - log log N) + b to the rows with N >= this", "2"},
+    {"seed", CLI_INT, "S", "seed of the weights and the starts", "1"},
+    {"out", CLI_STRING, "DIR", "directory of the CSV, SVG and settings files", "runs/experiments/tightness"},
+    {"restart", CLI_FLAG, NULL, "discard existing results of the same configuration instead of resuming", NULL},
+    {"threads", CLI_INT, "N", "threads (starts run in parallel, one per thread)", NULL},
+    {"json", CLI_FLAG, NULL, "one JSON object on stdout: settings, rows, fit, files", NULL},
+};
+
+typedef struct {
+    int N;
+    double lower, upper, ratio, fit, best_random, mean_start;
+    int diverged, starts, steps;
+    double seconds;
+} tight_row;
+
+typedef struct { double a, b, rms; int ok; } lin_fit;
+
+static double tight_t(int N) { return log((double)N) - log(log((double)N)); }
+
+/* Least squares y ≈ a t + b over the rows with N >= nmin, t = log N − log log N (upper: fit the bounds instead).
+ * t is not monotone below N = e (t(2) > t(3)), hence the option to fit the larger N only. */
+static lin_fit fit_rows(const tight_row *r, int n, int upper, int nmin) {
+    lin_fit f = {NAN, NAN, NAN, 0};
+    double st = 0, sy = 0;
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        const double y = upper ? r[i].upper : r[i].lower;
+        if (!isfinite(y) || r[i].N < nmin) continue;
+        st += tight_t(r[i].N);
+        sy += y;
+        m++;
+    }
+    if (m < 2) return f;
+    const double mt = st / m, my = sy / m;
+    double stt = 0, sty = 0;
+    for (int i = 0; i < n; i++) {
+        const double y = upper ? r[i].upper : r[i].lower;
+        if (!isfinite(y) || r[i].N < nmin) continue;
+        const double t = tight_t(r[i].N) - mt;
+        stt += t * t;
+        sty += t * (y - my);
+    }
+    if (!(stt > 0)) return f;
+    f.a = sty / stt;
+    f.b = my - f.a * mt;
+    double ss = 0;
+    for (int i = 0; i < n; i++) {
+        const double y = upper ? r[i].upper : r[i].lower;
+        if (!isfinite(y) || r[i].N < nmin) continue;
+        const double e = y - (f.a * tight_t(r[i].N) + f.b);
+        ss += e * e;
+    }
+    f.rms = sqrt(ss / m);
+    f.ok = 1;
+    return f;
+}
+
+static int cmp_row_n(const void *p, const void *q) {
+    const int a = ((const tight_row *)p)->N, b = ((const tight_row *)q)->N;
+    return (a > b) - (a < b);
+}
+
+#define TIGHT_CSV_HEADER "N,lower,upper,ratio,fit,best_random,mean_start_best,diverged,starts,steps,seconds"
+
+/* Rows of an earlier run (malformed lines, e.g. from an interrupted writer, are ignored). */
+static int read_rows(const char *path, tight_row *rows, int cap) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof line, f) && n < cap) {
+        if (!strchr(line, '\n')) continue;
+        double v[11];
+        int k = 0;
+        char *p = line;
+        while (k < 11) {
+            char *end = NULL;
+            v[k] = strtod(p, &end);
+            if (end == p) break;
+            k++;
+            p = end;
+            if (*p != ',') break;
+            p++;
+        }
+        if (k != 11 || v[0] < 2 || v[0] != floor(v[0])) continue; /* the header, or a broken line */
+        tight_row r = {(int)v[0], v[1], v[2], v[3], v[4], v[5], v[6], (int)v[7], (int)v[8], (int)v[9], v[10]};
+        int dup = 0;
+        for (int i = 0; i < n; i++) dup |= rows[i].N == r.N;
+        if (!dup) rows[n++] = r;
+    }
+    fclose(f);
+    return n;
+}
+
+static lipt_status write_rows(const char *path, tight_row *rows, int n, int nmin, lipt_error *err) {
+    qsort(rows, (size_t)n, sizeof *rows, cmp_row_n);
+    const lin_fit fit = fit_rows(rows, n, 0, nmin);
+    out_file o;
+    lipt_status st = open_file(&o, path, err);
+    if (st) return st;
+    fprintf(o.f, "%s\n", TIGHT_CSV_HEADER);
+    for (int i = 0; i < n; i++) {
+        rows[i].fit = fit.ok ? fit.a * tight_t(rows[i].N) + fit.b : NAN;
+        fprintf(o.f, "%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%d,%d,%.3f\n", rows[i].N, rows[i].lower, rows[i].upper,
+                rows[i].ratio, rows[i].fit, rows[i].best_random, rows[i].mean_start, rows[i].diverged, rows[i].starts,
+                rows[i].steps, rows[i].seconds);
+    }
+    return commit_file(&o, err);
+}
+
+static lipt_status tight_plot(const char *path, const tight_row *rows, int n, int norm2, int nmin, const char *title,
+                              lipt_error *err) {
+    double *xs = malloc(sizeof(double) * (size_t)(n + 1)), *lo = malloc(sizeof(double) * (size_t)(n + 1));
+    double *up = malloc(sizeof(double) * (size_t)(n + 1)), *br = malloc(sizeof(double) * (size_t)(n + 1));
+    enum { NF = 120 };
+    double fx[NF], fy[NF];
+    LIPT_CHECK(xs && lo && up && br, "experiment: out of memory");
+    for (int i = 0; i < n; i++) {
+        xs[i] = rows[i].N;
+        lo[i] = rows[i].lower;
+        up[i] = rows[i].upper;
+        br[i] = rows[i].best_random;
+    }
+    const lin_fit fit = fit_rows(rows, n, 0, nmin);
+    int nf = 0;
+    if (fit.ok && n > 0) {
+        int i0 = 0;
+        while (i0 < n - 1 && rows[i0].N < nmin) i0++;
+        const double a = log((double)rows[i0].N), b = log((double)rows[n - 1].N);
+        for (int i = 0; i < NF; i++) {
+            fx[i] = exp(a + (b - a) * i / (NF - 1));
+            fy[i] = fit.a * (log(fx[i]) - log(log(fx[i]))) + fit.b;
+        }
+        nf = NF;
+    }
+    char lab_up[96], lab_lo[96], lab_fit[128];
+    snprintf(lab_up, sizeof lab_up, "upper bound (Theorem 3.2, %s-norm)", norm2 ? "2" : "inf");
+    snprintf(lab_lo, sizeof lab_lo, "lower bound: best ascent (max |J|)");
+    snprintf(lab_fit, sizeof lab_fit, "fit %.3g (log N - log log N) %s %.3g", fit.a, fit.b < 0 ? "-" : "+", fabs(fit.b));
+    svg_series s[4] = {
+        {lab_up, xs, up, n, svg_color(3), SVG_MARK_SQUARE, 1, SVG_SOLID, 0},
+        {lab_lo, xs, lo, n, svg_color(0), SVG_MARK_CIRCLE, 1, SVG_SOLID, 0},
+        {"best random start (before ascent)", xs, br, n, svg_color(7), SVG_MARK_CROSS, 1, SVG_DOTTED, 1.2},
+        {fit.ok ? lab_fit : NULL, fx, fy, nf, svg_color(2), SVG_MARK_NONE, 1, SVG_DASHED, 1.4},
+    };
+    svg_plot p = svg_plot_defaults();
+    p.title = title;
+    p.xlabel = "sequence length N";
+    p.ylabel = norm2 ? "Lipschitz constant, 2-norm (bounds)" : "Lipschitz constant, inf-norm (bounds)";
+    p.logx = 1;
+    p.logy = norm2;
+    p.width = 900;
+    if (!norm2) p.ymin = 0;
+    lipt_status st = svg_write_file(path, &p, s, 4, err);
+    free(xs); free(lo); free(up); free(br);
+    return st;
+}
+
+int exp_tightness(int argc, char **argv) {
+    const char *C = "experiment tightness";
+    cli_args a;
+    int pr = cli_parse(&a, C,
+                       "Asymptotic tightness of the Lipschitz bound of tied L2 attention (paper Fig. 2, SPEC §4.1): for each N,\n"
+                       "gradient ascent on the Jacobian norm of F(X) = Attn_L2tied(X) W^O from random starts gives a lower bound on\n"
+                       "Lip(F), compared with the upper bound of Theorem 3.2 for the same weights. Resumable: N values already in\n"
+                       "the CSV of the same configuration are skipped.",
+                       tight_opts, (int)(sizeof tight_opts / sizeof tight_opts[0]), argc, argv, 0, 0);
+    if (pr) return pr > 0 ? 0 : 2;
+    long D, H, starts, steps, max_exact, piters, seed, fit_min;
+    double lr, in_scale, fd_eps, wscale;
+    if (cli_int(&a, "d", &D) || cli_int(&a, "heads", &H) || cli_int(&a, "starts", &starts) ||
+        cli_int(&a, "steps", &steps) || cli_int(&a, "max-exact", &max_exact) || cli_int(&a, "power-iters", &piters) ||
+        cli_int(&a, "seed", &seed) || cli_int(&a, "fit-min", &fit_min) || cli_float(&a, "lr", &lr) || cli_float(&a, "input-scale", &in_scale) ||
+        cli_float(&a, "fd-eps", &fd_eps) || cli_float(&a, "weight-scale", &wscale))
+        return 2;
+    int rc = cli_apply_threads(&a, C);
+    if (rc) return rc;
+    if (D < 1 || D > 256 || H < 1 || D % H) return cli_error(C, "--d must be in [1, 256] and divisible by --heads");
+    if (starts < 1 || starts > 100000 || steps < 0 || steps > 10000000)
+        return cli_error(C, "--starts must be >= 1 and --steps >= 0");
+    if (!(lr > 0) || !(in_scale > 0) || !(fd_eps > 0) || !(wscale > 0))
+        return cli_error(C, "--lr, --input-scale, --fd-eps and --weight-scale must be positive");
+    if (max_exact < 0 || piters < 1) return cli_error(C, "--max-exact must be >= 0 and --power-iters >= 1");
+    const char *norm_s = cli_str(&a, "norm");
+    const int norm2 = strcmp(norm_s, "2") == 0;
+    if (!norm2 && strcmp(norm_s, "inf") != 0) return cli_error(C, "--norm must be inf or 2, got '%s'", norm_s);
+    const char *wmode = cli_str(&a, "weights");
+    if (!wmode) wmode = D == 1 ? "ones" : "random";
+    const int ones = strcmp(wmode, "ones") == 0;
+    if (!ones && strcmp(wmode, "random") != 0) return cli_error(C, "--weights must be ones or random, got '%s'", wmode);
+    const int causal = cli_has(&a, "causal");
+    const char *nl = cli_str(&a, "n-list");
+    if (!nl) nl = D == 1 ? "2,3,5,10,20,50,100,200,500,1000" : D <= 4 ? "2,3,5,10,20,50,100,200" : "2,3,5,10,20,50";
+    double nv[64];
+    const int n_n = parse_list(nl, nv, 64);
+    if (n_n < 1) return cli_error(C, "--n-list must be comma-separated integers (at most 64), got '%s'", nl);
+    for (int i = 0; i < n_n; i++)
+        if (nv[i] != floor(nv[i]) || nv[i] < 2 || nv[i] * (double)D > 1e6)
+            return cli_error(C, "--n-list values must be integers >= 2 with N*D <= 1e6, got %g", nv[i]);
+
+    lipt_error err = {0};
+    const char *out = cli_str(&a, "out");
+    if (run_mkdir(out, &err)) return cli_fail(C, &err);
+    char base[1024], csv[1100], svg[1100], setf[1100];
+    snprintf(base, sizeof base, "%s/tightness_d%ld_h%ld_%s%s", out, D, H, norm2 ? "2" : "inf", causal ? "_causal" : "");
+    snprintf(csv, sizeof csv, "%s.csv", base);
+    snprintf(svg, sizeof svg, "%s.svg", base);
+    snprintf(setf, sizeof setf, "%s.settings", base);
+    char settings[512];
+    snprintf(settings, sizeof settings,
+             "tightness d=%ld heads=%ld norm=%s causal=%d weights=%s weight_scale=%g starts=%ld steps=%ld lr=%g "
+             "input_scale=%g fd_eps=%g max_exact=%ld seed=%ld\n",
+             D, H, norm2 ? "2" : "inf", causal, wmode, wscale, starts, steps, lr, in_scale, fd_eps, max_exact, seed);
+
+    /* resume: the rows of an earlier run with exactly these settings */
+    tight_row rows[256];
+    int n_rows = 0;
+    if (!cli_has(&a, "restart")) {
+        FILE *f = fopen(setf, "r");
+        char prev[512] = "";
+        if (f) {
+            if (!fgets(prev, sizeof prev, f)) prev[0] = 0;
+            fclose(f);
+        }
+        FILE *fc = fopen(csv, "r");
+        if (fc) fclose(fc);
+        if (fc && strcmp(prev, settings) != 0)
+            return cli_error(C, "%s holds results of other settings (%s: %.*s; this run: %.*s); use --restart to discard "
+                             "them or another --out",
+                             csv, setf, prev[0] ? (int)strcspn(prev, "\n") : 4, prev[0] ? prev : "none",
+                             (int)strcspn(settings, "\n"), settings);
+        if (fc) n_rows = read_rows(csv, rows, 256);
+    }
+    {
+        out_file o;
+        if (open_file(&o, setf, &err)) return cli_fail(C, &err);
+        fputs(settings, o.f);
+        if (commit_file(&o, &err)) return cli_fail(C, &err);
+    }
+    if (cli_has(&a, "restart") || n_rows == 0)
+        if (write_rows(csv, rows, n_rows, (int)fit_min, &err)) return cli_fail(C, &err);
+
+    att_weights w0;
+    att_weights_init(&w0, (int)D, ones, wscale, exp_splitmix64((uint64_t)seed));
+    float *vbuf = malloc(sizeof(float) * (size_t)(2 * H * D + 4 * D));
+    lipt_bound_vectors vec = {vbuf, vbuf + H * D, vbuf + H * D + D, vbuf + 2 * H * D + D, vbuf + 2 * H * D + 2 * D,
+                              vbuf + 2 * H * D + 3 * D, NULL, NULL, 0};
+    if (norm2) {
+        lipt_bound_vectors_init(&vec, (int)D, (int)H, (uint64_t)seed + 7);
+        att_bound_2(&w0, (int)H, 2, &vec, (int)piters); /* converge the vectors once: the weights do not change */
+    }
+    /* starts run in parallel, one per thread, each on its own copy of the weights (the Jacobian tools touch the
+     * weights' flags); BLAS inside a thread must then run single-threaded */
+    int T = lipt_blas_nests_safely() ? lipt_get_threads() : 1;
+    if (T > starts) T = (int)starts;
+    if (T < 1) T = 1;
+    att_weights *wt = malloc(sizeof *wt * (size_t)T);
+    for (int t = 0; t < T; t++) att_weights_clone(&wt[t], &w0);
+    char wdesc[160], title[256];
+    if (ones) snprintf(wdesc, sizeof wdesc, "W^Q = W^V = W^O entries all %g", wscale);
+    else snprintf(wdesc, sizeof wdesc, "random weights N(0, %g^2/D), seed %ld", wscale, seed);
+    char wshort[48];
+    if (ones) snprintf(wshort, sizeof wshort, "W = %g", wscale);
+    else snprintf(wshort, sizeof wshort, "random W");
+    snprintf(title, sizeof title, "Tied L2-MHA, D=%ld H=%ld, %s%s: %s-norm Lipschitz bounds vs N", D, H, wshort,
+             causal ? ", causal" : "", norm2 ? "2" : "inf");
+    const int tty = cli_stderr_is_tty();
+    const int json = cli_has(&a, "json");
+    const double t_all = cli_now();
+    int n_done_now = 0;
+
+    for (int ni = 0; ni < n_n && rc == 0; ni++) {
+        const int N = (int)nv[ni];
+        int have = 0;
+        for (int i = 0; i < n_rows; i++) have |= rows[i].N == N;
+        if (have) {
+            fprintf(stderr, "tightness N=%d: already in %s, skipped\n", N, csv);
+            continue;
+        }
+        if (n_rows >= 256) { rc = cli_error(C, "too many rows in %s", csv); break; }
+        const size_t n = (size_t)N * D;
+        const double ub = norm2 ? att_bound_2(&w0, (int)H, N, &vec, 0) : att_bound_inf(&w0, (int)H, N);
+        /* unmasked attention is permutation-equivariant: the D rows of one token stand for all of them. Under the
+         * causal mask the rows differ: scan them all at each start when that is affordable, else follow the last
+         * token (which sees every other) */
+        const int scan = causal && n <= (size_t)max_exact;
+        size_t *follow = malloc(sizeof(size_t) * (size_t)D);
+        for (long j = 0; j < D; j++) follow[j] = (size_t)(causal ? N - 1 : 0) * (size_t)D + (size_t)j;
+        lipt_ascent_opts base_o = lipt_ascent_defaults();
+        base_o.starts = 1;
+        base_o.steps = (int)steps;
+        base_o.lr = lr;
+        base_o.input_scale = in_scale;
+        base_o.fd_eps = fd_eps;
+        base_o.candidates = scan ? (int)(D > 4 ? D : 4) : (int)D;
+        base_o.rows = norm2 || scan ? NULL : follow;
+        base_o.max_exact = (size_t)max_exact;
+        float *xbest = malloc(sizeof(float) * n), *xbuf = malloc(sizeof(float) * n * (size_t)T);
+        double best = -1, best_random = -1, sum_start = 0;
+        int diverged = 0, done = 0, failed = 0, n_ok = 0;
+        lipt_error ferr = {0};
+        const double t0 = cli_now();
+        const int every = starts >= 10 ? (int)(starts / 10) : 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(T) if (T > 1)
+        for (long s = 0; s < starts; s++) {
+            const int tid = T > 1 ? omp_get_thread_num() : 0;
+            att_map m = {ATT_L2_TIED, N, (int)D, (int)H, causal, &wt[tid], 1.0f};
+            lipt_jac_map jm = {att_forward, &m, 2, {N, (int)D, 0, 0}, 0};
+            lipt_ascent_opts o = base_o;
+            o.seed = exp_splitmix64((uint64_t)seed * 0x100000001B3ull ^ ((uint64_t)N << 24) ^ (uint64_t)s);
+            lipt_ascent_result r;
+            memset(&r, 0, sizeof r);
+            lipt_error e = {0};
+            float *xb = xbuf + (size_t)tid * n;
+            lipt_status st = norm2 ? lipt_ascent_jac_2(&jm, &o, xb, &r, &e) : lipt_ascent_jac_inf(&jm, &o, xb, &r, &e);
+#pragma omp critical(exp_tightness)
+            {
+                if (st == LIPT_ERR_NUMERIC) {
+                    diverged++; /* every step of this start was non-finite */
+                } else if (st) {
+                    if (!failed) ferr = e;
+                    failed = 1;
+                } else {
+                    if (r.best > best) {
+                        best = r.best;
+                        memcpy(xbest, xb, n * sizeof(float));
+                    }
+                    if (r.best_random > best_random) best_random = r.best_random;
+                    sum_start += r.best;
+                    n_ok++;
+                    diverged += r.n_diverged;
+                }
+                done++;
+                const double el = cli_now() - t0;
+                if (tty || done % every == 0 || done == starts) {
+                    fprintf(stderr, "%stightness N=%d: %d/%ld starts, best %.6g (upper %.6g), %.1f s, eta %.0f s%s",
+                            tty ? "\r" : "", N, done, starts, best, ub, el, el / done * (double)(starts - done),
+                            tty ? "   " : "\n");
+                    fflush(stderr);
+                }
+            }
+        }
+        if (tty) fputc('\n', stderr);
+        free(xbuf);
+        if (failed) {
+            rc = cli_fail(C, &ferr);
+        } else if (best < 0) {
+            rc = cli_error(C, "N=%d: every start diverged", N);
+        } else {
+            /* the followed rows give a lower bound; the whole Jacobian at the best point can only raise it */
+            if (!norm2 && n <= (size_t)max_exact) {
+                att_map m = {ATT_L2_TIED, N, (int)D, (int)H, causal, &w0, 1.0f};
+                lipt_jac_map jm = {att_forward, &m, 2, {N, (int)D, 0, 0}, 1};
+                double full;
+                if (lipt_jacobian_norm_inf_at(&jm, xbest, &full, NULL, &err) != LIPT_OK) rc = cli_fail(C, &err);
+                else if (full > best) best = full;
+            }
+            if (rc == 0) {
+                rows[n_rows++] = (tight_row){N, best, ub, best / ub, NAN, best_random, sum_start / n_ok, diverged,
+                                             (int)starts, (int)steps, cli_now() - t0};
+                /* the CSV and the plot so far, after every N (an interrupted run keeps both) */
+                if (write_rows(csv, rows, n_rows, (int)fit_min, &err) ||
+                    tight_plot(svg, rows, n_rows, norm2, (int)fit_min, title, &err))
+                    rc = cli_fail(C, &err);
+                n_done_now++;
+                fprintf(stderr, "tightness N=%d done: lower %.6g, upper %.6g, ratio %.4f (%.1f s)\n", N, best, ub,
+                        best / ub, cli_now() - t0);
+            }
+        }
+        free(follow);
+        free(xbest);
+    }
+    for (int t = 0; t < T; t++) att_weights_free(&wt[t]);
+    free(wt);
+
+    if (rc == 0) {
+        qsort(rows, (size_t)n_rows, sizeof *rows, cmp_row_n);
+        const lin_fit fit = fit_rows(rows, n_rows, 0, (int)fit_min), ufit = fit_rows(rows, n_rows, 1, (int)fit_min);
+        if (tight_plot(svg, rows, n_rows, norm2, (int)fit_min, title, &err)) rc = cli_fail(C, &err);
+        if (rc == 0 && json) {
+            json_w j;
+            json_begin(&j, stdout);
+            json_str(&j, "experiment", "tightness");
+            json_int(&j, "d", D);
+            json_int(&j, "heads", H);
+            json_str(&j, "norm", norm2 ? "2" : "inf");
+            json_bool(&j, "causal", causal);
+            json_str(&j, "weights", wmode);
+            json_num(&j, "weight_scale", wscale);
+            json_int(&j, "starts", starts);
+            json_int(&j, "steps", steps);
+            json_num(&j, "lr", lr);
+            json_num(&j, "input_scale", in_scale);
+            json_int(&j, "seed", seed);
+            json_arr_open(&j, "rows");
+            for (int i = 0; i < n_rows; i++) {
+                json_obj_open(&j, NULL);
+                json_int(&j, "N", rows[i].N);
+                json_num(&j, "lower", rows[i].lower);
+                json_num(&j, "upper", rows[i].upper);
+                json_num(&j, "ratio", rows[i].ratio);
+                json_num(&j, "fit", rows[i].fit);
+                json_num(&j, "best_random", rows[i].best_random);
+                json_num(&j, "mean_start_best", rows[i].mean_start);
+                json_int(&j, "diverged", rows[i].diverged);
+                json_int(&j, "starts", rows[i].starts);
+                json_int(&j, "steps", rows[i].steps);
+                json_num(&j, "seconds", rows[i].seconds);
+                json_obj_close(&j);
+            }
+            json_arr_close(&j);
+            json_obj_open(&j, "fit");
+            json_str(&j, "form", "lower ~ a (log N - log log N) + b");
+            json_int(&j, "n_min", fit_min);
+            json_num(&j, "a", fit.a);
+            json_num(&j, "b", fit.b);
+            json_num(&j, "rms", fit.rms);
+            json_num(&j, "upper_a", ufit.a);
+            json_num(&j, "upper_b", ufit.b);
+            json_obj_close(&j);
+            json_str(&j, "csv", csv);
+            json_str(&j, "svg", svg);
+            json_num(&j, "seconds", cli_now() - t_all);
+            json_end(&j);
+        } else if (rc == 0) {
+            printf("tightness: tied L2-MHA, D = %ld, H = %ld, %s, %s; %s-norm; %ld starts x %ld Adam steps (lr %g, "
+                   "starts N(0, %g^2))\n",
+                   D, H, wdesc, causal ? "causal" : "unmasked", norm2 ? "2" : "inf", starts, steps, lr, in_scale);
+            printf("%6s %12s %12s %8s %12s %12s %10s\n", "N", "lower", "upper", "ratio", "fit", "best_random", "seconds");
+            for (int i = 0; i < n_rows; i++)
+                printf("%6d %12.6g %12.6g %8.4f %12.6g %12.6g %10.1f\n", rows[i].N, rows[i].lower, rows[i].upper,
+                       rows[i].ratio, rows[i].fit, rows[i].best_random, rows[i].seconds);
+            if (fit.ok)
+                printf("fit (N >= %ld): lower ~ a (log N - log log N) + b with a = %.4g, b = %.4g (rms residual %.3g); "
+                       "the same fit of the upper bound: a = %.4g, b = %.4g\n",
+                       fit_min, fit.a, fit.b, fit.rms, ufit.a, ufit.b);
+            else
+                printf("fit: needs at least two N values\n");
+            printf("wrote %s and %s (%d new N values, %.1f s)\n", csv, svg, n_done_now, cli_now() - t_all);
+        }
+    }
+    att_weights_free(&w0);
+    free(vbuf);
+    return rc;
+}
