@@ -45,7 +45,7 @@ run_one() { # name
   [ -f "$dir/result.json" ] && { echo "== $name: done (cached)"; return 0; }
   local extra
   extra=$(sed -n 's/^# train: //p' "$cfg" | head -1)
-  local src=(--config "$cfg")
+  local src=(--config "$cfg" --force)   # a run cut off before its first checkpoint starts over
   [ -f "$dir/last.ckpt" ] && src=(--resume)   # the checkpoint holds the model config
   echo "== $name: training ($STEPS steps)"
   # shellcheck disable=SC2086

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 void cli_usage(FILE *f, const char *cmd, const char *summary, const cli_opt *opts, int n_opts) {
@@ -265,6 +266,14 @@ void json_bool(json_w *j, const char *k, int v) {
 }
 
 int cli_stderr_is_tty(void) { return isatty(2); }
+
+int cli_terminal_width(int fd) {
+    struct winsize ws;
+    if (ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+    const char *c = getenv("COLUMNS");
+    const int n = c ? atoi(c) : 0;
+    return n > 0 ? n : 80;
+}
 
 double cli_now(void) {
     struct timespec ts;

@@ -74,6 +74,8 @@ void json_bool(json_w *j, const char *k, int v);
 
 /* Progress on stderr: \r-updated when stderr is a terminal, nothing otherwise (the JSONL log records all). */
 int cli_stderr_is_tty(void);
+/* Columns of the terminal on fd (TIOCGWINSZ, else $COLUMNS, else 80). */
+int cli_terminal_width(int fd);
 double cli_now(void); /* monotonic seconds */
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -20,7 +21,10 @@
 static const cli_opt train_opts[] = {
     {"config", CLI_STRING, "FILE", "model config (key = value); any config key can also be given as --key value", NULL},
     {"data", CLI_STRING, "NAME|PATH", "corpus: ptb, enwik8, text8, tinyshakespeare, warandpeace or a file", "ptb"},
-    {"out", CLI_STRING, "DIR", "run directory (checkpoints, metrics.jsonl, config.cfg)", "runs/train"},
+    {"out", CLI_STRING, "DIR", "run directory (checkpoints, metrics.jsonl, config.cfg); default: a new runs/YYYYMMDD-HHMMSS "
+     "(with --resume: the folder of --ckpt)", NULL},
+    {"force", CLI_FLAG, NULL, "train afresh into an --out that holds another run (its checkpoints and metrics are replaced)",
+     NULL},
     {"steps", CLI_INT, "N", "total optimizer steps", "1000"},
     {"batch", CLI_INT, "B", "sequences per step", "32"},
     {"lr", CLI_FLOAT, "LR", "peak learning rate", "1e-3"},
@@ -37,7 +41,9 @@ static const cli_opt train_opts[] = {
     {"eval-every", CLI_INT, "N", "evaluate on the validation subset every N steps (0: only at the end)", "200"},
     {"eval-symbols", CLI_INT, "N", "validation symbols per periodic evaluation (0: all)", "200000"},
     {"final-eval", CLI_STRING, "SPLITS", "full evaluation at the end: valid,test | valid | test | none", "valid,test"},
-    {"save-every", CLI_INT, "N", "write last.ckpt every N steps (0: at evaluations and the end)", "0"},
+    {"save-every", CLI_INT, "N", "write last.ckpt every N steps, besides every evaluation and the end (0: not by steps)",
+     "500"},
+    {"save-minutes", CLI_FLOAT, "M", "also write last.ckpt when M minutes passed since the last one (0: not by time)", "5"},
     {"log-every", CLI_INT, "N", "metrics.jsonl line every N steps", "10"},
     {"vocab", CLI_STRING, "KIND", "vocabulary: auto, bytes, built (from the training split)", "auto"},
     {"data-split", CLI_STRING, "HOW", "auto, standard (PTB files; enwik8/text8 90M/5M/5M) or fractions F0,F1,F2", "auto"},
@@ -51,7 +57,7 @@ static const cli_opt train_opts[] = {
 #define N_TRAIN_OPTS ((int)(sizeof train_opts / sizeof train_opts[0]))
 static const char *persisted[] = {"data", "steps", "batch", "lr", "schedule", "warmup", "min-lr", "beta1", "beta2",
                                   "adam-eps", "weight-decay", "clip", "seed", "eval-every", "eval-symbols",
-                                  "final-eval", "save-every", "log-every", "vocab", "data-split", "unk"};
+                                  "final-eval", "save-every", "save-minutes", "log-every", "vocab", "data-split", "unk"};
 #define N_PERSISTED ((int)(sizeof persisted / sizeof persisted[0]))
 
 /* Keep metrics.jsonl lines up to `step` (a resumed run rewrites what came after its checkpoint). */
@@ -133,7 +139,7 @@ static int read_numbers(cli_args *ap, train_settings *s) {
         cli_int(ap, "log-every", &s->log_every) || cli_float(ap, "lr", &s->lr) || cli_float(ap, "min-lr", &s->min_lr) ||
         cli_float(ap, "beta1", &s->beta1) || cli_float(ap, "beta2", &s->beta2) || cli_float(ap, "adam-eps", &s->aeps) ||
         cli_float(ap, "weight-decay", &s->wd) || cli_float(ap, "clip", &s->clip) ||
-        cli_int(ap, "check-every", &s->check_every))
+        cli_int(ap, "check-every", &s->check_every) || cli_float(ap, "save-minutes", &s->save_minutes))
         return 2;
     if (s->steps < 0) return cli_error(C, "--steps must be >= 0, got %ld", s->steps);
     if (s->batch < 1 || s->batch > 65536) return cli_error(C, "--batch must be in [1, 65536], got %ld", s->batch);
@@ -141,6 +147,8 @@ static int read_numbers(cli_args *ap, train_settings *s) {
     if (s->eval_every < 0 || s->save_every < 0 || s->log_every < 1 || s->eval_symbols < 0)
         return cli_error(C, "--eval-every, --save-every, --eval-symbols must be >= 0 and --log-every >= 1");
     if (s->clip < 0) return cli_error(C, "--clip must be >= 0, got %g", s->clip);
+    if (!(s->save_minutes >= 0) || s->save_minutes > 1e6)
+        return cli_error(C, "--save-minutes must be in [0, 1e6], got %g", s->save_minutes);
     if (s->check_every < 0) return cli_error(C, "--check-every must be >= 0, got %ld", s->check_every);
     return 0;
 }
@@ -251,7 +259,7 @@ static int setup_model(trainer *t, train_settings *s, const char *data_spec, int
 
 /* The run directory (rank 0): created, locked, config.cfg, metrics.jsonl opened (truncated to the resumed step, or
  * fresh). 0, or the exit status. */
-static int setup_files(trainer *t) {
+static int setup_files(trainer *t, int force) {
     const char *C = "train";
     lipt_error err = {0};
     if (t->lead) {
@@ -264,6 +272,16 @@ static int setup_files(trainer *t) {
             return cli_error(C, "%s is in use by another lipt train (lock %s); wait for it or choose another --out", t->out,
                              lock_path);
         char path[1300], text[4096];
+        if (t->step == 0 && !force) {
+            /* a fresh run must not silently replace another run's checkpoints and metrics */
+            static const char *const run_files[] = {"last.ckpt", "best.ckpt", "metrics.jsonl"};
+            for (int i = 0; i < 3; i++) {
+                snprintf(path, sizeof path, "%s/%s", t->out, run_files[i]);
+                if (access(path, F_OK) == 0)
+                    return cli_error(C, "%s already holds a run (%s): continue it with --resume, choose another --out, "
+                                     "or pass --force to replace it", t->out, run_files[i]);
+            }
+        }
         snprintf(path, sizeof path, "%s/config.cfg", t->out);
         lipt_config_to_text(&t->cfg, text, sizeof text);
         FILE *f = fopen(path, "w");
@@ -277,6 +295,7 @@ static int setup_files(trainer *t) {
     }
     t->log = fopen(t->lead ? t->metrics_path : "/dev/null", "a");
     if (!t->log) return cli_error(C, "cannot write %s", t->metrics_path);
+    setvbuf(t->log, NULL, _IOLBF, 0); /* every metrics line reaches the file as it is written */
     return 0;
 }
 
@@ -325,6 +344,34 @@ static int setup_threads(cli_args *ap, const lipt_dist *dist) {
     return cli_apply_threads(ap, "train");
 }
 
+/* --out, or its default: with --resume the folder of --ckpt, else a new timestamped folder under runs/. 0, or the
+ * exit status. */
+static int default_out(cli_args *ap, char *buf, size_t n, const char **out) {
+    if (cli_has(ap, "out")) {
+        *out = cli_str(ap, "out");
+        return 0;
+    }
+    if (cli_has(ap, "resume")) {
+        if (!cli_has(ap, "ckpt"))
+            return cli_error("train", "--resume needs the run to continue: --out DIR (its last.ckpt) or --ckpt FILE");
+        const char *ck = cli_str(ap, "ckpt"), *slash = strrchr(ck, '/');
+        snprintf(buf, n, "%.*s", slash ? (int)(slash - ck) : 1, slash ? ck : ".");
+        if (!buf[0]) snprintf(buf, n, "/");
+        *out = buf;
+        return 0;
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    snprintf(buf, n, "runs/%s", stamp);
+    for (int k = 2; access(buf, F_OK) == 0 && k < 1000; k++) snprintf(buf, n, "runs/%s-%d", stamp, k);
+    *out = buf;
+    if (cli_has(ap, "quiet") == 0) fprintf(stderr, "run folder: %s (--out to choose one)\n", buf);
+    return 0;
+}
+
 static void trainer_free(trainer *t) {
     if (t->log) fclose(t->log);
     free(t->gin);
@@ -347,11 +394,13 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
     t.K = dist->size;
     t.lock_fd = -1;
     t.agreed = agreed;
-    t.out = cli_str(ap, "out");
+    char out_buf[1100];
+    int rc = default_out(ap, out_buf, sizeof out_buf, &t.out);
+    if (rc) return rc;
     snprintf(t.last_path, sizeof t.last_path, "%s/last.ckpt", t.out);
     snprintf(t.best_path, sizeof t.best_path, "%s/best.ckpt", t.out);
     snprintf(t.metrics_path, sizeof t.metrics_path, "%s/metrics.jsonl", t.out);
-    int rc = setup_threads(ap, dist);
+    rc = setup_threads(ap, dist);
     if (rc) return rc;
     int resume = cli_has(ap, "resume"); /* 1: resuming with ck open; 2: ck closed after use; 3: ck failed to open */
     const char *resume_path = cli_has(ap, "ckpt") ? cli_str(ap, "ckpt") : t.last_path;
@@ -366,7 +415,7 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
     rc = merge_config(ap, &t, &resume, resume_path, &ck, &rx);
     if (!rc) rc = parse_settings(ap, &t, resume, &rx, resume_path, &s);
     if (!rc) rc = setup_model(&t, &s, cli_str(ap, "data"), &resume, &ck, &rx, resume_path);
-    if (!rc) rc = setup_files(&t);
+    if (!rc) rc = setup_files(&t, cli_has(ap, "force"));
     if (!rc) rc = setup_batches(&t, &s);
     if (!rc) {
         train_install_signals();

@@ -60,7 +60,10 @@ static lipt_status save_ckpt(trainer *t, const char *path, lipt_error *err) {
     c.extra_len = xlen;
     lipt_status st = lipt_ckpt_save(path, &c, err);
     free(xb);
-    if (st == LIPT_OK && path == t->last_path) t->saved_step = t->step;
+    if (st == LIPT_OK && path == t->last_path) {
+        t->saved_step = t->step;
+        t->t_saved = cli_now();
+    }
     return st;
 }
 
@@ -135,8 +138,13 @@ static double report_step(trainer *t, const train_settings *s, const lipt_step_r
         char eta[32];
         double per = (now - t->t_start) / (double)(t->step - t->first_step);
         fmt_eta(per * (double)(s->steps - t->step), eta, sizeof eta);
-        fprintf(stderr, "\rstep %lld/%ld  loss %.4f  bpc %.4f  lr %.2e  |g| %.2f  %.0f tok/s  ETA %s   ",
-                (long long)t->step, s->steps, t->loss_ema, t->loss_ema / LN2, lr, sr->grad_norm, tok_s, eta);
+        char line[256];
+        snprintf(line, sizeof line, "step %lld/%ld  loss %.4f  bpc %.4f  lr %.2e  |g| %.2f  %.0f tok/s  ETA %s",
+                 (long long)t->step, s->steps, t->loss_ema, t->loss_ema / LN2, lr, sr->grad_norm, tok_s, eta);
+        /* one terminal line, whatever its width: a wrapped line could not be redrawn in place */
+        const int w = cli_terminal_width(2) - 1;
+        if (w > 0 && w < (int)sizeof line) line[w] = 0;
+        fprintf(stderr, "\r%s\033[K", line);
         *t_last = now;
     }
     return tok_s;
@@ -162,16 +170,18 @@ static int periodic(trainer *t, const train_settings *s, double tok_s, lipt_erro
             if (save_ckpt(t, t->best_path, err) != LIPT_OK) return cli_fail("train", err);
         }
     }
-    if ((s->save_every > 0 && t->step % s->save_every == 0) || (s->save_every == 0 && do_eval)) {
+    const int by_steps = s->save_every > 0 && t->step % s->save_every == 0;
+    const int by_time = s->save_minutes > 0 && cli_now() - t->t_saved >= 60.0 * s->save_minutes;
+    if (do_eval || by_steps || by_time) {
+        fflush(t->log); /* the log is never behind the checkpoint */
         if (save_ckpt(t, t->last_path, err) != LIPT_OK) return cli_fail("train", err);
-        fflush(t->log);
     }
     return 0;
 }
 
 int train_loop(trainer *t, const train_settings *s) {
     lipt_error err = {0};
-    t->t_start = cli_now();
+    t->t_start = t->t_saved = cli_now();
     t->loss_ema = t->last_eval_bpc = NAN;
     t->first_step = t->step;
     /* replicas start identical (same seeds, or the same checkpoint read by every rank): check before the first step */

@@ -15,6 +15,7 @@
 typedef struct {
     long steps, batch, warmup, seed, eval_every, eval_symbols, save_every, log_every, check_every;
     double lr, min_lr, beta1, beta2, aeps, wd, clip;
+    double save_minutes;   /* last.ckpt also when this many minutes passed since the last one (0: never by time) */
     int final_valid, final_test;
     int quiet;             /* no progress output (also every rank but 0) */
     lipt_lr_schedule sched;
@@ -50,6 +51,7 @@ typedef struct {
     int64_t saved_step;    /* step of the last checkpoint written or resumed from; -1: none yet */
     int64_t first_step;    /* the step this invocation started at */
     double t_start, loss_ema, last_eval_bpc, comm_start;
+    double t_saved;        /* when last.ckpt was last written (cli_now) */
     int stop_now;          /* the loop ended on a signal (this rank's, or another rank's under MPI) */
     int *agreed;           /* set when every rank ends the same way (then no MPI abort is needed) */
     char opts_text[4096];  /* the persisted training options ("key=value\n") */
