@@ -23,31 +23,6 @@ static const cli_opt eval_opts_table[] = {
 };
 
 /* A training option stored in a checkpoint ("key=value" line), e.g. the corpus and its split. */
-static int stored_opt(const char *path, const char *key, char *out, size_t n) {
-    lipt_ckpt ck;
-    lipt_error e;
-    if (lipt_ckpt_open(path, &ck, &e) != LIPT_OK) return -1;
-    run_extra x;
-    int ok = -1;
-    if (run_extra_unpack(&x, ck.extra, ck.extra_len, &e) == LIPT_OK) {
-        char pat[64];
-        snprintf(pat, sizeof pat, "%s=", key);
-        const char *p = x.opts_text;
-        while ((p = strstr(p, pat)) && p != x.opts_text && p[-1] != '\n') p++;
-        if (p) {
-            p += strlen(pat);
-            size_t l = strcspn(p, "\n");
-            if (l > 0 && l < n) {
-                memcpy(out, p, l);
-                out[l] = 0;
-                ok = 0;
-            }
-        }
-    }
-    lipt_ckpt_close(&ck);
-    return ok;
-}
-
 int cmd_eval(int argc, char **argv) {
     const char *C = "eval";
     cli_args a;
@@ -80,28 +55,17 @@ int cmd_eval(int argc, char **argv) {
     if (Tl < 1 || Tl > m.cfg.seq_len) { rc = cli_error(C, "--window must be in [1, seq_len = %d], got %ld", m.cfg.seq_len, Tl); goto out_model; }
     if (Sl < 1 || Sl > Tl) { rc = cli_error(C, "--stride must be in [1, window = %ld], got %ld", Tl, Sl); goto out_model; }
     const int T = (int)Tl, S = (int)Sl;
-    char data_buf[1024];
-    const char *data = cli_str(&a, "data");
-    if (!data) {
-        if (stored_opt(ckpt, "data", data_buf, sizeof data_buf) < 0) {
-            rc = cli_error(C, "%s does not say which corpus it was trained on: give --data", ckpt);
-            goto out_model;
-        }
-        data = data_buf;
-    }
-    lipt_dataset ds;
-    lipt_data_opts dopts = {0};
-    dopts.use_vocab = &vocab;
-    char split_buf[256];
-    const char *how = cli_str(&a, "data-split");
-    /* the training run's split, unless another corpus was named */
-    char stored_data[1024];
-    int same_data = !cli_has(&a, "data") ||
-                    (stored_opt(ckpt, "data", stored_data, sizeof stored_data) == 0 && strcmp(stored_data, data) == 0);
-    if (!how && same_data && stored_opt(ckpt, "data-split", split_buf, sizeof split_buf) == 0) how = split_buf;
-    if (how && lipt_data_parse_split(how, &dopts, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto out_model; }
-    if (lipt_dataset_load(data, &dopts, &ds, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto out_model; }
     int quiet = cli_has(&a, "quiet");
+    const char *data = cli_str(&a, "data");
+    char data_buf[1100];
+    if (!data && (run_ckpt_opt(ckpt, "data-abs", data_buf, sizeof data_buf) == 0 ||
+                  run_ckpt_opt(ckpt, "data", data_buf, sizeof data_buf) == 0))
+        data = data_buf; /* for the summary */
+    lipt_dataset ds;
+    if (run_load_corpus(ckpt, cli_str(&a, "data"), cli_str(&a, "data-split"), &vocab, quiet, &ds, &err) != LIPT_OK) {
+        rc = cli_fail(C, &err);
+        goto out_model;
+    }
     if (!quiet) {
         char desc[1024];
         lipt_dataset_describe(&ds, desc, sizeof desc);

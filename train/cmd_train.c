@@ -103,6 +103,7 @@ static int merge_config(cli_args *ap, trainer *t, int *resume, const char *resum
                                  err.msg);
         return 0;
     }
+    const int data_given = cli_has(ap, "data");
     if (lipt_ckpt_open(resume_path, ck, &err) != LIPT_OK) {
         *resume = 3; /* nothing open to close */
         return cli_fail(C, &err);
@@ -127,6 +128,11 @@ static int merge_config(cli_args *ap, trainer *t, int *resume, const char *resum
             }
         p = nl + 1;
     }
+    /* the corpus by its absolute location (the spec as typed may be relative to another working directory) */
+    char abs[1100];
+    if (!data_given && run_opt_get(rx->opts_text, "data-abs", abs, sizeof abs) == 0)
+        for (int k = 0; k < ap->n_opts; k++)
+            if (strcmp(ap->opts[k].name, "data") == 0) ap->val[k] = cli_own(ap, abs, strlen(abs));
     return 0;
 }
 
@@ -214,6 +220,9 @@ static int setup_model(trainer *t, train_settings *s, const char *data_spec, int
     if (lipt_dataset_load(data_spec, &s->dopts, &t->ds, &err) != LIPT_OK) return cli_fail(C, &err);
     t->ds_ok = 1;
     if (!*resume) t->vocab = t->ds.vocab;
+    /* the corpus's identity goes with every checkpoint, so that other commands find it and notice a change */
+    const size_t used = strlen(t->opts_text);
+    if (run_corpus_identity(&t->ds, t->opts_text + used, sizeof t->opts_text - used) != 0) t->opts_text[used] = 0;
     char desc[1024];
     lipt_dataset_describe(&t->ds, desc, sizeof desc);
     if (!s->quiet) fprintf(stderr, "data: %s\n", desc);

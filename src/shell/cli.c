@@ -196,18 +196,46 @@ static void json_sep(json_w *j) {
     if (!j->first[j->depth]) fputc(',', j->f);
     j->first[j->depth] = 0;
 }
+/* Length of the well-formed UTF-8 sequence at p (1-4), or 0 when p does not start one (RFC 3629: no overlong forms,
+ * no surrogates, nothing above U+10FFFF). */
+static int utf8_len(const unsigned char *p) {
+    const unsigned c = p[0];
+    if (c < 0x80) return 1;
+    int n;
+    unsigned min;
+    if (c >= 0xC2 && c <= 0xDF) n = 2, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF) n = 3, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4) n = 4, min = 0x10000;
+    else return 0;
+    unsigned cp = c & (0x3Fu >> (n - 1));
+    for (int i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80) return 0; /* also stops at the NUL */
+        cp = (cp << 6) | (p[i] & 0x3Fu);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return n;
+}
+
+/* A JSON string of arbitrary bytes: valid UTF-8 passes through, every other byte b is written as \u00XX (its
+ * Latin-1 reading), so the output is always valid JSON in UTF-8 (a byte-level model's samples included). */
 static void json_string_raw(FILE *f, const char *s) {
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
         switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-            else fputc(*p, f);
+        case '"': fputs("\\\"", f); p++; continue;
+        case '\\': fputs("\\\\", f); p++; continue;
+        case '\n': fputs("\\n", f); p++; continue;
+        case '\r': fputs("\\r", f); p++; continue;
+        case '\t': fputs("\\t", f); p++; continue;
+        default: break;
+        }
+        const int n = utf8_len(p);
+        if (*p < 0x20 || *p == 0x7f || n == 0) {
+            fprintf(f, "\\u%04x", *p);
+            p++;
+        } else {
+            fwrite(p, 1, (size_t)n, f);
+            p += n;
         }
     }
     fputc('"', f);

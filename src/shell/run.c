@@ -1,10 +1,14 @@
 /* Checkpoint-to-model loading and the extra blob of training checkpoints. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "run.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #define EXTRA_MAGIC "LRX1"
 
@@ -78,5 +82,107 @@ lipt_status run_mkdir(const char *dir, lipt_error *err) {
     }
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return lipt_fail(err, LIPT_ERR_IO, "%s exists and is not a directory", dir);
+    return LIPT_OK;
+}
+
+/* ---- the corpus a checkpoint was trained on ---- */
+
+int run_opt_get(const char *opts_text, const char *key, char *out, size_t n) {
+    if (!opts_text) return -1;
+    const size_t kl = strlen(key);
+    for (const char *p = opts_text; *p;) {
+        const char *nl = strchr(p, '\n');
+        const size_t ll = nl ? (size_t)(nl - p) : strlen(p);
+        if (ll > kl && strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            const size_t vl = ll - kl - 1;
+            if (vl == 0 || vl >= n) return -1;
+            memcpy(out, p + kl + 1, vl);
+            out[vl] = 0;
+            return 0;
+        }
+        if (!nl) break;
+        p = nl + 1;
+    }
+    return -1;
+}
+
+int run_ckpt_opt(const char *ckpt, const char *key, char *out, size_t n) {
+    lipt_ckpt ck;
+    lipt_error e;
+    if (lipt_ckpt_open(ckpt, &ck, &e) != LIPT_OK) return -1;
+    run_extra x;
+    int rc = -1;
+    if (run_extra_unpack(&x, ck.extra, ck.extra_len, &e) == LIPT_OK) rc = run_opt_get(x.opts_text, key, out, n);
+    lipt_ckpt_close(&ck);
+    return rc;
+}
+
+/* CRC-32 and size of a file's bytes. 0, or -1 when it cannot be read. */
+static int file_crc(const char *path, uint32_t *crc, uint64_t *bytes) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    unsigned char buf[1 << 16];
+    uLong c = *crc;
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+        c = crc32(c, buf, (uInt)got);
+        *bytes += got;
+    }
+    const int bad = ferror(f);
+    fclose(f);
+    *crc = (uint32_t)c;
+    return bad ? -1 : 0;
+}
+
+int run_corpus_identity(const lipt_dataset *ds, char *text, size_t n) {
+    char abs[PATH_MAX], first[PATH_MAX];
+    if (!realpath(ds->loc.path[0], first)) return -1;
+    if (ds->loc.kind == LIPT_CORPUS_PTB) { /* three files in one folder: the folder names the corpus */
+        char *slash = strrchr(first, '/');
+        if (slash && slash != first) *slash = 0;
+    }
+    snprintf(abs, sizeof abs, "%s", first);
+    uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    uint64_t bytes = 0;
+    for (int s = 0; s < 3; s++) {
+        int seen = 0; /* each distinct file once */
+        for (int r = 0; r < s; r++) seen |= strcmp(ds->loc.path[r], ds->loc.path[s]) == 0;
+        if (!seen && file_crc(ds->loc.path[s], &crc, &bytes) != 0) return -1;
+    }
+    const int w = snprintf(text, n, "data-abs=%s\ndata-bytes=%llu\ndata-crc32=%08x\n", abs, (unsigned long long)bytes,
+                           (unsigned)crc);
+    return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
+lipt_status run_load_corpus(const char *ckpt, const char *data, const char *split, const lipt_vocab *vocab, int quiet,
+                            lipt_dataset *ds, lipt_error *err) {
+    char stored_abs[PATH_MAX] = "", stored_spec[PATH_MAX] = "", stored_split[256] = "";
+    const int has_abs = run_ckpt_opt(ckpt, "data-abs", stored_abs, sizeof stored_abs) == 0;
+    const int has_spec = run_ckpt_opt(ckpt, "data", stored_spec, sizeof stored_spec) == 0;
+    const int own = !data; /* the run's own corpus */
+    if (own) {
+        if (!has_abs && !has_spec)
+            return lipt_fail(err, LIPT_ERR_ARG, "%s does not say which corpus it was trained on: give --data", ckpt);
+        data = has_abs ? stored_abs : stored_spec;
+    }
+    lipt_data_opts o = {0};
+    o.use_vocab = vocab;
+    /* the training run's split, unless another corpus was named */
+    if (!split && (own || (has_spec && strcmp(data, stored_spec) == 0) || (has_abs && strcmp(data, stored_abs) == 0)) &&
+        run_ckpt_opt(ckpt, "data-split", stored_split, sizeof stored_split) == 0)
+        split = stored_split;
+    lipt_status st = split ? lipt_data_parse_split(split, &o, err) : LIPT_OK;
+    if (st == LIPT_OK) st = lipt_dataset_load(data, &o, ds, err);
+    if (st != LIPT_OK) return st;
+    if (own && !quiet) fprintf(stderr, "data: the run's own corpus, %s\n", data);
+    char now[PATH_MAX + 128], was_crc[32];
+    if (run_ckpt_opt(ckpt, "data-crc32", was_crc, sizeof was_crc) == 0 && run_corpus_identity(ds, now, sizeof now) == 0) {
+        char crc_now[32] = "";
+        run_opt_get(now, "data-crc32", crc_now, sizeof crc_now);
+        const int same_corpus = own || (has_abs && strcmp(data, stored_abs) == 0);
+        if (same_corpus && strcmp(crc_now, was_crc) != 0)
+            fprintf(stderr, "warning: %s differs from the corpus %s was trained on (CRC-32 %s, trained on %s): the "
+                            "file changed since training\n", data, ckpt, crc_now, was_crc);
+    }
     return LIPT_OK;
 }

@@ -23,6 +23,21 @@ lipt_status run_extra_unpack(run_extra *x, const unsigned char *blob, size_t len
  * The checkpoint is closed before returning. */
 lipt_status run_load_model(const char *path, lipt_model *m, lipt_vocab *vocab, int64_t *step, lipt_error *err);
 
+/* The value of `key` in "key=value\n" option text (a checkpoint's training options); 0, or -1 when absent or longer
+ * than n - 1. run_ckpt_opt reads it from a checkpoint file. */
+int run_opt_get(const char *opts_text, const char *key, char *out, size_t n);
+int run_ckpt_opt(const char *ckpt, const char *key, char *out, size_t n);
+
+/* "data-abs=PATH\ndata-bytes=N\ndata-crc32=XXXXXXXX\n" of a loaded corpus: its absolute location (the folder for
+ * PTB), the size of its files and their CRC-32, stored with a training run. 0, or -1 when a file cannot be read. */
+int run_corpus_identity(const lipt_dataset *ds, char *text, size_t n);
+
+/* The corpus of a command given --ckpt: `data` when the user named one, else the checkpoint's own (by its absolute
+ * path when stored; said on stderr unless quiet); the split: `split` when given, else the run's own when the corpus
+ * is the run's. Encoded with `vocab`. Warns when the run's corpus has changed since training (CRC-32). */
+lipt_status run_load_corpus(const char *ckpt, const char *data, const char *split, const lipt_vocab *vocab, int quiet,
+                            lipt_dataset *ds, lipt_error *err);
+
 /* mkdir -p of a directory (a run directory, an output folder); error naming what could not be created. */
 lipt_status run_mkdir(const char *dir, lipt_error *err);
 
