@@ -12,6 +12,7 @@ int cmd_lipschitz(int argc, char **argv);
 int cmd_data(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_experiment(int argc, char **argv);
+int cmd_info(int argc, char **argv);
 
 const lipt_command lipt_commands[] = {
     {"train", cmd_train, "train a model on a corpus (resumable; checkpoints, metrics.jsonl)"},
@@ -22,7 +23,8 @@ const lipt_command lipt_commands[] = {
     {"experiment", cmd_experiment, "paper experiments: tightness (Fig. 2), invertibility (Fig. 3), depth (Fig. 4), stability (Fig. 11), robustness (Fig. 10)"},
     {"bench", cmd_bench, "speed and memory of a model config on synthetic tokens (train/eval/sample tokens/s, GFLOP/s vs SGEMM, peak RSS)"},
     {"data", cmd_data, "locate a corpus and print its splits and vocabulary"},
-    {"export", cmd_export, "write a checkpoint's weights as safetensors"},
+    {"export", cmd_export, "write a checkpoint's weights as safetensors (with its vocabulary and settings)"},
+    {"info", cmd_info, "what a checkpoint holds: model, training settings, corpus, step, metrics"},
     {NULL, NULL, NULL}, /* sentinel: commands are added above it */
 };
 const int lipt_n_commands = (int)(sizeof lipt_commands / sizeof lipt_commands[0]) - 1;

@@ -1,0 +1,115 @@
+/* lipt info: what a checkpoint holds (model, training settings, corpus, step, metrics), without loading the model. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "lipt/checkpoint.h"
+#include "lipt/config.h"
+#include "run.h"
+
+static const cli_opt info_opts[] = {
+    {"ckpt", CLI_STRING, "FILE", "checkpoint to describe (required)", NULL},
+    {"json", CLI_FLAG, NULL, "one JSON object on stdout", NULL},
+};
+
+/* The last training line and the last evaluation line of the run's metrics.jsonl (next to the checkpoint). */
+static void last_metrics(const char *ckpt, char *train, char *eval, size_t n) {
+    train[0] = eval[0] = 0;
+    char path[1200];
+    const char *slash = strrchr(ckpt, '/');
+    snprintf(path, sizeof path, "%.*s%smetrics.jsonl", slash ? (int)(slash - ckpt) : 0, ckpt, slash ? "/" : "");
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        snprintf(strstr(line, "\"eval\"") ? eval : train, n, "%s", line);
+    }
+    fclose(f);
+}
+
+/* The vocabulary's symbols, printable: "\n", " ", "a" ... (PTB's and other control bytes escaped). */
+static void vocab_text(const lipt_vocab *v, char *out, size_t n) {
+    size_t k = 0;
+    out[0] = 0;
+    for (int i = 0; i < v->n_sym && k + 8 < n; i++) {
+        const unsigned c = v->sym[i];
+        if (c == '\n') k += (size_t)snprintf(out + k, n - k, "\\n");
+        else if (c == '\\') k += (size_t)snprintf(out + k, n - k, "\\\\");
+        else if (c < 0x20 || c >= 0x7f) k += (size_t)snprintf(out + k, n - k, "\\x%02x", c);
+        else out[k++] = (char)c, out[k] = 0;
+    }
+}
+
+int cmd_info(int argc, char **argv) {
+    const char *C = "info";
+    cli_args a;
+    int pr = cli_parse(&a, C, "Describe a checkpoint: its model config, training settings, corpus (path, size, CRC-32),\n"
+                              "step, best validation BPC and the run's last metrics.",
+                       info_opts, 2, argc, argv, 0, 0);
+    if (pr) return pr > 0 ? 0 : 2;
+    if (!cli_has(&a, "ckpt")) return cli_error(C, "--ckpt FILE is required");
+    const char *path = cli_str(&a, "ckpt");
+    lipt_error err = {0};
+    lipt_ckpt ck;
+    if (lipt_ckpt_open(path, &ck, &err) != LIPT_OK) return cli_fail(C, &err);
+    lipt_config cfg;
+    lipt_vocab vocab;
+    run_extra x;
+    int rc = 0;
+    if (lipt_config_parse(&cfg, ck.config_text, path, &err) != LIPT_OK ||
+        lipt_vocab_from_blob(&vocab, ck.vocab, ck.vocab_len, &err) != LIPT_OK) {
+        rc = cli_fail(C, &err);
+        goto out;
+    }
+    const int has_run = run_extra_unpack(&x, ck.extra, ck.extra_len, &err) == LIPT_OK;
+    size_t nparams = 0;
+    for (int i = 0; i < ck.n_tensors; i++)
+        if (!(ck.tensors[i].flags & LIPT_PARAM_BUFFER)) nparams += ck.tensors[i].numel;
+    char vt[1100], mtrain[4096], meval[4096];
+    vocab_text(&vocab, vt, sizeof vt);
+    last_metrics(path, mtrain, meval, sizeof mtrain);
+    if (cli_has(&a, "json")) {
+        json_w j;
+        json_begin(&j, stdout);
+        json_str(&j, "ckpt", path);
+        json_int(&j, "step", ck.step);
+        json_int(&j, "parameters", (long long)nparams);
+        json_str(&j, "config", ck.config_text);
+        json_int(&j, "vocab_size", vocab.size);
+        json_str(&j, "vocab", vt);
+        json_str(&j, "training", has_run ? x.opts_text : "");
+        json_num(&j, "best_valid_bpc", has_run && isfinite(x.best_bpc) ? x.best_bpc : NAN);
+        json_int(&j, "best_step", has_run ? x.best_step : -1);
+        json_str(&j, "last_train_metrics", mtrain);
+        json_str(&j, "last_eval_metrics", meval);
+        json_end(&j);
+        goto out;
+    }
+    printf("checkpoint %s: step %lld, %zu parameters, %s\n", path, (long long)ck.step, nparams,
+           ck.has_optimizer ? "with optimizer state (resumable)" : "weights only");
+    printf("\n[model]\n%s", ck.config_text);
+    printf("\n[vocabulary] %d ids%s: %s\n", vocab.size, vocab.unk_id >= 0 ? " (with an unknown-symbol id)" : "", vt);
+    if (has_run) {
+        printf("\n[training]\n");
+        for (const char *p = x.opts_text; *p;) {
+            const char *nl = strchr(p, '\n');
+            const int len = nl ? (int)(nl - p) : (int)strlen(p);
+            if (strncmp(p, "data-", 5) != 0 || strncmp(p, "data-split", 10) == 0) printf("%.*s\n", len, p);
+            p += len + (nl ? 1 : 0);
+        }
+        char abs[1100], bytes[64], crc[32];
+        printf("\n[data]\n");
+        if (run_opt_get(x.opts_text, "data-abs", abs, sizeof abs) == 0) {
+            run_opt_get(x.opts_text, "data-bytes", bytes, sizeof bytes);
+            run_opt_get(x.opts_text, "data-crc32", crc, sizeof crc);
+            printf("corpus %s (%s bytes, CRC-32 %s)\n", abs, bytes, crc);
+        } else printf("corpus as given at training (no absolute path stored: an older checkpoint)\n");
+        if (isfinite(x.best_bpc)) printf("best validation BPC %.4f at step %lld\n", x.best_bpc, (long long)x.best_step);
+    } else printf("\n[training] none stored (not written by lipt train)\n");
+    if (mtrain[0] || meval[0]) printf("\n[metrics.jsonl, last lines]\n%s%s%s\n", mtrain, mtrain[0] && meval[0] ? "\n" : "", meval);
+out:
+    lipt_ckpt_close(&ck);
+    return rc;
+}
