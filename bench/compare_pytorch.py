@@ -4,7 +4,7 @@
 Two parts (bench/README.md has the full description):
 
 1. Speed and memory. Runs `lipt bench --json ARGS`, then the same benchmark in PyTorch in a fresh process, one
-   after the other so they never compete for the cores: the identical model (tests/golden/lipt_torch.py: same
+   after the other so they never compete for the cores: the identical model (python/lipt_torch.py: same
    variant, shapes, lipt's initialisation scheme), the same batch, runs, warm-up, steps per run and thread count
    (torch.set_num_threads), the same training step as `lipt train` (forward, zero_grad, backward, gradient-norm
    clipping at 1, AdamW lr 1e-3 betas (0.9, 0.98) eps 1e-8 weight decay 0 in lipt's two groups, power-iteration
@@ -35,7 +35,7 @@ import time
 sys.dont_write_bytecode = True  # keep the source tree clean
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "tests", "golden"))
+sys.path.insert(0, os.path.join(REPO, "python"))
 
 AGREE_TOL = 1e-4
 AGREE_STEPS, AGREE_LR = 100, "1e-2"  # lipt train on the agreement text

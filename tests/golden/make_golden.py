@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 sys.dont_write_bytecode = True  # keep the source tree clean
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 from lipt_torch import (KIND_BUFFER, LiptConfig, LiptTransformer, _f32,  # noqa: E402
                         norm_inf_blocks, spectral_sigma)
 

@@ -19,7 +19,12 @@ Conventions follow lipt exactly:
     written back as float32), to be called after each optimizer step;
   * AdamW excludes biases, LayerNorm parameters, embeddings and ffn.beta from weight decay (`param_groups`).
 
-Use:
+Use (python/README.md):
+    import lipt_torch
+    model, vocab = lipt_torch.load("run/model.safetensors")      # a `lipt export` file
+    lipt_torch.score(model, vocab, open("text.txt", "rb").read())  # {"bpc": ..., "nll": ..., "symbols": ...}
+    lipt_torch.sample(model, vocab, "The ", 200, temperature=0.8)  # bytes
+Lower level:
     from lipt_torch import LiptConfig, LiptTransformer
     cfg = LiptConfig.from_text(open("models/tiny.cfg").read())
     model = LiptTransformer(cfg)                  # zero parameters; then load_lipt_state / init_weights
@@ -822,3 +827,91 @@ def read_safetensors(path: str) -> Tuple["OrderedDict[str, np.ndarray]", Dict[st
         a, b = info["data_offsets"]
         out[name] = np.frombuffer(data[a:b], dtype="<f4").reshape(info["shape"]).copy()
     return out, meta
+
+
+# ---------------------------------------------------------------------------------------------- the user-facing API
+
+class Vocab:
+    """A `lipt export` file's vocabulary: id i is the byte `symbols[i]`; `unk_id` (or -1) takes unseen bytes."""
+
+    def __init__(self, symbols: Sequence[int], unk_id: int = -1):
+        self.symbols = bytes(symbols)
+        self.unk_id = int(unk_id)
+        self._id_of = {b: i for i, b in enumerate(self.symbols)}
+
+    @classmethod
+    def from_metadata(cls, meta: Dict[str, str]) -> "Vocab":
+        if "vocab" not in meta:
+            raise ValueError("no vocabulary in the safetensors metadata (exported by a lipt older than `info`)")
+        return cls(json.loads(meta["vocab"]), int(meta.get("unk_id", "-1")))
+
+    def encode(self, text) -> List[int]:
+        """bytes (or str, as UTF-8) -> ids; a byte outside the vocabulary is the unknown id, or a ValueError."""
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        ids = []
+        for b in data:
+            i = self._id_of.get(b, self.unk_id)
+            if i < 0:
+                raise ValueError(f"byte {b!r} is not in the vocabulary and the model has no unknown id")
+            ids.append(i)
+        return ids
+
+    def decode(self, ids: Sequence[int]) -> bytes:
+        """ids -> bytes (the unknown id becomes b"?")."""
+        return bytes(self.symbols[i] if 0 <= i < len(self.symbols) else ord("?") for i in ids)
+
+
+def load(path: str) -> Tuple[LiptTransformer, Vocab]:
+    """A model and its vocabulary from a `lipt export` file, in eval mode."""
+    model = LiptTransformer.from_safetensors(path)
+    _, meta = read_safetensors(path)
+    model.eval()
+    return model, Vocab.from_metadata(meta)
+
+
+@torch.no_grad()
+def score(model: LiptTransformer, vocab: Vocab, text, window: Optional[int] = None) -> Dict[str, float]:
+    """Bits per character of text[1:] given text[0] as context, in non-overlapping windows of `window` (default
+    seq_len) symbols: the protocol of `lipt eval` (whose split is its text with the one symbol before it in front)."""
+    ids = vocab.encode(text)
+    T = window or model.cfg.seq_len
+    if len(ids) < 2:
+        raise ValueError("score needs at least two symbols (one of context, one scored)")
+    nll, n = 0.0, 0
+    for start in range(0, len(ids) - 1, T):
+        seg = ids[start:start + T + 1]
+        x = torch.tensor([seg[:-1]], dtype=torch.int64)
+        y = torch.tensor([seg[1:]], dtype=torch.int64)
+        logits, _ = model(x)
+        nll += float(F.cross_entropy(logits[0].double(), y[0], reduction="sum"))
+        n += len(seg) - 1
+    return {"nll": nll / n, "bpc": nll / n / math.log(2.0), "symbols": n}
+
+
+@torch.no_grad()
+def sample(model: LiptTransformer, vocab: Vocab, prompt, n: int, temperature: float = 1.0, seed: int = 0) -> bytes:
+    """n symbols after prompt (bytes or str), drawn at `temperature` (0: greedy), the context cut to seq_len."""
+    ids = vocab.encode(prompt) if prompt else [0]
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        x = torch.tensor([ids[-model.cfg.seq_len:]], dtype=torch.int64)
+        logits, _ = model(x)
+        last = logits[0, -1].double()
+        if temperature <= 0:
+            nxt = int(last.argmax())
+        else:
+            nxt = int(torch.multinomial(torch.softmax(last / temperature, -1), 1, generator=g))
+        ids.append(nxt)
+        out.append(nxt)
+    return vocab.decode(out)
+
+
+if __name__ == "__main__":  # python3 python/lipt_torch.py MODEL.safetensors TEXTFILE: the BPC of the file's text
+    import sys
+    if len(sys.argv) != 3:
+        sys.exit("usage: lipt_torch.py MODEL.safetensors TEXTFILE")
+    m, v = load(sys.argv[1])
+    with open(sys.argv[2], "rb") as fh:
+        r = score(m, v, fh.read())
+    print(json.dumps(r))
