@@ -13,6 +13,7 @@ int cmd_data(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_experiment(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 
 const lipt_command lipt_commands[] = {
     {"train", cmd_train, "train a model on a corpus (resumable; checkpoints, metrics.jsonl)"},
@@ -24,6 +25,7 @@ const lipt_command lipt_commands[] = {
     {"bench", cmd_bench, "speed and memory of a model config on synthetic tokens (train/eval/sample tokens/s, GFLOP/s vs SGEMM, peak RSS)"},
     {"data", cmd_data, "locate a corpus and print its splits and vocabulary"},
     {"export", cmd_export, "write a checkpoint's weights as safetensors (with its vocabulary and settings)"},
+    {"plot", cmd_plot, "training and validation BPC curves of one or more runs as an SVG figure"},
     {"info", cmd_info, "what a checkpoint holds: model, training settings, corpus, step, metrics"},
     {NULL, NULL, NULL}, /* sentinel: commands are added above it */
 };

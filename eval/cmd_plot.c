@@ -1,0 +1,127 @@
+/* lipt plot: training and validation curves of one or more runs (their metrics.jsonl) in one SVG figure. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "svg.h"
+
+#define LN2 0.69314718055994530942
+#define MAX_RUNS 8 /* cli_args holds 8 positional arguments */
+
+static const cli_opt plot_opts[] = {
+    {"out", CLI_STRING, "FILE", "the SVG to write", "runs/plot.svg"},
+    {"smooth", CLI_INT, "N", "training BPC averaged over N logged steps (1: raw)", "10"},
+    {"title", CLI_STRING, "TEXT", "figure title", NULL},
+};
+
+typedef struct {
+    double *step, *bpc, *vstep, *vbpc;
+    int n, nv, cap, vcap;
+} curve;
+
+static void push(double **a, double **b, int *n, int *cap, double x, double y) {
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 256;
+        *a = realloc(*a, sizeof(double) * (size_t)*cap);
+        *b = realloc(*b, sizeof(double) * (size_t)*cap);
+        if (!*a || !*b) {
+            fprintf(stderr, "lipt plot: out of memory\n");
+            exit(1);
+        }
+    }
+    (*a)[*n] = x;
+    (*b)[*n] = y;
+    (*n)++;
+}
+
+/* The number after "key": in a flat JSON line; NAN when absent. */
+static double jget(const char *line, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(line, pat);
+    if (!p) return NAN;
+    char *end;
+    double v = strtod(p + strlen(pat), &end);
+    return end == p + strlen(pat) ? NAN : v;
+}
+
+/* A run folder (or its metrics.jsonl) -> its curves; the training BPC smoothed over `smooth` lines. 0, or -1. */
+static int read_run(const char *run, int smooth, curve *c, char *path, size_t n) {
+    struct stat sb;
+    if (stat(run, &sb) == 0 && S_ISDIR(sb.st_mode)) snprintf(path, n, "%s/metrics.jsonl", run);
+    else snprintf(path, n, "%s", run);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[4096];
+    double *win = calloc((size_t)smooth, sizeof(double)), sum = 0;
+    long k = 0;
+    while (fgets(line, sizeof line, f)) {
+        const double step = jget(line, "step"), bpc = jget(line, "bpc");
+        if (!isfinite(step) || !isfinite(bpc)) continue;
+        if (strstr(line, "\"eval\"")) {
+            if (strstr(line, "\"valid\"") || strstr(line, "\"valid_full\"")) push(&c->vstep, &c->vbpc, &c->nv, &c->vcap, step, bpc);
+            continue;
+        }
+        sum += bpc - win[k % smooth];
+        win[k % smooth] = bpc;
+        k++;
+        push(&c->step, &c->bpc, &c->n, &c->cap, step, sum / (double)(k < smooth ? k : smooth));
+    }
+    free(win);
+    fclose(f);
+    return 0;
+}
+
+int cmd_plot(int argc, char **argv) {
+    const char *C = "plot";
+    cli_args a;
+    int pr = cli_parse(&a, C,
+                       "Plot runs: training BPC (solid, smoothed) and validation BPC (dashed, markers) against the step, one\n"
+                       "colour per run. Give run folders (or metrics.jsonl files): lipt plot runs/a runs/b --out cmp.svg",
+                       plot_opts, (int)(sizeof plot_opts / sizeof plot_opts[0]), argc, argv, 0, MAX_RUNS);
+    if (pr) return pr > 0 ? 0 : 2;
+    long smooth;
+    if (cli_int(&a, "smooth", &smooth)) return 2;
+    if (smooth < 1 || smooth > 100000) return cli_error(C, "--smooth must be in [1, 100000], got %ld", smooth);
+    if (a.n_pos < 1) return cli_error(C, "give one or more run folders (or metrics.jsonl files)");
+    if (a.n_pos > MAX_RUNS) return cli_error(C, "at most %d runs per figure, got %d", MAX_RUNS, a.n_pos);
+    curve c[MAX_RUNS];
+    memset(c, 0, sizeof c);
+    svg_series s[2 * MAX_RUNS];
+    char lab[2 * MAX_RUNS][300];
+    int ns = 0, rc = 0;
+    for (int i = 0; i < a.n_pos && !rc; i++) {
+        char path[1200];
+        if (read_run(a.pos[i], (int)smooth, &c[i], path, sizeof path) != 0) {
+            rc = cli_error(C, "%s: cannot read %s (a run folder of lipt train holds metrics.jsonl)", a.pos[i], path);
+            break;
+        }
+        if (c[i].n + c[i].nv == 0) fprintf(stderr, "note: %s has no logged steps yet\n", path);
+        snprintf(lab[ns], sizeof lab[0], "%s train", a.pos[i]);
+        s[ns] = (svg_series){lab[ns], c[i].step, c[i].bpc, c[i].n, svg_color(i), SVG_MARK_NONE, 1, SVG_SOLID, 1.4};
+        ns++;
+        if (c[i].nv) {
+            snprintf(lab[ns], sizeof lab[0], "%s valid", a.pos[i]);
+            s[ns] = (svg_series){lab[ns], c[i].vstep, c[i].vbpc, c[i].nv, svg_color(i), SVG_MARK_CIRCLE, 1, SVG_DASHED, 1.4};
+            ns++;
+        }
+    }
+    if (!rc) {
+        svg_plot p = svg_plot_defaults();
+        char title[300];
+        snprintf(title, sizeof title, "%s", cli_has(&a, "title") ? cli_str(&a, "title") : "bits per character");
+        p.title = title;
+        p.xlabel = "step";
+        p.ylabel = "BPC (train: mean of the last logged steps)";
+        p.width = 960;
+        lipt_error err = {0};
+        if (svg_write_file(cli_str(&a, "out"), &p, s, ns, &err) != LIPT_OK) rc = cli_fail(C, &err);
+        else fprintf(stderr, "wrote %s (%d run%s)\n", cli_str(&a, "out"), a.n_pos, a.n_pos > 1 ? "s" : "");
+    }
+    for (int i = 0; i < MAX_RUNS; i++) free(c[i].step), free(c[i].bpc), free(c[i].vstep), free(c[i].vbpc);
+    cli_free(&a);
+    return rc;
+}
