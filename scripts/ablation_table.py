@@ -35,10 +35,14 @@ def cell(d, name):
                 speeds.append(r["tok_per_s"])
                 steps = max(steps, r.get("step", 0))
     cfg = {}
-    with open(os.path.join(d, "config.cfg")) as f:
+    cfg_path = os.path.join(d, "run.cfg")  # the run's settings (config.cfg before run.cfg existed)
+    if not os.path.exists(cfg_path):
+        cfg_path = os.path.join(d, "config.cfg")
+    with open(cfg_path) as f:
         for line in f:
+            line = line.split("#")[0]
             if "=" in line:
-                k, v = line.split("#")[0].split("=", 1)
+                k, v = line.split("=", 1)
                 cfg[k.strip()] = v.strip()
     lip = load_json(os.path.join(d, "lipschitz.json"))
     inv = load_json(os.path.join(d, "invert.json"))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bit-identity check for refactorings: short training runs of dp, l2-tied, the invertible model (clipped-dp) and the
 # paper's contractive-l2 on PTB (one thread, 20 steps, small width), each followed by an export; prints the last logged
-# loss and the SHA-256 of the exported weights. Run it with the binary before and after a change and compare.
+# loss and the SHA-256 of the exported tensor bytes. Run it with the binary before and after a change and compare.
 #   LIPT=build/lipt scripts/bitcheck.sh > before.txt
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,5 +13,7 @@ for v in dp l2-tied contractive contractive-l2; do
     --batch 4 --threads 1 --out "$TMP/$v" --eval-every 0 --final-eval none --quiet >/dev/null
   "$LIPT" export --ckpt "$TMP/$v/last.ckpt" --out "$TMP/$v.safetensors" >/dev/null
   loss=$(tail -n 1 "$TMP/$v/metrics.jsonl" | sed 's/.*"loss":\([^,]*\).*/\1/')
-  echo "$v loss $loss weights $(sha256sum < "$TMP/$v.safetensors" | cut -c1-16)"
+  # the tensor bytes only (the metadata holds paths and settings that may differ between builds)
+  hdr=$(od -An -t u8 -N8 "$TMP/$v.safetensors" | tr -d ' ')
+  echo "$v loss $loss weights $(tail -c +$((hdr + 9)) "$TMP/$v.safetensors" | sha256sum | cut -c1-16)"
 done

@@ -1,12 +1,14 @@
 /* lipt train: options, resume merging and setup of a training run; the loop and the final report are in
  * train_loop.c (AdamW, schedules, clipping, periodic evaluation, best and last checkpoints, resume, SIGINT/SIGTERM
  * save, divergence stop, JSONL metrics). */
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,9 +21,9 @@
 
 /* Options stored in the checkpoint ("persist") are restored on --resume unless given again. */
 static const cli_opt train_opts[] = {
-    {"config", CLI_STRING, "FILE", "model config (key = value); any config key can also be given as --key value", NULL},
+    {"config", CLI_STRING, "FILE", "run config: model keys and training keys (key = value, e.g. a run's run.cfg); every key can also be given as --key value", NULL},
     {"data", CLI_STRING, "NAME|PATH", "corpus: ptb, enwik8, text8, tinyshakespeare, warandpeace or a file", "ptb"},
-    {"out", CLI_STRING, "DIR", "run directory (checkpoints, metrics.jsonl, config.cfg); default: a new runs/YYYYMMDD-HHMMSS "
+    {"out", CLI_STRING, "DIR", "run directory (checkpoints, metrics.jsonl, run.cfg); default: a new runs/YYYYMMDD-HHMMSS "
      "(with --resume: the folder of --ckpt)", NULL},
     {"force", CLI_FLAG, NULL, "train afresh into an --out that holds another run (its checkpoints and metrics are replaced)",
      NULL},
@@ -88,6 +90,70 @@ static int parse_final_eval(const char *s, int *valid, int *test) {
     return -1;
 }
 
+/* Index of a persisted training option named `key` ('_' and '-' alike), or -1. */
+static int training_key(const char *key) {
+    for (int i = 0; i < N_PERSISTED; i++) {
+        const char *a = persisted[i], *b = key;
+        while (*a && *b && (*a == *b || (*a == '-' && *b == '_'))) a++, b++;
+        if (!*a && !*b) return i;
+    }
+    return -1;
+}
+
+/* A run config: model keys and training keys (steps, lr, data, ... as in run.cfg) in one `key = value` file.
+ * Training keys fill in the options not given on the command line; the rest is the model config (lipt_config_parse,
+ * whose messages keep the file's line numbers). 0, or the exit status. */
+static int load_run_config(cli_args *ap, const char *path, lipt_config *cfg) {
+    const char *C = "train";
+    lipt_error err = {0};
+    struct stat sb;
+    if (stat(path, &sb) != 0) return cli_error(C, "--config %s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) return cli_error(C, "--config %s is not a regular file", path);
+    if (sb.st_size > (1 << 20)) return cli_error(C, "--config %s is %lld bytes: a config is at most 1 MiB", path, (long long)sb.st_size);
+    FILE *f = fopen(path, "rb");
+    if (!f) return cli_error(C, "--config %s: %s", path, strerror(errno));
+    char *text = calloc((size_t)sb.st_size + 1, 1);
+    const size_t n = text ? fread(text, 1, (size_t)sb.st_size, f) : 0;
+    fclose(f);
+    if (!text) return cli_error(C, "out of memory reading %s", path);
+    text[n] = 0;
+    if (memchr(text, 0, n)) {
+        free(text);
+        return cli_error(C, "%s: NUL byte in config (not a text file?)", path);
+    }
+    char *body = strncmp(text, "\xEF\xBB\xBF", 3) == 0 ? text + 3 : text; /* a UTF-8 byte-order mark is not a key */
+    for (char *line = body; *line;) {
+        char *nl = strchr(line, '\n'), *end = nl ? nl : line + strlen(line);
+        char *eq = memchr(line, '=', (size_t)(end - line)), *hash = memchr(line, '#', (size_t)(end - line));
+        if (eq && (!hash || hash > eq)) {
+            char key[64] = "", val[1024] = "";
+            const char *k0 = line, *k1 = eq;
+            while (k0 < k1 && (*k0 == ' ' || *k0 == '\t')) k0++;
+            while (k1 > k0 && (k1[-1] == ' ' || k1[-1] == '\t')) k1--;
+            const char *v0 = eq + 1, *v1 = hash && hash < end ? hash : end;
+            while (v0 < v1 && (*v0 == ' ' || *v0 == '\t')) v0++;
+            while (v1 > v0 && (v1[-1] == ' ' || v1[-1] == '\t' || v1[-1] == '\r')) v1--;
+            if (k1 - k0 < (long)sizeof key && v1 - v0 < (long)sizeof val) {
+                memcpy(key, k0, (size_t)(k1 - k0));
+                memcpy(val, v0, (size_t)(v1 - v0));
+                const int t = training_key(key);
+                if (t >= 0) {
+                    for (int o = 0; o < ap->n_opts; o++)
+                        if (strcmp(ap->opts[o].name, persisted[t]) == 0 && !ap->set[o]) {
+                            ap->set[o] = 1;
+                            ap->val[o] = cli_own(ap, val, strlen(val));
+                        }
+                    memset(line, ' ', (size_t)(end - line)); /* not a model key: blank, so line numbers stay */
+                }
+            }
+        }
+        line = nl ? nl + 1 : end;
+    }
+    const lipt_status st = lipt_config_parse(cfg, body, path, &err);
+    free(text);
+    return st == LIPT_OK ? 0 : cli_fail(C, &err);
+}
+
 /* The model config: from the checkpoint when resuming (its stored training options then fill in whatever was not
  * given again; ck stays open), else the config file and --key value overrides. 0, or the exit status. */
 static int merge_config(cli_args *ap, trainer *t, int *resume, const char *resume_path, lipt_ckpt *ck, run_extra *rx) {
@@ -95,8 +161,10 @@ static int merge_config(cli_args *ap, trainer *t, int *resume, const char *resum
     lipt_error err = {0};
     if (!*resume) {
         lipt_config_default(&t->cfg);
-        if (cli_has(ap, "config") && lipt_config_load(&t->cfg, cli_str(ap, "config"), &err) != LIPT_OK)
-            return cli_fail(C, &err);
+        if (cli_has(ap, "config")) {
+            const int rc = load_run_config(ap, cli_str(ap, "config"), &t->cfg);
+            if (rc) return rc;
+        }
         for (int i = 0; i < ap->n_extra; i++)
             if (lipt_config_set(&t->cfg, ap->extra_key[i], ap->extra_val[i], &err) != LIPT_OK)
                 return cli_error(C, "--%s: %s (not a lipt train option either: see lipt train --help)", ap->extra_key[i],
@@ -266,7 +334,40 @@ static int setup_model(trainer *t, train_settings *s, const char *data_spec, int
     return 0;
 }
 
-/* The run directory (rank 0): created, locked, config.cfg, metrics.jsonl opened (truncated to the resumed step, or
+/* DIR/run.cfg: every setting of the run (model keys, then training keys as given, the corpus by its absolute path),
+ * with the lipt version and git revision: `lipt train --config DIR/run.cfg --out OTHER` repeats the run. */
+static void write_run_cfg(const trainer *t) {
+    char path[1300], text[4096];
+    snprintf(path, sizeof path, "%s/run.cfg", t->out);
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fprintf(f, "# lipt %s (git %s): the settings of this run; lipt train --config %s --out DIR repeats it\n\n# model\n",
+            LIPT_VERSION_STR, LIPT_GIT_HASH_STR, path);
+    lipt_config_to_text(&t->cfg, text, sizeof text);
+    fputs(text, f);
+    fputs("\n# training\n", f);
+    char abs[1100] = "";
+    run_opt_get(t->opts_text, "data-abs", abs, sizeof abs);
+    for (const char *p = t->opts_text; *p;) {
+        const char *nl = strchr(p, '\n'), *eq = strchr(p, '=');
+        const int len = nl ? (int)(nl - p) : (int)strlen(p);
+        if (eq && eq < p + len) {
+            const int kl = (int)(eq - p);
+            char key[64];
+            snprintf(key, sizeof key, "%.*s", kl, p);
+            if (training_key(key) >= 0) {
+                if (strcmp(key, "data") == 0 && abs[0]) fprintf(f, "data = %s    # given as %.*s\n", abs, len - kl - 1, eq + 1);
+                else fprintf(f, "%s = %.*s\n", key, len - kl - 1, eq + 1);
+            } else {
+                fprintf(f, "# %s = %.*s\n", key, len - kl - 1, eq + 1); /* recorded, not a setting */
+            }
+        }
+        p += len + (nl ? 1 : 0);
+    }
+    fclose(f);
+}
+
+/* The run directory (rank 0): created, locked, run.cfg, metrics.jsonl opened (truncated to the resumed step, or
  * fresh). 0, or the exit status. */
 static int setup_files(trainer *t, int force) {
     const char *C = "train";
@@ -280,7 +381,7 @@ static int setup_files(trainer *t, int force) {
         if (t->lock_fd < 0 || flock(t->lock_fd, LOCK_EX | LOCK_NB) != 0)
             return cli_error(C, "%s is in use by another lipt train (lock %s); wait for it or choose another --out", t->out,
                              lock_path);
-        char path[1300], text[4096];
+        char path[1300];
         if (t->step == 0 && !force) {
             /* a fresh run must not silently replace another run's checkpoints and metrics */
             static const char *const run_files[] = {"last.ckpt", "best.ckpt", "metrics.jsonl"};
@@ -291,10 +392,7 @@ static int setup_files(trainer *t, int force) {
                                      "or pass --force to replace it", t->out, run_files[i]);
             }
         }
-        snprintf(path, sizeof path, "%s/config.cfg", t->out);
-        lipt_config_to_text(&t->cfg, text, sizeof text);
-        FILE *f = fopen(path, "w");
-        if (f) { fputs(text, f); fclose(f); }
+        write_run_cfg(t);
         if (t->step > 0) truncate_metrics(t->metrics_path, t->step);
         else {
             /* a fresh run: files of an earlier run in this directory are not this run's */

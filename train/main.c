@@ -23,7 +23,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
-        printf("lipt 0.1.0\n");
+        printf("lipt %s (git %s)\n", LIPT_VERSION_STR, LIPT_GIT_HASH_STR);
         return 0;
     }
     for (int i = 0; i < lipt_n_commands; i++)
