@@ -375,6 +375,17 @@ lipt_status lipt_read_auto(const char *path, lipt_bytes *out, lipt_error *err) {
     if (read_magic(path, m, &got) != 0) return lipt_fail(err, LIPT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     if (got >= 2 && m[0] == 0x1f && m[1] == 0x8b) return lipt_read_gzip(path, out, err);
     if (got >= 4 && m[0] == 'P' && m[1] == 'K' && m[2] == 3 && m[3] == 4) return lipt_read_zip_member(path, NULL, out, err);
+    /* other compressors: training on their bytes would silently learn the compressed stream */
+    static const struct { uint8_t magic[4]; size_t n; const char *name, *undo; } other[] = {
+        {{0xFD, '7', 'z', 'X'}, 4, "xz", "xz -dk"},          {{0x28, 0xB5, 0x2F, 0xFD}, 4, "zstd", "zstd -d"},
+        {{'B', 'Z', 'h', 0}, 3, "bzip2", "bunzip2 -k"},       {{'7', 'z', 0xBC, 0xAF}, 4, "7-zip", "7z x"},
+        {{0x04, 0x22, 0x4D, 0x18}, 4, "lz4", "lz4 -d"},       {{0x5D, 0x00, 0x00, 0}, 3, "lzma", "unlzma -k"},
+    };
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
+        if (got >= other[i].n && memcmp(m, other[i].magic, other[i].n) == 0)
+            return lipt_fail(err, LIPT_ERR_FORMAT,
+                             "%s is %s-compressed: lipt reads plain text, gzip and zip; decompress it first (%s %s)", path,
+                             other[i].name, other[i].undo, path);
     return lipt_read_plain(path, out, err);
 }
 
