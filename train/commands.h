@@ -11,4 +11,7 @@ typedef struct {
 extern const lipt_command lipt_commands[];
 extern const int lipt_n_commands;
 
+/* lipt help TOPIC: prints the topic (or runs the command with --help); the exit status. */
+int help_topic(const char *topic);
+
 #endif

@@ -1,0 +1,55 @@
+/* lipt help TOPIC: the commands' help, and topics that belong to no one command (config keys, run folders, data). */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+static const char *const topic_config =
+    "Model config keys (a --config file holds `key = value` lines, # comments; every key is also --key VALUE):\n"
+    "  vocab_size       ids (set from the corpus by lipt train)         d_model, n_heads, d_ff, n_layers, seq_len\n"
+    "  attention        dp | l2 | l2-tied | contractive-l2 | clipped-dp  (the last two: the invertible model)\n"
+    "  ffn              standard | contractive (spectrally normalised, with an invertible attention)\n"
+    "  activation       gelu | relu | elu | lipswish | maxmin              norm  pre | post (LayerNorm placement)\n"
+    "  dropout          in [0, 1)                                         c     contraction of each branch, (0, 1)\n"
+    "  lip_norm         inf | 2 | inf2: the norm the contractive attention is certified in\n"
+    "  power_iters, gram_iters, init_seed, ln_eps, clip_radius, rel_bias, actnorm, ffn_full_budget, coupling,\n"
+    "  head_hidden      see models/README.md for each\n"
+    "Training keys in the same file: data, steps, batch, lr, schedule, warmup, min-lr, beta1, beta2, adam-eps,\n"
+    "  weight-decay, clip, seed, eval-every, eval-symbols, final-eval, save-every, save-minutes, log-every, vocab,\n"
+    "  data-split, unk. A run folder's run.cfg holds all of them: lipt train --config RUN/run.cfg repeats the run.\n";
+
+static const char *const topic_files =
+    "A run folder (lipt train --out DIR; default runs/YYYYMMDD-HHMMSS):\n"
+    "  run.cfg        every setting (model, training, the corpus by absolute path), lipt version and git revision\n"
+    "  metrics.jsonl  a line per --log-every steps (step, loss, bpc, lr, grad_norm, tok_per_s, attn_logit_spread,\n"
+    "                 elapsed_s) and per evaluation (\"eval\": valid | valid_full | test_full, nll, bpc, symbols)\n"
+    "  last.ckpt      the newest state (every --save-every steps, --save-minutes minutes, evaluation and the end;\n"
+    "                 on SIGINT/SIGTERM too): lipt train --out DIR --resume continues on the identical loss curve\n"
+    "  best.ckpt      the state with the best validation BPC\n"
+    "A checkpoint carries its model, vocabulary, optimizer state, training options and its corpus (absolute path,\n"
+    "size, CRC-32): lipt eval|lipschitz|sample --ckpt FILE use that corpus by default. lipt info --ckpt FILE shows it.\n"
+    "A fresh run into a folder holding another run is refused unless --force.\n";
+
+static const char *const topic_data =
+    "Corpora (--data): ptb, enwik8, text8, tinyshakespeare, warandpeace (looked up in $LIPT_DATA, data/,\n"
+    "../shared/data), a folder, or a file: plain text, .gz or .zip (xz, zstd, bzip2: decompress first).\n"
+    "Splits: PTB's three files; enwik8/text8 90M/5M/5M; other text 0.9/0.05/0.05 (--data-split F0,F1[,F2]).\n"
+    "Vocabulary: the bytes of the training split (--vocab built, the default) or all 256 bytes (--vocab bytes).\n"
+    "lipt data --data NAME prints what was found.\n";
+
+int help_topic(const char *topic) {
+    const struct { const char *name, *text; } topics[] = {
+        {"config", topic_config}, {"files", topic_files}, {"data", topic_data}};
+    for (int i = 0; i < (int)(sizeof topics / sizeof topics[0]); i++)
+        if (strcmp(topic, topics[i].name) == 0) {
+            fputs(topics[i].text, stdout);
+            return 0;
+        }
+    for (int i = 0; i < lipt_n_commands; i++)
+        if (strcmp(topic, lipt_commands[i].name) == 0) {
+            char *argv[] = {"--help", NULL};
+            return lipt_commands[i].run(1, argv);
+        }
+    fprintf(stderr, "lipt help: no topic '%s' (topics: config, files, data, or a command name)\n", topic);
+    return 2;
+}
