@@ -68,8 +68,8 @@ static lipt_status encode_any(const lipt_vocab *v, const uint8_t *text, size_t n
                 describe_sym(text[i], d, sizeof d);
                 return lipt_fail(err, LIPT_ERR_FORMAT,
                                  "%s: symbol %s at position %zu (line %zu) is not in the vocabulary (%d symbols, built "
-                                 "from the training split); enable the unknown-symbol id (lipt_data_opts.unk, --unk) "
-                                 "to map unseen symbols to <unk>, or use the byte vocabulary",
+                                 "from the training split); train with --unk (an unknown-symbol id) "
+                                 "to map unseen symbols to <unk>, or use the byte vocabulary (--vocab bytes)",
                                  label ? label : "text", d, i, line, v->n_sym);
             }
             id = v->unk_id;

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# A new user's workflow on a corpus of their own, in a temporary folder: train, rerun into the same folder (refused),
+# info, eval from another working directory, lipschitz on the run's own corpus, export + the Python module scoring
+# the same text as lipt eval (where PyTorch is installed), plot, sample --json from a byte-level model (valid JSON),
+# kill -9 mid-run then --resume.   Usage: workflow_test.sh LIPT_BINARY
+set -uo pipefail
+LIPT=$(cd "$(dirname "${1:?usage: workflow_test.sh path/to/lipt}")" && pwd)/$(basename "$1")
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export LIPT_THREADS=1
+FAILS=0
+pass() { echo "ok   $1"; }
+fail() { echo "FAIL $1"; FAILS=$((FAILS + 1)); }
+
+# the corpus: the project's own documentation, a few hundred KB of English and code
+mkdir -p "$TMP/work" "$TMP/elsewhere"
+cat "$REPO"/README.md "$REPO"/models/README.md "$REPO"/docs/*.md "$REPO"/tests/golden/README.md > "$TMP/work/notes.txt"
+cd "$TMP/work" || exit 1
+MODEL=(--d_model 32 --d_ff 64 --n_layers 1 --n_heads 2 --seq_len 32 --batch 8 --unk)
+
+if "$LIPT" train --data notes.txt --out run "${MODEL[@]}" --steps 60 --eval-every 30 --eval-symbols 4000 \
+     --final-eval valid --quiet; then pass "train on a text file of one's own"; else fail "train"; fi
+if "$LIPT" train --data notes.txt --out run "${MODEL[@]}" --steps 10 --quiet 2>err.txt; then
+  fail "a fresh run into a used folder was not refused"
+elif grep -q "already holds a run" err.txt && [ -s run/best.ckpt ]; then
+  pass "a fresh run into a used folder is refused, the earlier run intact: $(head -c 160 err.txt)"
+else fail "rerun: $(cat err.txt)"; fi
+
+if "$LIPT" info --ckpt run/last.ckpt > info.txt && grep -q "corpus $TMP/work/notes.txt" info.txt &&
+   grep -q "^steps=60" info.txt && grep -q "^d_model = 32" info.txt; then
+  pass "info: model, training settings and the corpus by absolute path"
+else fail "info: $(head -c 400 info.txt)"; fi
+
+# eval from another working directory: the run's corpus was given as a relative path
+if (cd "$TMP/elsewhere" && "$LIPT" eval --ckpt "$TMP/work/run/last.ckpt" --split valid --json > "$TMP/eval.json" \
+      2> "$TMP/eval.err") && grep -q "the run's own corpus" "$TMP/eval.err"; then
+  pass "eval from another directory finds the run's corpus: $(grep "own corpus" "$TMP/eval.err")"
+else fail "eval elsewhere: $(cat "$TMP/eval.err")"; fi
+
+if (cd "$TMP/elsewhere" && "$LIPT" lipschitz --ckpt "$TMP/work/run/last.ckpt" --tokens 4 --windows 1 > "$TMP/lip.txt" \
+      2> "$TMP/lip.err") && grep -q "own corpus" "$TMP/lip.err"; then
+  pass "lipschitz uses the run's own corpus"
+else fail "lipschitz: $(tail -c 300 "$TMP/lip.err")"; fi
+
+"$LIPT" export --ckpt run/last.ckpt --out model.safetensors 2>/dev/null || fail "export"
+if /usr/bin/python3 -c "import torch, numpy" 2>/dev/null; then
+  # the valid split (fractions 0.9/0.05/0.05 of the bytes) with the one symbol before it, scored by the module
+  if /usr/bin/python3 - "$REPO/python" model.safetensors notes.txt "$TMP/eval.json" <<'PY'
+import json, math, sys
+sys.path.insert(0, sys.argv[1])
+import lipt_torch
+model, vocab = lipt_torch.load(sys.argv[2])
+data = open(sys.argv[3], "rb").read()
+n = len(data)
+b1, b2 = math.floor(n * 0.9), math.floor(n * (0.9 + 0.05))
+r = lipt_torch.score(model, vocab, data[b1 - 1:b2])
+lipt = json.load(open(sys.argv[4]))
+print(f"python {r['bpc']:.6f} BPC on {r['symbols']} symbols, lipt eval {lipt['bpc']:.6f} on {lipt['symbols']}")
+sys.exit(0 if r["symbols"] == lipt["symbols"] and abs(r["bpc"] - lipt["bpc"]) < 1e-4 else 1)
+PY
+  then pass "export + python/lipt_torch.py score the valid split as lipt eval does (within 1e-4 BPC)"
+  else fail "python module score differs from lipt eval"; fi
+else
+  echo "skip export + Python module: /usr/bin/python3 has no torch/numpy (apt-get install python3-torch python3-numpy)"
+fi
+
+if "$LIPT" plot run --out curves.svg 2>/dev/null && grep -q "<svg" curves.svg; then pass "plot"; else fail "plot"; fi
+
+# a byte-level model samples arbitrary bytes: --json must stay valid JSON (a prompt with a Latin-1 byte, too)
+"$LIPT" train --data notes.txt --vocab bytes --out bytes "${MODEL[@]}" --steps 5 --eval-every 0 --final-eval none \
+  --quiet || fail "byte-level training"
+if "$LIPT" sample --ckpt bytes/last.ckpt --prompt "$(printf 'caf\xe9 ')" --length 300 --temperature 2 --json \
+     > sample.json 2>/dev/null && /usr/bin/python3 -c "import json,sys; json.load(open('sample.json', encoding='utf-8'))"; then
+  pass "sample --json from a byte-level model is valid UTF-8 JSON"
+else fail "sample --json: $(head -c 300 sample.json)"; fi
+
+# kill -9 in the middle of a run, then --resume: the newest checkpoint loads and the run completes
+"$LIPT" train --data notes.txt --out killed "${MODEL[@]}" --steps 400 --eval-every 0 --final-eval none --save-every 20 \
+  --log-every 5 --quiet 2>/dev/null &
+pid=$!
+for _ in $(seq 200); do [ -s killed/last.ckpt ] && [ "$(wc -l < killed/metrics.jsonl)" -ge 12 ] && break; sleep 0.1; done
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+saved=$("$LIPT" info --ckpt killed/last.ckpt --json 2>/dev/null | sed 's/.*"step":\([0-9]*\).*/\1/')
+logged=$(grep -c '"loss"' killed/metrics.jsonl)
+if [ -n "$saved" ] && [ "$logged" -ge $((saved / 5)) ] &&
+   "$LIPT" train --out killed --resume --quiet 2>/dev/null && [ "$(tail -n 1 killed/metrics.jsonl | sed 's/.*"step":\([0-9]*\).*/\1/')" = 400 ]; then
+  pass "kill -9 at step >= $saved: the checkpoint loads, no metrics line before it lost ($logged lines), --resume finishes"
+else fail "kill -9 and resume (saved step '$saved', $logged lines logged)"; fi
+
+echo "workflow tests: $FAILS failure(s)"
+[ "$FAILS" -eq 0 ]
