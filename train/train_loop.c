@@ -139,7 +139,7 @@ static double report_step(trainer *t, const train_settings *s, const lipt_step_r
         double per = (now - t->t_start) / (double)(t->step - t->first_step);
         fmt_eta(per * (double)(s->steps - t->step), eta, sizeof eta);
         char line[256];
-        snprintf(line, sizeof line, "step %lld/%ld  loss %.4f  bpc %.4f  lr %.2e  |g| %.2f  %.0f tok/s  ETA %s",
+        snprintf(line, sizeof line, "step %lld/%ld loss %.4f bpc %.4f lr %.1e |g| %.2f %.0f tok/s ETA %s",
                  (long long)t->step, s->steps, t->loss_ema, t->loss_ema / LN2, lr, sr->grad_norm, tok_s, eta);
         /* one terminal line, whatever its width: a wrapped line could not be redrawn in place */
         const int w = cli_terminal_width(2) - 1;
