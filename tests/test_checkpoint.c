@@ -782,6 +782,31 @@ START_TEST(test_atomic_write) {
     ck_assert_int_eq((int)saved_step(path), 3);
     ck_assert(!file_exists(tmp));
 
+    /* A planted symlink PATH.tmp -> victim: the victim is not written through (the link is removed, the temporary
+     * created afresh with O_EXCL | O_NOFOLLOW). */
+    char victim[200];
+    tpath("victim.txt", victim);
+    write_all(victim, "precious", 8);
+    ck_assert_int_eq(symlink(victim, tmp), 0);
+    lipt_ckpt_contents c5 = contents(&p, &fb, 5, 1);
+    ck_assert_int_eq(lipt_ckpt_save(path, &c5, &err), LIPT_OK);
+    size_t vn;
+    unsigned char *vb = read_all(victim, &vn);
+    ck_assert_msg(vn == 8 && memcmp(vb, "precious", 8) == 0, "the symlink's target was overwritten");
+    free(vb);
+    ck_assert_int_eq((int)saved_step(path), 5);
+
+    /* A target that is not a regular file (a FIFO here; a device or a folder likewise) is refused, untouched. */
+    char fifo[200];
+    tpath("pipe.ckpt", fifo);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(lipt_ckpt_save(fifo, &c5, &err), LIPT_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(err.msg, "not a regular file"));
+    struct stat fs;
+    ck_assert(stat(fifo, &fs) == 0 && S_ISFIFO(fs.st_mode));
+    printf("non-regular target: %s\n", err.msg);
+    ck_assert_int_eq(lipt_ckpt_save(tmpdir, &c5, &err), LIPT_ERR_ARG); /* a folder */
+
     /* A directory that does not exist. */
     char bad[200];
     snprintf(bad, sizeof bad, "%s/no/such/dir/x.ckpt", tmpdir);

@@ -68,7 +68,7 @@ static void truncate_metrics(const char *path, int64_t step) {
     if (!f) return;
     char tmp[1300];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *g = fopen(tmp, "w");
+    FILE *g = run_create_tmp(tmp); /* never written through a planted symlink */
     if (!g) { fclose(f); return; }
     char line[4096];
     while (fgets(line, sizeof line, f)) {
@@ -337,34 +337,34 @@ static int setup_model(trainer *t, train_settings *s, const char *data_spec, int
 /* DIR/run.cfg: every setting of the run (model keys, then training keys as given, the corpus by its absolute path),
  * with the lipt version and git revision: `lipt train --config DIR/run.cfg --out OTHER` repeats the run. */
 static void write_run_cfg(const trainer *t) {
-    char path[1300], text[4096];
+    char path[1300], text[4096], out[16384];
     snprintf(path, sizeof path, "%s/run.cfg", t->out);
-    FILE *f = fopen(path, "w");
-    if (!f) return;
-    fprintf(f, "# lipt %s (git %s): the settings of this run; lipt train --config %s --out DIR repeats it\n\n# model\n",
-            LIPT_VERSION_STR, LIPT_GIT_HASH_STR, path);
+    size_t k = (size_t)snprintf(out, sizeof out,
+                                "# lipt %s (git %s): the settings of this run; lipt train --config %s --out DIR repeats "
+                                "it\n\n# model\n", LIPT_VERSION_STR, LIPT_GIT_HASH_STR, path);
     lipt_config_to_text(&t->cfg, text, sizeof text);
-    fputs(text, f);
-    fputs("\n# training\n", f);
+    k += (size_t)snprintf(out + k, k < sizeof out ? sizeof out - k : 0, "%s\n# training\n", text);
     char abs[1100] = "";
     run_opt_get(t->opts_text, "data-abs", abs, sizeof abs);
-    for (const char *p = t->opts_text; *p;) {
+    for (const char *p = t->opts_text; *p && k < sizeof out;) {
         const char *nl = strchr(p, '\n'), *eq = strchr(p, '=');
         const int len = nl ? (int)(nl - p) : (int)strlen(p);
         if (eq && eq < p + len) {
             const int kl = (int)(eq - p);
             char key[64];
             snprintf(key, sizeof key, "%.*s", kl, p);
-            if (training_key(key) >= 0) {
-                if (strcmp(key, "data") == 0 && abs[0]) fprintf(f, "data = %s    # given as %.*s\n", abs, len - kl - 1, eq + 1);
-                else fprintf(f, "%s = %.*s\n", key, len - kl - 1, eq + 1);
-            } else {
-                fprintf(f, "# %s = %.*s\n", key, len - kl - 1, eq + 1); /* recorded, not a setting */
-            }
+            const size_t room = sizeof out - k;
+            if (training_key(key) < 0) /* recorded, not a setting */
+                k += (size_t)snprintf(out + k, room, "# %s = %.*s\n", key, len - kl - 1, eq + 1);
+            else if (strcmp(key, "data") == 0 && abs[0])
+                k += (size_t)snprintf(out + k, room, "data = %s    # given as %.*s\n", abs, len - kl - 1, eq + 1);
+            else
+                k += (size_t)snprintf(out + k, room, "%s = %.*s\n", key, len - kl - 1, eq + 1);
         }
         p += len + (nl ? 1 : 0);
     }
-    fclose(f);
+    if (k < sizeof out && run_replace_file(path, out) != 0)
+        fprintf(stderr, "note: could not write %s (the run goes on; its checkpoints hold the same settings)\n", path);
 }
 
 /* The run directory (rank 0): created, locked, run.cfg, metrics.jsonl opened (truncated to the resumed step, or

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -36,7 +37,22 @@ lipt_status lipt_afile_open(lipt_afile *af, const char *path, size_t fail_after,
     if (!path || !*path) return af->st = lipt_fail(err, LIPT_ERR_ARG, "no output path given");
     af->path = dup_str(path, "");
     af->tmp = dup_str(path, ".tmp");
-    af->f = fopen(af->tmp, "wb");
+    struct stat sb;
+    /* only regular files are replaced (a symlink is replaced itself, never its target): not a device, FIFO, folder */
+    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode)) {
+        af->st = lipt_fail(err, LIPT_ERR_ARG, "%s exists and is not a regular file (%s): lipt writes regular files only",
+                           path, S_ISDIR(sb.st_mode) ? "a folder" : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+                                                     : S_ISFIFO(sb.st_mode) ? "a FIFO" : "a special file");
+        lipt_afile_discard(af);
+        return af->st;
+    }
+    /* the temporary is created, never opened: a leftover (or planted symlink) of that name is removed first, and
+     * O_EXCL | O_NOFOLLOW refuse whatever appears there in between instead of writing through it */
+    if (lstat(af->tmp, &sb) == 0 && !S_ISDIR(sb.st_mode)) (void)unlink(af->tmp);
+    const int fd = open(af->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    af->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (fd >= 0) af->created = 1;
+    if (fd >= 0 && !af->f) close(fd);
     if (!af->f) {
         int e = errno;
         af->st = lipt_fail(err, LIPT_ERR_IO, "cannot create %s: %s (does the directory exist and is it writable?)",
@@ -139,7 +155,8 @@ void lipt_afile_discard(lipt_afile *af) {
         fclose(af->f);
         af->f = NULL;
     }
-    if (af->tmp) remove(af->tmp);
+    if (af->tmp && af->created) remove(af->tmp);
+    af->created = 0;
     free(af->tmp);
     free(af->path);
     af->tmp = af->path = NULL;

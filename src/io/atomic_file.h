@@ -15,6 +15,7 @@ typedef struct {
     uint64_t written;     /* bytes handed to fwrite, counted for fault injection */
     size_t fail_after;    /* simulate a write failure past this many bytes (0 = off) */
     lipt_status st;       /* sticky: the first failure, later calls do nothing */
+    int created;          /* the temporary was created by this open (so discard may remove it) */
     lipt_error *err;
 } lipt_afile;
 

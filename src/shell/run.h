@@ -2,6 +2,8 @@
 #ifndef LIPT_RUN_H
 #define LIPT_RUN_H
 
+#include <stdio.h>
+
 #include "lipt/checkpoint.h"
 #include "lipt/data.h"
 #include "lipt/model.h"
@@ -37,6 +39,13 @@ int run_corpus_identity(const lipt_dataset *ds, char *text, size_t n);
  * is the run's. Encoded with `vocab`. Warns when the run's corpus has changed since training (CRC-32). */
 lipt_status run_load_corpus(const char *ckpt, const char *data, const char *split, const lipt_vocab *vocab, int quiet,
                             lipt_dataset *ds, lipt_error *err);
+
+/* A new file at tmp for writing, created with O_EXCL | O_NOFOLLOW after removing what was there (a leftover or a
+ * planted symlink, never followed); NULL on failure (errno set). */
+FILE *run_create_tmp(const char *tmp);
+/* Replaces path's contents with text through path.tmp and a rename; refuses a path that is not a regular file or a
+ * symlink (a device, FIFO or folder). 0, or -1. */
+int run_replace_file(const char *path, const char *text);
 
 /* mkdir -p of a directory (a run directory, an output folder); error naming what could not be created. */
 lipt_status run_mkdir(const char *dir, lipt_error *err);
