@@ -62,6 +62,13 @@ if "$LIPT" experiment invertibility --n 6 --d 4 --heads 2 --out "$TMP/exp" --thr
    "$LIPT" experiment tightness --n-list 2,5 --starts 2 --steps 5 --out "$TMP/exp" --threads 1 >"$TMP/tight.txt" 2>&1 &&
    [ -s "$TMP/exp/invertibility_n6_d4_h2.svg" ] && ls "$TMP"/exp/tightness_*.csv >/dev/null 2>&1; then
   pass "experiments (small scale) write their CSV and SVG"
+  # the invertibility figure: one panel per (attention, c) — 2 x 3 by default — each with its own short legend
+  npanels=$(grep -c '<clipPath id="plotarea' "$TMP/exp/invertibility_n6_d4_h2.svg")
+  [ "$npanels" -eq 6 ] && pass "invertibility figure: 6 panels" || fail "invertibility figure: $npanels panels, not 6"
+  # "converged" only for settings that reached x* (status column 7, reached_at column 9 of the summary)
+  bad=$(awk -F, 'NR > 1 && $7 == "converged" && $9 < 0' "$TMP/exp/invertibility_n6_d4_h2_summary.csv" | wc -l)
+  [ "$bad" -eq 0 ] && pass "invertibility summary: no unreconstructed setting called converged" ||
+    fail "invertibility summary: $bad unreconstructed settings called converged"
 else
   fail "experiments: $(tail -c 300 "$TMP/inv.txt" "$TMP/tight.txt")"
 fi
@@ -99,6 +106,13 @@ if "$LIPT" experiment robustness --ckpt "$TMP/run/last.ckpt,$(echo "$TMP"/grid/d
   pass "experiment robustness and invertibility --inputs ptb on trained checkpoints"
 else
   fail "experiment robustness / invertibility --inputs ptb: $(tail -c 400 "$TMP/rob.txt" "$TMP/invp.txt" 2>/dev/null)"
+fi
+# without --data an experiment on a checkpoint reads the corpus that checkpoint was trained on (and says so)
+if "$LIPT" experiment invertibility --inputs ptb --ckpt "$TMP/run/last.ckpt" --n 6 --heads 2 --out "$TMP/exp" --threads 1 \
+     >"$TMP/invo.txt" 2>&1 && grep -q "the run's own corpus" "$TMP/invo.txt"; then
+  pass "experiment invertibility --inputs ptb defaults to the checkpoint's own corpus"
+else
+  fail "experiment invertibility without --data: $(tail -c 400 "$TMP/invo.txt")"
 fi
 
 # ---- resume: 20 + 20 steps give the same loss curve as 40 (dropout on, same threads)
@@ -173,6 +187,24 @@ expect_error "unseen symbol in --text" "$LIPT" invert --ckpt "$CK" --text "ABC~~
 expect_error "text too long" "$LIPT" invert --ckpt "$CK" --text "$(printf 'a%.0s' $(seq 1 500))"
 expect_error "bad --threads" "$LIPT" eval --ckpt "$CK" --threads 0
 expect_error "export without --out" "$LIPT" export --ckpt "$CK"
+# hostile paths (issue: reliability II): a FIFO as input never hangs, a device as output is never replaced, an export
+# never overwrites its own checkpoint
+mkfifo "$TMP/fifo"
+expect_error "FIFO as --ckpt" timeout 20 "$LIPT" eval --ckpt "$TMP/fifo"
+expect_error "FIFO as --config" timeout 20 "$LIPT" train --config "$TMP/fifo" --out "$TMP/fifo_run" --quiet
+expect_error "a folder as --ckpt" "$LIPT" eval --ckpt "$TMP"
+expect_error "export over its own checkpoint" "$LIPT" export --ckpt "$CK" --out "$CK"
+"$LIPT" eval --ckpt "$CK" --quiet >/dev/null 2>&1 && pass "the checkpoint survived" || fail "export destroyed its checkpoint"
+expect_error "export to a FIFO" timeout 20 "$LIPT" export --ckpt "$CK" --out "$TMP/fifo"
+[ -p "$TMP/fifo" ] && pass "the FIFO is still a FIFO" || fail "the FIFO was replaced"
+ln -s "$TMP/victim" "$TMP/planted.safetensors.tmp" && echo precious > "$TMP/victim"
+"$LIPT" export --ckpt "$CK" --out "$TMP/planted.safetensors" 2>/dev/null &&
+  [ "$(cat "$TMP/victim")" = precious ] && pass "a planted symlink at the temporary is not written through" ||
+  fail "planted symlink: victim is now $(head -c 40 "$TMP/victim")"
+printf '\xef\xbb\xbfd_model = 32\nn_heads = 2\n' > "$TMP/bom.cfg"
+"$LIPT" train --config "$TMP/bom.cfg" --data "$DATA" --steps 2 --batch 2 --seq_len 16 --d_ff 32 --n_layers 1 \
+  --out "$TMP/bom_run" --threads 1 --quiet --final-eval none --eval-every 0 2>"$TMP/bom.err" &&
+  pass "a config with a UTF-8 byte-order mark" || fail "BOM config: $(cat "$TMP/bom.err")"
 for c in train eval invert export sample lipschitz bench data "experiment tightness" "experiment invertibility" \
          "experiment depth" "experiment stability" "experiment robustness"; do
   # shellcheck disable=SC2086

@@ -475,7 +475,6 @@ static int default_out(cli_args *ap, char *buf, size_t n, const char **out) {
     snprintf(buf, n, "runs/%s", stamp);
     for (int k = 2; access(buf, F_OK) == 0 && k < 1000; k++) snprintf(buf, n, "runs/%s-%d", stamp, k);
     *out = buf;
-    if (cli_has(ap, "quiet") == 0) fprintf(stderr, "run folder: %s (--out to choose one)\n", buf);
     return 0;
 }
 
@@ -523,6 +522,7 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
     if (!rc) rc = parse_settings(ap, &t, resume, &rx, resume_path, &s);
     if (!rc) rc = setup_model(&t, &s, cli_str(ap, "data"), &resume, &ck, &rx, resume_path);
     if (!rc) rc = setup_files(&t, cli_has(ap, "force"));
+    if (!rc && !cli_has(ap, "out") && !s.quiet) fprintf(stderr, "run folder: %s (--out to choose one)\n", t.out);
     if (!rc) rc = setup_batches(&t, &s);
     if (!rc) {
         train_install_signals();

@@ -542,6 +542,12 @@ lipt_status lipt_ckpt_open_mem(const void *data, size_t len, lipt_ckpt *ck, lipt
 
 lipt_status lipt_ckpt_open(const char *path, lipt_ckpt *ck, lipt_error *err) {
     memset(ck, 0, sizeof *ck);
+    struct stat pre;
+    /* stat first: opening a FIFO would wait forever for a writer */
+    if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode))
+        return lipt_fail(err, LIPT_ERR_IO, "checkpoint %s exists but is not a regular file (%s)", path,
+                         S_ISDIR(pre.st_mode) ? "a folder: give the .ckpt file inside it"
+                         : S_ISFIFO(pre.st_mode) ? "a FIFO" : "a device or special file");
     FILE *f = fopen(path, "rb");
     if (!f) {
         int e = errno;
