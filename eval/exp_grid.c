@@ -335,6 +335,13 @@ int grid_select(cli_args *a, const char *C, const grid_opts *g, int *vars, int *
     if (*nv < 1) return cli_error(C, "--variants: unknown variant '%s' (" VARIANT_LIST ")", bad);
     if (*nd < 1) return cli_error(C, "--depths must be a comma list of layer counts, got '%s'", cli_str(a, "depths"));
     if (g->steps < 1 || g->batch < 1 || g->threads < 1) return cli_error(C, "--steps, --batch and --threads must be >= 1");
+    /* checked here, in the grid's own flags: the training runs would reject them in their logs under config key names
+     * (d_model, n_heads) the user never typed, after creating a run folder for each cell */
+    if (g->d_model < 1 || g->d_model > 65536 || g->heads < 1 || g->heads > 4096 || g->d_ff < 1 || g->d_ff > (1 << 18) ||
+        g->seq_len < 1 || g->seq_len > (1 << 20))
+        return cli_error(C, "--d-model must be in [1, 65536], --heads in [1, 4096], --d-ff in [1, 262144], "
+                            "--seq-len in [1, 1048576]");
+    if (g->d_model % g->heads) return cli_error(C, "--heads %ld must divide --d-model %ld", g->heads, g->d_model);
     for (int i = 0; i < *nd; i++)
         if (dl[i] < 1 || dl[i] > 64 || dl[i] != floor(dl[i])) return cli_error(C, "--depths: %g is not a layer count in [1, 64]", dl[i]);
     if (run_mkdir(g->out, &err) != LIPT_OK || run_mkdir(g->runs, &err) != LIPT_OK) return cli_fail(C, &err);

@@ -1,5 +1,7 @@
 /* lipt experiment invertibility (SPEC §4.2, paper Fig. 3): numerical invertibility of residual attention maps by
- * fixed-point iteration; a table on stdout, CSV and SVG files, optionally one JSON object. */
+ * fixed-point iteration; a table on stdout, CSV files and one SVG figure (a panel per attention and c), optionally one
+ * JSON object. A setting's status: converged (stopping rule met, x* reconstructed), stalled (stopping rule met, error
+ * still above --threshold), not converged (cap reached) or non-finite. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +28,8 @@ static const cli_opt inv_opts[] = {
                                               "under the trained model --ckpt (D becomes its d_model)",
      "spread"},
     {"ckpt", CLI_STRING, "FILE", "trained model whose embeddings give the inputs (with --inputs ptb)", NULL},
-    {"data", CLI_STRING, "NAME|PATH", "corpus of the test windows (with --inputs ptb)", "ptb"},
+    {"data", CLI_STRING, "NAME|PATH", "corpus of the test windows, with --inputs ptb (default: the checkpoint's own corpus)",
+     NULL},
     {"dp-factor", CLI_STRING, "bound|ref", "DP scaling: bound = divide by max(1, UB/c) with UB the inf-norm bound formula "
                                            "of its own W^Q, W^V, W^O (the L2 rule); ref = divide by max(1, |J|_inf/c) "
                                            "with J its exact Jacobian at the unit-scale input", "bound"},
@@ -80,6 +83,115 @@ static double max_abs_f(const float *x, size_t n) {
     return m;
 }
 
+/* What happened, in words, for the table: never "converged" unless the iterate reached x*. */
+static void outcome_text(const inv_setting *st, char *out, size_t n) {
+    const char *pl = st->iters == 1 ? "" : "s";
+    if (strcmp(st->status, "converged") == 0) snprintf(out, n, "converged");
+    else if (strcmp(st->status, "stalled") == 0) snprintf(out, n, "did not converge (stalled after %d iteration%s)", st->iters, pl);
+    else if (strcmp(st->status, "non-finite") == 0) snprintf(out, n, "diverged (non-finite after %d iteration%s)", st->iters, pl);
+    else snprintf(out, n, "did not converge (%d iteration%s)", st->iters, pl);
+}
+
+/* The figure: one panel per (attention, c), L2 on the first row(s), DP below, the scales as series inside a panel
+ * (coloured and marked by scale) next to the dotted Banach rate c^k from the panel's largest start error. One panel
+ * of 21 series was unreadable; shared axes keep the panels comparable. */
+static lipt_status write_figure(const char *path, const inv_setting *S, int nc, int nsc, const double *cs,
+                                const double *scales, long plot_iters, long max_iter, const char *title, lipt_error *err) {
+    const int ns = 2 * nc * nsc;
+    int maxit = 0, need = 0;
+    double emin = INFINITY, emax = 0;
+    for (int i = 0; i < ns; i++) {
+        if (S[i].iters > maxit) maxit = S[i].iters;
+        if (S[i].reached_at >= 0 && S[i].iters > need) need = S[i].iters;
+        for (int it = 0; it <= S[i].iters; it++)
+            if (S[i].rel[it] > 0 && isfinite(S[i].rel[it])) {
+                emin = fmin(emin, S[i].rel[it]);
+                emax = fmax(emax, S[i].rel[it]);
+            }
+    }
+    if (!isfinite(emin)) emin = 1e-10;
+    if (!(emax > emin)) emax = emin * 10;
+    /* the failures run flat to the cap: the x axis shows where the reconstructions happen (the table and the CSV
+     * have every iteration) */
+    const int want = plot_iters > 0 ? (int)plot_iters : need * 2 > 20 ? need * 2 : 20;
+    const int xshow = want < maxit ? want : maxit > 0 ? maxit : 1;
+    const int me = xshow > 24 ? xshow / 12 : 1;
+    /* grid: the c values across (at most 4 a row, rows balanced), each attention starting a new row; one c: L2 and DP side by side */
+    const int rows_per_kind = (nc + 3) / 4, cols = nc == 1 ? 2 : (nc + rows_per_kind - 1) / rows_per_kind;
+    const int ncell = nc == 1 ? 2 : 2 * rows_per_kind * cols, per_panel = nsc + 1;
+    svg_panel *pn = calloc((size_t)ncell, sizeof *pn);
+    svg_plot *plots = calloc((size_t)(2 * nc), sizeof *plots);
+    svg_series *ser = calloc((size_t)(2 * nc * per_panel), sizeof *ser);
+    double **buf = calloc((size_t)(4 * nc * per_panel), sizeof *buf);
+    char (*ptitle)[96] = calloc((size_t)(2 * nc), sizeof *ptitle);
+    char (*lab)[32] = calloc((size_t)nsc, sizeof *lab);
+    LIPT_CHECK(pn && plots && ser && buf && ptitle && lab, "experiment: out of memory");
+    static const svg_marker marks[] = {SVG_MARK_CIRCLE, SVG_MARK_SQUARE, SVG_MARK_TRIANGLE, SVG_MARK_DIAMOND, SVG_MARK_CROSS};
+    for (int si = 0; si < nsc; si++) snprintf(lab[si], sizeof lab[si], "S = %g", scales[si]);
+    for (int kind = 0; kind < 2; kind++)
+        for (int ci = 0; ci < nc; ci++) {
+            const int pi = kind * nc + ci; /* S[] runs kind, c, scale */
+            svg_series *ps = ser + (size_t)pi * per_panel;
+            double **pb = buf + (size_t)2 * pi * per_panel;
+            int ok = 0;
+            double e0 = 0;
+            for (int si = 0; si < nsc; si++) {
+                const inv_setting *st = &S[pi * nsc + si];
+                ok += st->reached_at >= 0;
+                if (isfinite(st->rel[0])) e0 = fmax(e0, st->rel[0]);
+                double *x = pb[2 * si] = malloc(sizeof(double) * (size_t)(st->iters + 1));
+                double *yv = pb[2 * si + 1] = malloc(sizeof(double) * (size_t)(st->iters + 1));
+                LIPT_CHECK(x && yv, "experiment: out of memory");
+                for (int it = 0; it <= st->iters; it++) {
+                    x[it] = it;
+                    yv[it] = st->rel[it] > 0 ? st->rel[it] : NAN; /* an exact 0 has no place on a log axis */
+                }
+                ps[si] = (svg_series){lab[si], x, yv, st->iters + 1, svg_color(si), marks[si % 5], me,
+                                      kind ? SVG_DASHED : SVG_SOLID, 1.5};
+            }
+            int len = 0;
+            while (len <= xshow && pow(cs[ci], len) * e0 >= emin / 10) len++;
+            double *x = pb[2 * nsc] = malloc(sizeof(double) * (size_t)(len + 1));
+            double *yv = pb[2 * nsc + 1] = malloc(sizeof(double) * (size_t)(len + 1));
+            LIPT_CHECK(x && yv, "experiment: out of memory");
+            for (int it = 0; it < len; it++) {
+                x[it] = it;
+                yv[it] = pow(cs[ci], it) * e0;
+            }
+            ps[nsc] = (svg_series){"c^k (Banach)", x, yv, len, "#444444", SVG_MARK_NONE, 1, SVG_DOTTED, 1.3};
+            snprintf(ptitle[pi], sizeof ptitle[pi], "%s, c = %g: %d of %d reconstructed", kind ? "DP" : "L2 (tied)", cs[ci],
+                     ok, nsc);
+            svg_plot *p = &plots[pi];
+            *p = svg_plot_defaults();
+            p->title = ptitle[pi];
+            p->xlabel = "fixed-point iteration k";
+            p->ylabel = "max|x_k - x*| / max(1, max|x*|)";
+            p->logy = 1;
+            p->width = 480;
+            p->height = 330;
+            p->xmin = 0;
+            p->xmax = xshow;
+            p->ymin = pow(10, floor(log10(emin) - 0.05));
+            p->ymax = pow(10, ceil(log10(emax) + 0.05));
+            const int cell = nc == 1 ? kind : kind * rows_per_kind * cols + ci;
+            pn[cell] = (svg_panel){p, ps, per_panel};
+        }
+    char note[300];
+    char cut[96] = "";
+    if (xshow < maxit) snprintf(cut, sizeof cut, "; x axis cut: the runs that do not reconstruct go on to the cap (%ld)", max_iter);
+    snprintf(note, sizeof note, "solid: L2, dashed: DP; dotted: c^k from the panel's largest start error%s", cut);
+    const svg_panels g = {title, note, cols};
+    const lipt_status ps = svg_write_panels_file(path, &g, pn, ncell, err);
+    for (int i = 0; i < 4 * nc * per_panel; i++) free(buf[i]);
+    free(buf);
+    free(ser);
+    free(plots);
+    free(pn);
+    free(ptitle);
+    free(lab);
+    return ps;
+}
+
 int exp_invertibility(int argc, char **argv) {
     const char *C = "experiment invertibility";
     cli_args a;
@@ -130,7 +242,7 @@ int exp_invertibility(int argc, char **argv) {
         if (D % H) bad = cli_error(C, "--heads %ld does not divide the model's d_model %ld", H, D);
         if (!bad) {
             emb = malloc(sizeof(float) * (size_t)N * D);
-            if (exp_test_inputs(&m, &vocab, cli_str(&a, "data"), (int)N, 0, 0, emb, &err) != LIPT_OK) {
+            if (exp_test_inputs(cli_str(&a, "ckpt"), &m, &vocab, cli_str(&a, "data"), (int)N, 0, 0, emb, &err) != LIPT_OK) {
                 free(emb);
                 emb = NULL;
                 bad = err.status == LIPT_ERR_ARG ? cli_error(C, "%s", err.msg) : cli_fail(C, &err);
@@ -219,7 +331,7 @@ int exp_invertibility(int argc, char **argv) {
                     rc = cli_fail(C, &ie);
                     break;
                 }
-                st->status = fs == LIPT_OK ? "converged" : res.converged ? "converged" : strstr(ie.msg, "non-finite") ? "non-finite" : "not converged";
+                const int nonfinite = fs != LIPT_OK && strstr(ie.msg, "non-finite") != NULL;
                 /* the trace: x_0 = y ... x_iters, the last being the returned iterate */
                 st->iters = res.iters;
                 st->rel = malloc(sizeof(double) * (size_t)(res.iters + 1));
@@ -235,6 +347,11 @@ int exp_invertibility(int argc, char **argv) {
                 st->reached_at = -1;
                 for (int it = 0; it <= res.iters; it++)
                     if (st->rel[it] <= thr) { st->reached_at = it; break; }
+                /* "converged" only when the iteration met its stopping rule at x*: with a loose --tol the steps can
+                 * fall below it while the error is still far above --threshold (a slow, non-contractive DP map) */
+                st->status = fs == LIPT_OK && res.converged ? (st->reached_at >= 0 ? "converged" : "stalled")
+                             : nonfinite                    ? "non-finite"
+                                                            : "not converged";
                 /* Banach: with Lip_inf(g) <= c the error contracts at least by c per iteration (plus float rounding) */
                 st->within_rate = 1;
                 for (int it = 0; it <= res.iters; it++)
@@ -264,74 +381,10 @@ int exp_invertibility(int argc, char **argv) {
     }
 
     {
-        /* plot: colour by c, solid L2 / dashed DP, marker by scale; dotted c^k lines from the largest L2 start error */
-        int maxit = 0, need = 0;
-        double emin = INFINITY;
-        for (int i = 0; i < ns; i++) {
-            if (S[i].iters > maxit) maxit = S[i].iters;
-            if (S[i].reached_at >= 0 && S[i].iters > need) need = S[i].iters;
-            for (int it = 0; it <= S[i].iters; it++)
-                if (S[i].rel[it] > 0) emin = fmin(emin, S[i].rel[it]);
-        }
-        if (!isfinite(emin)) emin = 1e-10;
-        /* the failures run flat to the cap: the x axis shows where the reconstructions happen (the table and the
-         * CSV have every iteration) */
-        const int want = plot_iters > 0 ? (int)plot_iters : need * 2 > 20 ? need * 2 : 20;
-        const int xshow = want < maxit ? want : maxit > 0 ? maxit : 1;
-        const int me = xshow > 24 ? xshow / 12 : 1;
-        const int nser = ns + nc;
-        svg_series *ser = calloc((size_t)nser, sizeof *ser);
-        double **buf = calloc((size_t)(2 * nser), sizeof *buf);
-        LIPT_CHECK(ser && buf, "experiment: out of memory");
-        static const svg_marker marks[] = {SVG_MARK_CIRCLE, SVG_MARK_SQUARE, SVG_MARK_TRIANGLE, SVG_MARK_DIAMOND, SVG_MARK_CROSS};
-        for (int i = 0; i < ns; i++) {
-            const int ci = (i / nsc) % nc, si = i % nsc;
-            double *x = buf[2 * i] = malloc(sizeof(double) * (size_t)(S[i].iters + 1));
-            double *yv = buf[2 * i + 1] = malloc(sizeof(double) * (size_t)(S[i].iters + 1));
-            for (int it = 0; it <= S[i].iters; it++) {
-                x[it] = it;
-                yv[it] = S[i].rel[it] > 0 ? S[i].rel[it] : NAN; /* an exact 0 has no place on a log axis */
-            }
-            ser[i] = (svg_series){S[i].name, x, yv, S[i].iters + 1, svg_color(ci), marks[si % 5], me,
-                                  S[i].kind ? SVG_DASHED : SVG_SOLID, 1.5};
-        }
-        char (*lab)[48] = calloc((size_t)nc, sizeof *lab);
-        for (int ci = 0; ci < nc; ci++) {
-            double e0 = 0;
-            for (int i = 0; i < ns; i++)
-                if (S[i].kind == ATT_L2_TIED && (i / nsc) % nc == ci) e0 = fmax(e0, S[i].rel[0]);
-            int len = 0;
-            while (len <= xshow && pow(cs[ci], len) * e0 >= emin / 10) len++;
-            double *x = buf[2 * (ns + ci)] = malloc(sizeof(double) * (size_t)(len + 1));
-            double *yv = buf[2 * (ns + ci) + 1] = malloc(sizeof(double) * (size_t)(len + 1));
-            for (int it = 0; it < len; it++) {
-                x[it] = it;
-                yv[it] = pow(cs[ci], it) * e0;
-            }
-            snprintf(lab[ci], sizeof lab[ci], "c^k (c=%g), Banach rate", cs[ci]);
-            ser[ns + ci] = (svg_series){lab[ci], x, yv, len, svg_color(ci), SVG_MARK_NONE, 1, SVG_DOTTED, 1.3};
-        }
         char title[200];
         snprintf(title, sizeof title, "Fixed-point inversion of x + g(x): N=%ld, D=%ld, H=%ld%s, %s inputs", N, D, H,
-                 causal ? ", causal" : "", spread ? "spread" : "Gaussian");
-        svg_plot p = svg_plot_defaults();
-        p.title = title;
-        p.ylabel = "max|x_k - x*| / max(1, max|x*|)";
-        p.logy = 1;
-        p.width = 980;
-        p.height = 40 + 18 * nser > 520 ? 40 + 18 * nser : 520;
-        char xlab[160];
-        snprintf(xlab, sizeof xlab, "fixed-point iteration k%s",
-                 xshow < maxit ? " (axis cut: the runs that do not reconstruct go on to the cap)" : "");
-        p.xlabel = xlab;
-        p.xmin = 0;
-        p.xmax = xshow;
-        const lipt_status ps = svg_write_file(svg, &p, ser, nser, &err);
-        for (int i = 0; i < 2 * nser; i++) free(buf[i]);
-        free(buf);
-        free(ser);
-        free(lab);
-        if (ps) { rc = cli_fail(C, &err); goto done; }
+                 causal ? ", causal" : "", from_ptb ? "trained-embedding" : spread ? "spread" : "Gaussian");
+        if (write_figure(svg, S, nc, nsc, cs, scales, plot_iters, max_iter, title, &err)) { rc = cli_fail(C, &err); goto done; }
     }
 
     {
@@ -390,7 +443,8 @@ int exp_invertibility(int argc, char **argv) {
             json_end(&j);
         } else {
             printf("invertibility: N = %ld, D = %ld, H = %ld, %s, %s inputs (scale x unit draw), weights %s %g%s\n", N, D,
-                   H, causal ? "causal" : "unmasked", spread ? "spread (last token at the origin)" : "Gaussian",
+                   H, causal ? "causal" : "unmasked",
+                   from_ptb ? "trained-embedding" : spread ? "spread (last token at the origin)" : "Gaussian",
                    ones ? "all entries" : "N(0, S^2/D) with S =", wscale, ones ? "" : "");
             printf("L2: g = F / max(1, UB/c), UB = %.4g (inf-norm bound at N); DP: own weights, divided by max(1, %s/c) "
                    "with %s = %.4g\n",
@@ -398,15 +452,21 @@ int exp_invertibility(int argc, char **argv) {
                    dp_ref ? jdp_ref : ub_dp);
             printf("error = max|x_k - x*| / max(1, max|x*|); reconstructed when <= %g; fixed-point tol %g, cap %ld\n", thr,
                    tol, max_iter);
-            printf("%-16s %9s %12s %-14s %6s %8s %12s %8s\n", "setting", "factor", "|J_g(x*)|inf", "status", "iters",
-                   "reached", "final error", "c^k ok");
+            printf("%-16s %9s %12s %6s %8s %12s %8s  %s\n", "setting", "factor", "|J_g(x*)|inf", "iters", "reached",
+                   "final error", "c^k ok", "outcome");
+            int stalled = 0;
             for (int i = 0; i < ns; i++) {
-                char rb[16];
+                char rb[16], oc[96];
                 if (S[i].reached_at >= 0) snprintf(rb, sizeof rb, "k=%d", S[i].reached_at);
                 else snprintf(rb, sizeof rb, "no");
-                printf("%-16s %9.3g %12.4g %-14s %6d %8s %12.3e %8s\n", S[i].name, S[i].factor, S[i].jac_inf,
-                       S[i].status, S[i].iters, rb, S[i].rel[S[i].iters], S[i].within_rate ? "yes" : "no");
+                outcome_text(&S[i], oc, sizeof oc);
+                stalled += strcmp(S[i].status, "stalled") == 0;
+                printf("%-16s %9.3g %12.4g %6d %8s %12.3e %8s  %s\n", S[i].name, S[i].factor, S[i].jac_inf, S[i].iters,
+                       rb, S[i].rel[S[i].iters], S[i].within_rate ? "yes" : "no", oc);
             }
+            if (stalled)
+                printf("stalled: the steps fell below --tol %g before the error reached --threshold %g (not converged to "
+                       "x*)\n", tol, thr);
             printf("L2: %d of %d settings reconstructed to <= %g; DP: %d of %d", l2_ok, l2_n, thr, dp_ok, dp_n);
             int first = 1;
             for (int i = 0; i < ns; i++)

@@ -21,7 +21,8 @@
 
 static const cli_opt rob_opts[] = {
     {"ckpt", CLI_STRING, "A,B,...", "trained checkpoints (any attention variant) (required)", NULL},
-    {"data", CLI_STRING, "NAME|PATH", "corpus of the test symbols", "ptb"},
+    {"data", CLI_STRING, "NAME|PATH", "corpus of the test symbols, the same for every checkpoint (default: the checkpoint's "
+                                      "own corpus)", NULL},
     {"layer", CLI_INT, "L", "layer whose attention branch is studied (0-based)", "0"},
     {"n", CLI_INT, "N", "tokens per input", "16"},
     {"scales", CLI_STRING, "S,S,...", "input scales", "1,3,10,30,100"},
@@ -120,7 +121,7 @@ int exp_robustness(int argc, char **argv) {
         lipt_ctx ctx;
         lipt_ctx_init(&ctx, (size_t)16 << 20, 1);
         /* the attention's own input at this layer: earlier blocks, then the LayerNorm of the pre-LN variants */
-        if (exp_test_inputs(&m, &vocab, cli_str(&a, "data"), (int)N, (int)layer, 1, z, &err) != LIPT_OK) {
+        if (exp_test_inputs(paths[mi], &m, &vocab, cli_str(&a, "data"), (int)N, (int)layer, 1, z, &err) != LIPT_OK) {
             /* a bad --n / --layer for this model is a usage error (exit 2), a missing corpus a failure (1) */
             rc = err.status == LIPT_ERR_ARG ? cli_error(C, "%s: %s", paths[mi], err.msg) : cli_fail(C, &err);
         } else if (!from_ptb) {

@@ -142,7 +142,7 @@ static lipt_status write_stab_curves(const grid_opts *g, const stab_row *rows, i
     if (!sx || !sy) {
         free(sx); free(sy);
         fclose(o.f);
-        return lipt_fail(err, LIPT_ERR_NOMEM, "stability curves");
+        return lipt_fail(err, LIPT_ERR_NOMEM, "out of memory for the stability curves plot");
     }
     for (int v = 0; v < MAX_VARIANTS && st == LIPT_OK; v++) {
         svg_series s[MAX_DEPTHS];

@@ -49,22 +49,21 @@ lipt_status commit_file(out_file *o, lipt_error *err) {
     return LIPT_OK;
 }
 
-lipt_status exp_test_inputs(const lipt_model *m, const lipt_vocab *vocab, const char *data, int N, int layer, int with_ln,
-                            float *out, lipt_error *err) {
+lipt_status exp_test_inputs(const char *ckpt, const lipt_model *m, const lipt_vocab *vocab, const char *data, int N,
+                            int layer, int with_ln, float *out, lipt_error *err) {
     if (N < 1 || N > m->cfg.seq_len || layer < 0 || layer >= m->cfg.n_layers)
         return lipt_fail(err, LIPT_ERR_ARG, "the model has seq_len %d and %d layers: --n %d / --layer %d out of range",
                          m->cfg.seq_len, m->cfg.n_layers, N, layer);
-    lipt_data_opts dopts = {0};
-    dopts.use_vocab = vocab;
+    /* split NULL: the run's own split for its own corpus, else the corpus's standard one ("auto") */
     lipt_dataset ds;
-    lipt_status st = lipt_data_parse_split("auto", &dopts, err);
-    if (st == LIPT_OK) st = lipt_dataset_load(data, &dopts, &ds, err);
+    const lipt_status st = run_load_corpus(ckpt, data, NULL, vocab, 0, &ds, err);
     if (st != LIPT_OK) return st;
     size_t nt;
     const lipt_tok *tt = lipt_dataset_eval_tokens(&ds, LIPT_TEST, &nt);
     if ((size_t)N + 1 > nt) {
         lipt_dataset_free(&ds);
-        return lipt_fail(err, LIPT_ERR_ARG, "the test split of %s has %zu symbols, fewer than --n %d", data, nt - 1, N);
+        return lipt_fail(err, LIPT_ERR_ARG, "the test split of %s has %zu symbols, fewer than --n %d",
+                         data ? data : ds.loc.name, nt - 1, N);
     }
     int *ids = lipt_xmalloc(sizeof(int) * (size_t)N);
     for (int t = 0; t < N; t++) ids[t] = tt[1 + t];

@@ -16,11 +16,12 @@ typedef struct { FILE *f; char path[1100], tmp[1110]; } out_file;
 lipt_status open_file(out_file *o, const char *path, lipt_error *err);
 lipt_status commit_file(out_file *o, lipt_error *err);
 
-/* Inputs from a trained model: the first N symbols of the test split of `data` (encoded with the checkpoint's
- * vocabulary), embedded, passed through blocks 0 .. layer-1 and, when with_ln and the model is pre-LN, through layer
+/* Inputs from a trained model (loaded from ckpt): the first N symbols of the test split of `data` — NULL: the corpus
+ * ckpt was trained on, with its split (run_load_corpus, which says so on stderr) — encoded with the checkpoint's
+ * vocabulary, embedded, passed through blocks 0 .. layer-1 and, when with_ln and the model is pre-LN, through layer
  * `layer`'s first LayerNorm: the input of that layer's attention map. out: N x d_model floats. */
-lipt_status exp_test_inputs(const lipt_model *m, const lipt_vocab *vocab, const char *data, int N, int layer, int with_ln,
-                            float *out, lipt_error *err);
+lipt_status exp_test_inputs(const char *ckpt, const lipt_model *m, const lipt_vocab *vocab, const char *data, int N,
+                            int layer, int with_ln, float *out, lipt_error *err);
 
 /* The experiments, one file each, dispatched by the table in cmd_experiment.c: argv after the experiment's name;
  * returns the exit status. */

@@ -1,4 +1,5 @@
-/* A small SVG line-plot writer: axes, ticks and labels on linear or log scales, series with markers, a legend. */
+/* A small SVG line-plot writer: axes, ticks and labels on linear or log scales, series with markers, a legend; several
+ * such plots as the panels of one document. */
 #include "svg.h"
 
 #include <errno.h>
@@ -168,7 +169,9 @@ static void put_stroke_style(FILE *f, const svg_series *s, const char *col) {
     if (s->line == SVG_DOTTED) fputs(" stroke-dasharray=\"1.5,3.5\" stroke-linecap=\"round\"", f);
 }
 
-void svg_write(FILE *f, const svg_plot *p, const svg_series *s, int ns) {
+/* One plot in the box [0, W] x [0, H] of the current user space (a panel translates it); clip: the clip-path id
+ * (unique within the document). */
+static void draw_plot(FILE *f, const svg_plot *p, const svg_series *s, int ns, const char *clip) {
     const int W = p->width > 0 ? p->width : 760, H = p->height > 0 ? p->height : 480;
     /* legend width from the longest label (about 7.2 px per character at 12 px, generous for wide fonts) */
     size_t maxlab = 0;
@@ -199,12 +202,8 @@ void svg_write(FILE *f, const svg_plot *p, const svg_series *s, int ns) {
     free(vx);
     free(vy);
 
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-               "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n", W, H, W, H);
-    fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
-    fprintf(f, "<defs><clipPath id=\"plotarea\"><rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\"/></clipPath></defs>\n",
-            ax.p0, ay.p1, ax.p1 - ax.p0, ay.p0 - ay.p1);
+    fprintf(f, "<defs><clipPath id=\"%s\"><rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\"/></clipPath></defs>\n",
+            clip, ax.p0, ay.p1, ax.p1 - ax.p0, ay.p0 - ay.p1);
     if (p->title) {
         fprintf(f, "<text x=\"%.2f\" y=\"24\" text-anchor=\"middle\" font-size=\"14\">", (ax.p0 + ax.p1) / 2);
         put_escaped(f, p->title);
@@ -260,7 +259,7 @@ void svg_write(FILE *f, const svg_plot *p, const svg_series *s, int ns) {
     }
 
     /* series, clipped to the axes */
-    fputs("<g clip-path=\"url(#plotarea)\">\n", f);
+    fprintf(f, "<g clip-path=\"url(#%s)\">\n", clip);
     for (int i = 0; i < ns; i++) {
         const char *col = s[i].color ? s[i].color : svg_color(i);
         if (s[i].line != SVG_NO_LINE) {
@@ -304,10 +303,73 @@ void svg_write(FILE *f, const svg_plot *p, const svg_series *s, int ns) {
         fputs("</text>\n", f);
         ly += 18;
     }
+}
+
+static void doc_open(FILE *f, int W, int H) {
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+               "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n", W, H, W, H);
+    fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
+}
+
+void svg_write(FILE *f, const svg_plot *p, const svg_series *s, int ns) {
+    doc_open(f, p->width > 0 ? p->width : 760, p->height > 0 ? p->height : 480);
+    draw_plot(f, p, s, ns, "plotarea");
     fputs("</svg>\n", f);
 }
 
-lipt_status svg_write_file(const char *path, const svg_plot *p, const svg_series *s, int ns, lipt_error *err) {
+/* Cell size of the grid: the largest panel (so the panels line up in rows and columns). */
+static void panel_cell(const svg_panel *pn, int n, int *cw, int *ch) {
+    *cw = *ch = 0;
+    for (int i = 0; i < n; i++) {
+        if (!pn[i].plot) continue;
+        const int w = pn[i].plot->width > 0 ? pn[i].plot->width : 760, h = pn[i].plot->height > 0 ? pn[i].plot->height : 480;
+        if (w > *cw) *cw = w;
+        if (h > *ch) *ch = h;
+    }
+    if (!*cw) *cw = 760;
+    if (!*ch) *ch = 480;
+}
+
+void svg_write_panels(FILE *f, const svg_panels *g, const svg_panel *pn, int n) {
+    const int cols = g->cols > 0 ? g->cols : 1, rows = n > 0 ? (n + cols - 1) / cols : 1;
+    int cw, ch;
+    panel_cell(pn, n, &cw, &ch);
+    const int top = g->title ? 34 : 0, bottom = g->note ? 26 : 0;
+    const int W = cols * cw, H = top + rows * ch + bottom;
+    doc_open(f, W, H);
+    if (g->title) {
+        fprintf(f, "<text x=\"%.2f\" y=\"24\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">", W / 2.0);
+        put_escaped(f, g->title);
+        fputs("</text>\n", f);
+    }
+    for (int i = 0; i < n; i++) {
+        if (!pn[i].plot) continue; /* an empty cell */
+        char clip[32];
+        snprintf(clip, sizeof clip, "plotarea%d", i);
+        fprintf(f, "<g transform=\"translate(%d,%d)\">\n", (i % cols) * cw, top + (i / cols) * ch);
+        draw_plot(f, pn[i].plot, pn[i].series, pn[i].n_series, clip);
+        fputs("</g>\n", f);
+    }
+    if (g->note) {
+        fprintf(f, "<text x=\"%.2f\" y=\"%d\" text-anchor=\"middle\" font-size=\"12\" fill=\"#444\">", W / 2.0, H - 9);
+        put_escaped(f, g->note);
+        fputs("</text>\n", f);
+    }
+    fputs("</svg>\n", f);
+}
+
+/* What an atomic write puts in the file: one plot or a grid of panels. */
+typedef struct {
+    const svg_plot *p;
+    const svg_series *s;
+    int ns;
+    const svg_panels *g;
+    const svg_panel *pn;
+} svg_doc;
+
+/* Write doc to path via path.tmp and a rename (a reader never sees half a file). */
+static lipt_status write_atomic(const char *path, const svg_doc *d, lipt_error *err) {
     const size_t n = strlen(path);
     char *tmp = malloc(n + 5);
     LIPT_CHECK(tmp, "svg: out of memory");
@@ -319,7 +381,8 @@ lipt_status svg_write_file(const char *path, const svg_plot *p, const svg_series
         free(tmp);
         return st;
     }
-    svg_write(f, p, s, ns);
+    if (d->g) svg_write_panels(f, d->g, d->pn, d->ns);
+    else svg_write(f, d->p, d->s, d->ns);
     const int bad = ferror(f) != 0;
     if (fclose(f) != 0 || bad) {
         remove(tmp);
@@ -334,4 +397,14 @@ lipt_status svg_write_file(const char *path, const svg_plot *p, const svg_series
     }
     free(tmp);
     return LIPT_OK;
+}
+
+lipt_status svg_write_file(const char *path, const svg_plot *p, const svg_series *s, int ns, lipt_error *err) {
+    const svg_doc d = {p, s, ns, NULL, NULL};
+    return write_atomic(path, &d, err);
+}
+
+lipt_status svg_write_panels_file(const char *path, const svg_panels *g, const svg_panel *pn, int n, lipt_error *err) {
+    const svg_doc d = {NULL, NULL, n, g, pn};
+    return write_atomic(path, &d, err);
 }

@@ -1,5 +1,5 @@
 /* defines: a small SVG line-plot writer (axes with ticks and labels, linear or log scales, several series with
- * markers and a legend), for the experiment figures. */
+ * markers and a legend), and a grid of such plots in one document, for the experiment figures. */
 #ifndef LIPT_EVAL_SVG_H
 #define LIPT_EVAL_SVG_H
 
@@ -38,5 +38,24 @@ const char *svg_color(int i);
 void svg_write(FILE *f, const svg_plot *p, const svg_series *s, int n_series);
 /* Write it to path (via path.tmp and a rename, so a reader never sees half a file). */
 lipt_status svg_write_file(const char *path, const svg_plot *p, const svg_series *s, int n_series, lipt_error *err);
+
+/* One panel of a multi-plot figure: a plot (its own title, axes and legend; width x height is its cell) and its series.
+ * plot NULL: an empty cell (e.g. to start the next group of panels on a new row). */
+typedef struct {
+    const svg_plot *plot;
+    const svg_series *series;
+    int n_series;
+} svg_panel;
+
+typedef struct {
+    const char *title; /* above the grid; may be NULL */
+    const char *note;  /* one line below the grid (e.g. what the panels share); may be NULL */
+    int cols;          /* panels per row (<= 0: 1); they fill the grid row by row */
+} svg_panels;
+
+/* Write n panels as one standalone SVG document: a grid of cols columns, every cell the size of the largest panel. */
+void svg_write_panels(FILE *f, const svg_panels *g, const svg_panel *panels, int n);
+/* The same to path, atomically (as svg_write_file). */
+lipt_status svg_write_panels_file(const char *path, const svg_panels *g, const svg_panel *panels, int n, lipt_error *err);
 
 #endif
