@@ -1,6 +1,7 @@
 /* A small SVG line-plot writer: axes, ticks and labels on linear or log scales, series with markers, a legend; several
  * such plots as the panels of one document. */
 #include "svg.h"
+#include "run.h"
 
 #include <errno.h>
 #include <math.h>
@@ -375,7 +376,7 @@ static lipt_status write_atomic(const char *path, const svg_doc *d, lipt_error *
     LIPT_CHECK(tmp, "svg: out of memory");
     memcpy(tmp, path, n);
     memcpy(tmp + n, ".tmp", 5);
-    FILE *f = fopen(tmp, "w");
+    FILE *f = run_create_tmp(tmp); /* never through a planted symlink */
     if (!f) {
         lipt_status st = lipt_fail(err, LIPT_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
         free(tmp);
