@@ -121,7 +121,7 @@ static void batch_ids(const bench *b, int i, int32_t *in, int32_t *tg) {
  * mask would halve it. Training = 3 x forward (backward: two products per forward product). */
 static void count_flops(const lipt_config *c, int B, int T, double *fwd, double *train) {
     const double D = c->d_model, F = c->d_ff, V = c->vocab_size, L = c->n_layers, d = D / c->n_heads;
-    const int tied = c->attention == LIPT_ATTN_L2_TIED || c->attention == LIPT_ATTN_CONTRACTIVE_L2;
+    const int tied = lipt_attn_info_of(c->attention)->tied;
     double proj = tied ? 2.0 * D * D + D * d : 4.0 * D * D;
     double macs = L * (proj + 2.0 * D * F) + D * V;
     double fixed = tied ? L * D * D * d / ((double)B * T) : 0.0;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "lipt/invert.h"
 #include "run.h"
 
 static const cli_opt invert_opts[] = {

@@ -78,9 +78,7 @@ static void certify(lipt_model *m, int N, int g, branch_report *rep) {
         ra->cert_tokens = ra->ub_tokens * ra->factor;
         attn_sigmas(&ctx, m, l, g, ra->sig);
         ra->norm = lipt_lipnorm_name(cfg->lip_norm);
-        ra->note = cfg->attention == LIPT_ATTN_CLIPPED_DP
-                       ? "clipped-dp attention / max(1, UB/c), UB in the token-wise norm (independent of N)"
-                       : "contractive tied L2 attention / max(1, UB/c), UB at N = seq_len (grows with N)";
+        ra->note = lipt_attn_info_of(cfg->attention)->lipschitz_note;
         /* feed-forward, per token in the 2-norm (so also in the token-wise norm and the sequence 2-norm):
          * ‖W1 f1‖ ‖W2 f2‖ with the activation 1-Lipschitz */
         lipt_layer *Ly = &m->layers[l];
@@ -101,7 +99,8 @@ static void certify(lipt_model *m, int N, int g, branch_report *rep) {
     lipt_ctx_free(&ctx);
 }
 
-/* Bounds of the attention alone for the non-invertible tied model (no certificate: its branch has LayerNorm). */
+/* Bounds of the attention alone for a non-invertible model whose kind has a tied L2 bound (no certificate: its
+ * branch has LayerNorm); the other kinds have none. */
 static void bounds_plain(lipt_model *m, int N, int g, branch_report *rep) {
     const lipt_config *cfg = &m->cfg;
     const int D = cfg->d_model, H = cfg->n_heads;
@@ -114,15 +113,11 @@ static void bounds_plain(lipt_model *m, int N, int g, branch_report *rep) {
     for (int l = 0; l < cfg->n_layers; l++) {
         branch_report *ra = &rep[2 * l];
         const lipt_layer *Ly = &m->layers[l];
-        if (cfg->attention == LIPT_ATTN_L2_TIED) {
+        if (lipt_attn_info_of(cfg->attention)->bound == LIPT_ATTN_BOUND_TIED_L2) {
             ra->ub_tokens = lipt_bound_l2_inf(&ctx, Ly->wq, Ly->wv, Ly->wo, H, N)->data[0];
             ra->ub_seq = lipt_bound_l2_2(&ctx, Ly->wq, Ly->wv, Ly->wo, H, N, &bv, 0)->data[0];
-            ra->note = "tied L2 attention; the branch includes LayerNorm, which has no useful bound: ub columns are the "
-                       "inf- and 2-norm bounds of the attention alone at N = --tokens";
-        } else {
-            ra->note = cfg->attention == LIPT_ATTN_DP ? "dot-product attention: not Lipschitz (Theorem 3.1), no bound"
-                                                       : "untied L2 attention: not Lipschitz, no bound";
         }
+        ra->note = lipt_attn_info_of(cfg->attention)->lipschitz_note;
         rep[2 * l + 1].note = "feed-forward after LayerNorm: no bound";
         lipt_ctx_reset(&ctx);
     }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "lipt/model.h"
+#include "lipt/invert.h"
 #include "lipt/optim.h"
 #include "lipt/train.h"
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lipt/bounds.h"
+#include "lipt/invert.h"
 #include "lipt/model.h"
 
 static lipt_config make_cfg(lipt_attn_kind attn, lipt_act_kind act, lipt_lipnorm_kind ln, int V, int D, int H, int F,

@@ -227,13 +227,14 @@ static int read_numbers(cli_args *ap, train_settings *s) {
     return 0;
 }
 
-/* The training options: numbers, the batch across ranks (kept global on resume), the schedule, AdamW and data
- * options, and the persisted text. 0, or the exit status. */
+/* The training options: numbers, the batch across ranks (kept global on resume unless the user gave --batch: the flag
+ * as typed, not as restored from the checkpoint), the schedule, AdamW and data options, and the persisted text. 0, or
+ * the exit status. */
 static int parse_settings(cli_args *ap, trainer *t, int resume, const run_extra *rx, const char *resume_path,
-                          train_settings *s) {
+                          int batch_given, train_settings *s) {
     const char *C = "train";
     lipt_error err = {0};
-    const int K = t->K, batch_given = cli_has(ap, "batch");
+    const int K = t->K;
     int bad = read_numbers(ap, s);
     if (bad) return bad;
     if (resume) {
@@ -518,8 +519,9 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
     train_settings s;
     memset(&s, 0, sizeof s);
     s.quiet = cli_has(ap, "quiet") || !t.lead;
+    const int batch_given = cli_has(ap, "batch"); /* before the checkpoint's stored options fill in the rest */
     rc = merge_config(ap, &t, &resume, resume_path, &ck, &rx);
-    if (!rc) rc = parse_settings(ap, &t, resume, &rx, resume_path, &s);
+    if (!rc) rc = parse_settings(ap, &t, resume, &rx, resume_path, batch_given, &s);
     if (!rc) rc = setup_model(&t, &s, cli_str(ap, "data"), &resume, &ck, &rx, resume_path);
     if (!rc) rc = setup_files(&t, cli_has(ap, "force"));
     if (!rc && !cli_has(ap, "out") && !s.quiet) fprintf(stderr, "run folder: %s (--out to choose one)\n", t.out);

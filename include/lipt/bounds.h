@@ -1,14 +1,21 @@
-/* defines: Lipschitz upper bounds of tied L2 multi-head attention (SPEC §2), as differentiable
- * functions of the weights (the contractive attention divides by them on every forward pass).
+/* defines: Lipschitz upper bounds of the attention kinds (tied L2, SPEC §2; clipped-dp), as differentiable
+ * functions of the weights (the contractive attention divides by them on every forward pass), the choice of
+ * bound per config (lipt_attn_bound), and Lambert W0, which the bounds use.
  * Weights use lipt's layout y = x W, W [in, out]: W^{Q,h} is the D×d column block h of wq. */
 #ifndef LIPT_BOUNDS_H
 #define LIPT_BOUNDS_H
 
+#include "lipt/config.h"
 #include "lipt/ops.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Lambert W0 on [-1/e, inf) (Halley iteration, double) and its derivative W/(x(1+W)). Not tensor ops:
+ * the bounds use them on the constant N. */
+double lipt_lambert_w0(double x);
+double lipt_lambert_w0_deriv(double x);
 
 /* φ⁻¹(N−1) = W0((N−1)/e), with φ(x) = x e^{x+1}. */
 double lipt_phi_inv(double y);
@@ -55,6 +62,16 @@ lipt_tensor *lipt_bound_clipped_dp(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *
 /* Fill bound vectors with a deterministic non-degenerate start (Gaussian, unit length per block) before the
  * first power iteration. */
 void lipt_bound_vectors_init(lipt_bound_vectors *vec, int D, int H, uint64_t seed);
+
+/* The certified bound of cfg's attention kind (lipt_attn_info_of(cfg->attention)->bound): clipped-dp's at radius
+ * lipt_config_clip_radius(cfg) (any N), tied L2's in cfg->lip_norm at sequence length N (lipt_bound_l2_inf, _2,
+ * _inf2). wk is used by clipped-dp only; vec must hold the lipt_attn_bound_vector_count(cfg) vectors the bound
+ * needs. The one place that picks a bound function for a contractive attention; aborts for a kind without one. */
+lipt_tensor *lipt_attn_bound(lipt_ctx *ctx, const lipt_config *cfg, lipt_tensor *wq, lipt_tensor *wk, lipt_tensor *wv,
+                             lipt_tensor *wo, int N, lipt_bound_vectors *vec);
+/* How many of the vectors uq, vq, uv, vv, uo, vo, uk, vk (in that order) the attention bound of cfg's model uses:
+ * 8 for clipped-dp, 6 for contractive tied L2 with lip_norm 2 or inf2, else 0 (non-contractive kinds: none). */
+int lipt_attn_bound_vector_count(const lipt_config *cfg);
 
 #ifdef __cplusplus
 }

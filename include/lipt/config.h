@@ -6,20 +6,11 @@
 #include <stdint.h>
 
 #include "lipt/core.h"
+#include "lipt/variants.h" /* lipt_attn_kind and its table */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef enum {
-    LIPT_ATTN_DP = 0,          /* "dp": softmax(q kᵀ / s) */
-    LIPT_ATTN_L2,              /* "l2": untied L2, W^K != W^Q */
-    LIPT_ATTN_L2_TIED,         /* "l2-tied": W^K = W^Q (Lipschitz) */
-    LIPT_ATTN_CONTRACTIVE_L2,  /* "contractive-l2": tied L2 divided by max(1, UB/c) (the paper's invertible model) */
-    LIPT_ATTN_CLIPPED_DP       /* "clipped-dp": tokens clipped to a ball of radius R, causal DP attention with a
-                                * relative-position logit bias, divided by max(1, UB/c), UB certified in the
-                                * token-wise norm max_i ‖x_i‖₂ (lip_norm = inf2; models/README.md) */
-} lipt_attn_kind;
 
 typedef enum {
     LIPT_FFN_STANDARD = 0,     /* "standard": W2 act(W1 x + b1) + b2 after a LayerNorm */
@@ -88,8 +79,9 @@ lipt_status lipt_config_parse(lipt_config *cfg, const char *text, const char *so
  * lipt_config_validate after the last override for the checks that involve several keys. */
 lipt_status lipt_config_set(lipt_config *cfg, const char *key, const char *value, lipt_error *err);
 
-/* Checks between keys: n_heads divides d_model; attention = contractive-l2 and ffn = contractive go
- * together (the invertible model); ffn = contractive needs a 1-Lipschitz activation (not gelu). */
+/* Checks between keys: n_heads divides d_model; a contractive attention (clipped-dp, contractive-l2) and
+ * ffn = contractive go together (the invertible model); ffn = contractive needs a 1-Lipschitz activation (not
+ * gelu); the rest as listed in models/README.md. */
 lipt_status lipt_config_validate(const lipt_config *cfg, lipt_error *err);
 
 /* Every key in the file format, one per line, floats to round-trip exactly. Returns the length the text
@@ -103,9 +95,10 @@ const char *lipt_act_name(lipt_act_kind k);
 const char *lipt_lipnorm_name(lipt_lipnorm_kind k);
 const char *lipt_norm_name(lipt_norm_kind k);
 
-/* A contractive attention kind (divided by a certified bound: an invertible model's attention). */
+/* A contractive attention kind (divided by a certified bound: an invertible model's attention); 0 for a value
+ * outside the enum. */
 static inline int lipt_attn_contractive(lipt_attn_kind k) {
-    return k == LIPT_ATTN_CONTRACTIVE_L2 || k == LIPT_ATTN_CLIPPED_DP;
+    return (unsigned)k < LIPT_ATTN_KIND_COUNT && lipt_attn_info_of(k)->contractive;
 }
 /* The invertible model: a contractive attention with the contractive feed-forward. */
 static inline int lipt_config_invertible(const lipt_config *cfg) {

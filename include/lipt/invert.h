@@ -1,4 +1,5 @@
-/* defines: fixed-point inversion of residual maps y = x + g(x) (SPEC §3), with a per-iteration trace. */
+/* defines: fixed-point inversion of residual maps y = x + g(x) (SPEC §3), with a per-iteration trace, and
+ * model inversion (lipt_model_invert: every block of an invertible model, then the nearest tokens). */
 #ifndef LIPT_INVERT_H
 #define LIPT_INVERT_H
 
@@ -32,6 +33,34 @@ typedef struct {
  * `err` says how far it got) or when an iterate became non-finite. */
 lipt_status lipt_fixed_point_invert(lipt_ctx *ctx, lipt_branch_fn g, void *user, const lipt_tensor *y,
                                     float *x_out, const lipt_fp_opts *opts, lipt_fp_result *res, lipt_error *err);
+
+/* The model (lipt/model.h defines it; declared here so that this header does not need the model's). */
+typedef struct lipt_model lipt_model;
+
+/* Model inversion (SPEC §3): forward in no-grad mode to the last hidden state, undo the blocks from the top
+ * (feed-forward map, then attention map, each by lipt_fixed_point_invert), subtract the positional
+ * embedding, take the nearest token embedding per position (Euclidean). One sequence ids[T]. */
+typedef struct {
+    int n_layers, T, max_iter;
+    int *iters;           /* [2*n_layers]: iterations of map (layer l, branch b) at 2*l + b */
+    int *converged;       /* [2*n_layers] */
+    double *err;          /* [2*n_layers*max_iter]: per-iteration change, map m at m*max_iter (first iters[m]) */
+    int total_iters;
+    int *tokens;          /* [T] recovered tokens (valid only when status is LIPT_OK) */
+    int tokens_correct;   /* positions where tokens[t] == ids[t] */
+    int exact;            /* tokens_correct == T */
+    double max_abs_input_err;  /* max |x0_recovered - (tok_emb[ids] + pos_emb)| */
+    int failed_layer, failed_branch;  /* the map that did not converge, or -1 */
+    double failed_err;    /* its last change */
+} lipt_model_invert_result;
+
+/* Returns LIPT_OK with the result filled; LIPT_ERR_ARG for a model that is not invertible or bad ids;
+ * LIPT_ERR_NUMERIC when a map does not converge (the message names the layer, branch, iterations and last
+ * error; the result holds the trace up to there). Free the result with lipt_model_invert_result_free in
+ * every case. opts NULL: tol 1e-6, max_iter 100. */
+lipt_status lipt_model_invert(lipt_ctx *ctx, const lipt_model *m, const int *ids, int T, const lipt_fp_opts *opts,
+                              lipt_model_invert_result *res, lipt_error *err);
+void lipt_model_invert_result_free(lipt_model_invert_result *res);
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,10 @@
 /* defines: lipt_model, the Transformer language model of every variant (SPEC §1, §3), its forward pass,
- * residual branches for the Jacobian and inversion tools, spectral-norm refresh, and model inversion. */
+ * residual branches for the Jacobian and inversion tools, spectral-norm refresh, and the attention normaliser.
+ * Model inversion: lipt/invert.h. */
 #ifndef LIPT_MODEL_H
 #define LIPT_MODEL_H
 
 #include "lipt/config.h"
-#include "lipt/invert.h"
 #include "lipt/ops.h"
 #include "lipt/params.h"
 
@@ -35,7 +35,7 @@ typedef struct {
  * logit bias at a useful rate (a bias of 5 in 1000 steps at lr 1e-3). */
 #define LIPT_REL_BIAS_GAIN 8.0f
 
-typedef struct {
+typedef struct lipt_model { /* named: lipt/invert.h declares it ahead */
     lipt_config cfg;
     lipt_params params;            /* every parameter and buffer, in registration (= checkpoint) order */
     lipt_tensor *tok_emb;          /* "tok_emb" [V,D] */
@@ -110,33 +110,13 @@ void lipt_model_layer_lipschitz(lipt_model *m, int layer, int gram_iters, lipt_l
  * attention kind and lip_norm, at sequence length N, with certified spectral norms (gram_iters squarings, 0: the
  * config's). Only for contractive attention kinds. */
 lipt_tensor *lipt_model_attn_bound(lipt_ctx *ctx, const lipt_model *m, int layer, int N, int gram_iters);
-
-/* Model inversion (SPEC §3): forward in no-grad mode to the last hidden state, undo the blocks from the top
- * (feed-forward map, then attention map, each by lipt_fixed_point_invert), subtract the positional
- * embedding, take the nearest token embedding per position (Euclidean). One sequence ids[T]. */
-typedef struct {
-    int n_layers, T, max_iter;
-    int *iters;           /* [2*n_layers]: iterations of map (layer l, branch b) at 2*l + b */
-    int *converged;       /* [2*n_layers] */
-    double *err;          /* [2*n_layers*max_iter]: per-iteration change, map m at m*max_iter (first iters[m]) */
-    int total_iters;
-    int *tokens;          /* [T] recovered tokens (valid only when status is LIPT_OK) */
-    int tokens_correct;   /* positions where tokens[t] == ids[t] */
-    int exact;            /* tokens_correct == T */
-    double max_abs_input_err;  /* max |x0_recovered - (tok_emb[ids] + pos_emb)| */
-    int failed_layer, failed_branch;  /* the map that did not converge, or -1 */
-    double failed_err;    /* its last change */
-} lipt_model_invert_result;
-
-/* Returns LIPT_OK with the result filled; LIPT_ERR_ARG for a model that is not invertible or bad ids;
- * LIPT_ERR_NUMERIC when a map does not converge (the message names the layer, branch, iterations and last
- * error; the result holds the trace up to there). Free the result with lipt_model_invert_result_free in
- * every case. opts NULL: tol 1e-6, max_iter 100. */
-lipt_status lipt_model_invert(lipt_ctx *ctx, const lipt_model *m, const int *ids, int T, const lipt_fp_opts *opts,
-                              lipt_model_invert_result *res, lipt_error *err);
-void lipt_model_invert_result_free(lipt_model_invert_result *res);
+/* The factor 1 / max(1, UB/c) a contractive attention's output is multiplied by (one element, differentiable),
+ * UB = lipt_model_attn_bound at N = seq_len (tied L2's grows with N, so it covers every shorter sequence;
+ * clipped-dp's does not depend on N); *ub (may be NULL) receives UB. The forward pass, the decoder and lipt_model_layer_lipschitz all take it from here. */
+lipt_tensor *lipt_model_attn_factor(lipt_ctx *ctx, const lipt_model *m, int layer, int gram_iters, lipt_tensor **ub);
 
 #ifdef __cplusplus
 }
 #endif
+
 #endif

@@ -112,11 +112,6 @@ lipt_tensor *lipt_norm_inf(lipt_ctx *ctx, lipt_tensor *w, int transpose, int n_b
 /* Contraction factor 1 / max(1, x / c) of a one-element x (the soft normaliser of SPEC §1, §3). */
 lipt_tensor *lipt_contract_factor(lipt_ctx *ctx, lipt_tensor *x, float c);
 
-/* Lambert W0 on [-1/e, inf) (Halley iteration, double) and its derivative W/(x(1+W)). Not tensor ops:
- * the bounds use them on the constant N. */
-double lipt_lambert_w0(double x);
-double lipt_lambert_w0_deriv(double x);
-
 #ifdef __cplusplus
 }
 #endif

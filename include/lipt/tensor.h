@@ -1,8 +1,9 @@
-/* defines: lipt_tensor (float32, up to 4 dims, contiguous), the bump arena, views. */
+/* defines: lipt_tensor (float32, up to 4 dims, contiguous), views, shapes. The arena: lipt/arena.h. */
 #ifndef LIPT_TENSOR_H
 #define LIPT_TENSOR_H
 
 #include <stddef.h>
+#include "lipt/arena.h"
 #include "lipt/core.h"
 
 #ifdef __cplusplus
@@ -22,28 +23,6 @@ struct lipt_tensor {
     int requires_grad;
     const char *name;     /* parameters only */
 };
-
-/* Bump allocator: a list of blocks; reset keeps memory, and after a reset that found
- * more than one block they are merged into one, so a repeated step stops allocating. */
-typedef struct lipt_arena_block lipt_arena_block;
-typedef struct {
-    lipt_arena_block *head;   /* current block */
-    size_t used_total;        /* bytes handed out since the last reset */
-    size_t peak;              /* largest used_total seen */
-    size_t capacity;          /* bytes owned in all blocks */
-    size_t n_block_mallocs;   /* how many times the arena called malloc */
-} lipt_arena;
-
-void   lipt_arena_init(lipt_arena *a, size_t initial_bytes);
-void  *lipt_arena_alloc(lipt_arena *a, size_t bytes);        /* 64-byte aligned, uninitialised */
-void  *lipt_arena_calloc(lipt_arena *a, size_t bytes);       /* zeroed */
-void   lipt_arena_reset(lipt_arena *a);
-void   lipt_arena_free(lipt_arena *a);
-/* Scoped temporaries: everything allocated after a mark is released by lipt_arena_release.
- * Tape nodes recorded after the mark must not be used afterwards (use in no-grad mode). */
-typedef struct { lipt_arena_block *block; size_t used, used_total; } lipt_arena_mark;
-lipt_arena_mark lipt_arena_get_mark(const lipt_arena *a);
-void   lipt_arena_release(lipt_arena *a, lipt_arena_mark m);
 
 size_t lipt_shape_numel(int ndim, const int *shape);
 /* "[2,3,4]" into buf; returns buf. */

@@ -1,8 +1,10 @@
 /* Bump arena for activations and the tape. */
-#include "lipt/tensor.h"
+#include "lipt/arena.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "lipt/core.h"
 
 struct lipt_arena_block {
     lipt_arena_block *next;  /* older block */

@@ -1,4 +1,5 @@
-/* Lipschitz upper bounds of tied L2 multi-head attention (SPEC §2), built from differentiable ops. */
+/* Lipschitz upper bounds of the attention kinds (tied L2, SPEC §2; clipped-dp), built from differentiable ops, and
+ * the choice among them per config. */
 #include "lipt/bounds.h"
 
 #include <math.h>
@@ -120,4 +121,32 @@ void lipt_bound_vectors_init(lipt_bound_vectors *vec, int D, int H, uint64_t see
     fill_unit_blocks(&r, vec->vo, 1, D);
     if (vec->uk) fill_unit_blocks(&r, vec->uk, H, D);
     if (vec->vk) fill_unit_blocks(&r, vec->vk, H, d);
+}
+
+int lipt_attn_bound_vector_count(const lipt_config *cfg) {
+    const lipt_attn_info *ai = lipt_attn_info_of(cfg->attention);
+    if (!ai->contractive) return 0; /* only a contractive attention divides by its bound on every forward pass */
+    switch (ai->bound) {
+    case LIPT_ATTN_BOUND_CLIPPED_DP: return 8;
+    case LIPT_ATTN_BOUND_TIED_L2: return cfg->lip_norm == LIPT_LIPNORM_INF ? 0 : 6; /* the ∞-norm bound has none */
+    case LIPT_ATTN_BOUND_NONE: break;
+    }
+    return 0;
+}
+
+lipt_tensor *lipt_attn_bound(lipt_ctx *ctx, const lipt_config *cfg, lipt_tensor *wq, lipt_tensor *wk, lipt_tensor *wv,
+                             lipt_tensor *wo, int N, lipt_bound_vectors *vec) {
+    const lipt_attn_info *ai = lipt_attn_info_of(cfg->attention);
+    const int H = cfg->n_heads;
+    switch (ai->bound) {
+    case LIPT_ATTN_BOUND_CLIPPED_DP:
+        return lipt_bound_clipped_dp(ctx, wq, wk, wv, wo, H, lipt_config_clip_radius(cfg), vec, 0);
+    case LIPT_ATTN_BOUND_TIED_L2:
+        if (cfg->lip_norm == LIPT_LIPNORM_2) return lipt_bound_l2_2(ctx, wq, wv, wo, H, N, vec, 0);
+        if (cfg->lip_norm == LIPT_LIPNORM_INF2) return lipt_bound_l2_inf2(ctx, wq, wv, wo, H, N, vec, 0);
+        return lipt_bound_l2_inf(ctx, wq, wv, wo, H, N);
+    case LIPT_ATTN_BOUND_NONE: break;
+    }
+    LIPT_CHECK(0, "attn_bound: attention %s has no Lipschitz bound", ai->name);
+    return NULL;
 }

@@ -24,20 +24,17 @@ static const char *const key_names[K_COUNT] = {
     "power_iters, init_seed, ln_eps, clip_radius, rel_bias, actnorm, gram_iters, " \
     "ffn_full_budget, coupling, head_hidden, norm"
 
-static const char *const attn_names[] = {"dp", "l2", "l2-tied", "contractive-l2", "clipped-dp"};
 static const char *const ffn_names[] = {"standard", "contractive"};
 static const char *const act_names[] = {"gelu", "relu", "elu", "lipswish", "maxmin"};
 static const char *const lipnorm_names[] = {"inf", "2", "inf2"};
 static const char *const norm_names[] = {"pre", "post"};
 #define NAMES(a) (int)(sizeof(a) / sizeof((a)[0]))
-/* one name per enum value (a new value without its name fails to compile) */
-_Static_assert(NAMES(attn_names) == LIPT_ATTN_CLIPPED_DP + 1, "attn_names matches lipt_attn_kind");
+/* one name per enum value (a new value without its name fails to compile; attention names: attn_variants.c) */
 _Static_assert(NAMES(ffn_names) == LIPT_FFN_CONTRACTIVE + 1, "ffn_names matches lipt_ffn_kind");
 _Static_assert(NAMES(act_names) == LIPT_ACT_MAXMIN + 1, "act_names matches lipt_act_kind");
 _Static_assert(NAMES(lipnorm_names) == LIPT_LIPNORM_INF2 + 1, "lipnorm_names matches lipt_lipnorm_kind");
 _Static_assert(NAMES(norm_names) == LIPT_NORM_POST + 1, "norm_names matches lipt_norm_kind");
 
-const char *lipt_attn_name(lipt_attn_kind k) { return (unsigned)k < NAMES(attn_names) ? attn_names[k] : "?"; }
 const char *lipt_ffn_name(lipt_ffn_kind k) { return (unsigned)k < NAMES(ffn_names) ? ffn_names[k] : "?"; }
 const char *lipt_act_name(lipt_act_kind k) { return (unsigned)k < NAMES(act_names) ? act_names[k] : "?"; }
 const char *lipt_lipnorm_name(lipt_lipnorm_kind k) { return (unsigned)k < NAMES(lipnorm_names) ? lipnorm_names[k] : "?"; }
@@ -140,10 +137,13 @@ static lipt_status set_key(lipt_config *cfg, int k, const char *v, const char *w
     case K_COUPLING: return parse_int(where, key, v, 0, 1, &cfg->coupling, err);
     case K_HEADH: return parse_int(where, key, v, 0, 1 << 18, &cfg->head_hidden, err);
     case K_CLIPR: return parse_float(where, key, v, 0.0, 0, 1e6, 0, &cfg->clip_radius, err);
-    case K_ATTN:
-        if ((st = parse_enum(where, key, v, attn_names, NAMES(attn_names), &e, err)) == LIPT_OK)
+    case K_ATTN: {
+        const char *attn_names[LIPT_ATTN_KIND_COUNT];
+        for (int i = 0; i < LIPT_ATTN_KIND_COUNT; i++) attn_names[i] = lipt_attn_name((lipt_attn_kind)i);
+        if ((st = parse_enum(where, key, v, attn_names, LIPT_ATTN_KIND_COUNT, &e, err)) == LIPT_OK)
             cfg->attention = (lipt_attn_kind)e;
         return st;
+    }
     case K_FFN:
         if ((st = parse_enum(where, key, v, ffn_names, NAMES(ffn_names), &e, err)) == LIPT_OK)
             cfg->ffn = (lipt_ffn_kind)e;
@@ -183,6 +183,24 @@ lipt_status lipt_config_set(lipt_config *cfg, const char *key, const char *value
     return set_key(cfg, k, value, "", err);
 }
 
+/* The attention kinds that are (contractive = 1) or are not contractive, in alphabetical order: "a, b or c". */
+static void kind_list(int contractive, char *buf, size_t len) {
+    const char *names[LIPT_ATTN_KIND_COUNT];
+    int n = 0;
+    for (int k = 0; k < LIPT_ATTN_KIND_COUNT; k++) {
+        const lipt_attn_info *ai = lipt_attn_info_of((lipt_attn_kind)k);
+        if (!ai->contractive != !contractive) continue;
+        int i = n++;
+        for (; i > 0 && strcmp(names[i - 1], ai->name) > 0; i--) names[i] = names[i - 1];
+        names[i] = ai->name;
+    }
+    buf[0] = 0;
+    for (int i = 0; i < n; i++) {
+        strncat(buf, names[i], len - strlen(buf) - 1);
+        if (i + 1 < n) strncat(buf, i + 2 < n ? ", " : " or ", len - strlen(buf) - 1);
+    }
+}
+
 /* Cross-key checks. line[k] > 0 is the line that set key k (then messages say "source:line: "). */
 static lipt_status validate(const lipt_config *cfg, const char *source, const int *line, lipt_error *err) {
     char where[300] = "";
@@ -199,30 +217,38 @@ static lipt_status validate(const lipt_config *cfg, const char *source, const in
         return lipt_fail(err, LIPT_ERR_ARG, "%sn_heads = %d must divide d_model = %d", where, cfg->n_heads,
                          cfg->d_model);
     }
-    if (lipt_attn_contractive(cfg->attention) && cfg->ffn != LIPT_FFN_CONTRACTIVE) {
+    if ((unsigned)cfg->attention >= LIPT_ATTN_KIND_COUNT) {
+        WHERE2(K_ATTN, K_ATTN);
+        return lipt_fail(err, LIPT_ERR_ARG, "%sattention = %d is not a lipt_attn_kind", where, (int)cfg->attention);
+    }
+    const lipt_attn_info *ai = lipt_attn_info_of(cfg->attention);
+    char contractive_kinds[128], plain_kinds[128];
+    kind_list(1, contractive_kinds, sizeof contractive_kinds);
+    kind_list(0, plain_kinds, sizeof plain_kinds);
+    if (ai->contractive && cfg->ffn != LIPT_FFN_CONTRACTIVE) {
         WHERE2(K_ATTN, K_FFN);
         return lipt_fail(err, LIPT_ERR_ARG,
                          "%sattention = %s is an invertible model's attention and needs ffn = contractive (got ffn = %s)",
                          where, lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn));
     }
-    if (cfg->ffn == LIPT_FFN_CONTRACTIVE && !lipt_attn_contractive(cfg->attention)) {
+    if (cfg->ffn == LIPT_FFN_CONTRACTIVE && !ai->contractive) {
         WHERE2(K_ATTN, K_FFN);
         return lipt_fail(err, LIPT_ERR_ARG,
                          "%sffn = contractive is the invertible model's feed-forward and needs attention = "
-                         "clipped-dp or contractive-l2 (got attention = %s)",
-                         where, lipt_attn_name(cfg->attention));
+                         "%s (got attention = %s)",
+                         where, contractive_kinds, lipt_attn_name(cfg->attention));
     }
-    if (cfg->attention == LIPT_ATTN_CLIPPED_DP && cfg->lip_norm != LIPT_LIPNORM_INF2) {
+    if (ai->token_norm_only && cfg->lip_norm != LIPT_LIPNORM_INF2) {
         WHERE2(K_ATTN, K_LIPNORM);
         return lipt_fail(err, LIPT_ERR_ARG,
-                         "%sattention = clipped-dp is certified in the token-wise norm only: set lip_norm = inf2 "
+                         "%sattention = %s is certified in the token-wise norm only: set lip_norm = inf2 "
                          "(got lip_norm = %s)",
-                         where, lipt_lipnorm_name(cfg->lip_norm));
+                         where, ai->name, lipt_lipnorm_name(cfg->lip_norm));
     }
     if (cfg->actnorm && !lipt_config_invertible(cfg)) {
         WHERE2(K_ACTNORM, K_ATTN);
-        return lipt_fail(err, LIPT_ERR_ARG, "%sactnorm = 1 is an option of the invertible model (attention = clipped-dp "
-                         "or contractive-l2 with ffn = contractive)", where);
+        return lipt_fail(err, LIPT_ERR_ARG, "%sactnorm = 1 is an option of the invertible model (attention = %s "
+                         "with ffn = contractive)", where, contractive_kinds);
     }
     if (cfg->ffn == LIPT_FFN_CONTRACTIVE && cfg->activation == LIPT_ACT_GELU) {
         WHERE2(K_ACT, K_FFN);
@@ -239,9 +265,9 @@ static lipt_status validate(const lipt_config *cfg, const char *source, const in
     if (cfg->coupling && (lipt_config_invertible(cfg) || cfg->ffn != LIPT_FFN_STANDARD || cfg->d_model % 2 != 0)) {
         WHERE2(K_COUPLING, K_ATTN);
         return lipt_fail(err, LIPT_ERR_ARG,
-                         "%scoupling = 1 is a control for the pre-LN variants (attention dp, l2 or l2-tied, ffn = "
+                         "%scoupling = 1 is a control for the pre-LN variants (attention %s, ffn = "
                          "standard) and needs an even d_model (got attention = %s, ffn = %s, d_model = %d)",
-                         where, lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn), cfg->d_model);
+                         where, plain_kinds, lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn), cfg->d_model);
     }
     if (cfg->norm == LIPT_NORM_POST && (lipt_config_invertible(cfg) || cfg->coupling)) {
         WHERE2(K_NORM, cfg->coupling ? K_COUPLING : K_ATTN);

@@ -4,12 +4,12 @@
  * position bias by window position), with the invertible model's optional ActNorm after each block. */
 #include "lipt/decode.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lipt/bounds.h"
+#include "ops/attention_impl.h"
+#include "ops/gemm.h"
 #include "ops/vmath.h"
 
 /* Work (B*H*T*d) above which the one-token attention runs its (sequence, head) loop in parallel. */
@@ -32,6 +32,7 @@ struct lipt_decoder {
     int B, T, D, H, d, F, V;
     int l2, tied;        /* logits -|q-k|²/s (l2 and tied); keys are the queries, values Q_h M_h (tied) */
     int clip;            /* clipped-dp: queries, keys and values from the rows clipped to radius R */
+    int contractive;     /* the attention output is multiplied by attn_factor */
     float R;
     int len;             /* tokens in every window */
     long slides;
@@ -47,20 +48,6 @@ struct lipt_decoder {
     void *slab;
     size_t bytes;
 };
-
-/* C = alpha op(A) op(B) + beta C, row-major. One row of A (the usual case per token) goes through sgemv: OpenBLAS's
- * sgemm packs its operands, which costs more than the product at these sizes. */
-static void gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
-                 float beta, float *C, int ldc) {
-    if (M <= 0 || N <= 0) return;
-    if (M == 1 && !ta) {
-        if (tb) cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, B, ldb, A, 1, beta, C, 1);
-        else cblas_sgemv(CblasRowMajor, CblasTrans, K, N, alpha, B, ldb, A, 1, beta, C, 1);
-        return;
-    }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
-                lda, B, ldb, beta, C, ldc);
-}
 
 /* ---------------------------------------------------------------- memory layout */
 
@@ -124,10 +111,12 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
     s->d = c->d_model / c->n_heads;
     s->F = c->d_ff;
     s->V = c->vocab_size;
-    s->l2 = c->attention != LIPT_ATTN_DP && c->attention != LIPT_ATTN_CLIPPED_DP;
-    s->clip = c->attention == LIPT_ATTN_CLIPPED_DP;
+    const lipt_attn_info *ai = lipt_attn_info_of(c->attention);
+    s->l2 = ai->l2_logits;
+    s->clip = ai->clip_rows;
     s->R = s->clip ? lipt_config_clip_radius(c) : 0.0f;
-    s->tied = c->attention == LIPT_ATTN_L2_TIED || c->attention == LIPT_ATTN_CONTRACTIVE_L2;
+    s->tied = ai->tied;
+    s->contractive = ai->contractive;
     const int cffn = c->ffn == LIPT_FFN_CONTRACTIVE;
     planner p = {NULL, 0};
     layout(s, &p, cffn);
@@ -142,14 +131,12 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
     lipt_ctx ctx;
     lipt_ctx_init(&ctx, 1 << 16, 0);
     lipt_no_grad_push(&ctx);
-    const int D = s->D, H = s->H, d = s->d, F = s->F;
-    const float inv_s = (float)(1.0 / sqrt((double)d));
+    const int D = s->D, H = s->H, F = s->F;
     for (int l = 0; l < c->n_layers; l++) {
         const lipt_layer *W = &m->layers[l];
         dec_layer *L = &s->layers[l];
         L->attn_factor = 1.0f;
-        if (lipt_attn_contractive(c->attention))
-            L->attn_factor = lipt_contract_factor(&ctx, lipt_model_attn_bound(&ctx, m, l, c->seq_len, 0), c->c)->data[0];
+        if (s->contractive) L->attn_factor = lipt_model_attn_factor(&ctx, m, l, 0, NULL)->data[0];
         if (cffn) {
             const int g = c->gram_iters;
             const float f1 = lipt_contract_factor(
@@ -173,10 +160,7 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
         }
         if (L->an_scale) /* as lipt_exp */
             for (int j = 0; j < D; j++) L->an_scale[j] = expf(W->an_s->data[j]);
-        if (s->tied) /* as tied_values() in src/ops/attention_l2.c */
-            for (int h = 0; h < H; h++)
-                gemm(1, 0, d, d, D, inv_s, W->wq->data + (size_t)h * d, D, W->wv->data + (size_t)h * d, D, 0.0f,
-                     L->M + (size_t)h * d * d, d);
+        if (s->tied) lipt_attn_l2_tied_M(W->wq->data, W->wv->data, D, H, L->M); /* as the forward's tied values */
         lipt_ctx_reset(&ctx);
     }
     lipt_no_grad_pop(&ctx);
@@ -278,20 +262,13 @@ static void activate(lipt_act_kind act, float beta, float *x, size_t n) {
 
 /* y = x W (+ b) over rows. */
 static void linear_rows(const float *x, int rows, int K, const float *w, int N, const float *b, float *y) {
-    gemm(0, 0, rows, N, K, 1.0f, x, K, w, N, 0.0f, y, N);
+    lipt_gemm_gemv(0, 0, rows, N, K, 1.0f, x, K, w, N, 0.0f, y, N);
     if (b)
         for (int r = 0; r < rows; r++)
             for (int j = 0; j < N; j++) y[(size_t)r * N + j] += b[j];
 }
 
-/* |k|²/s over one head slice, in double then rounded (as row_norms in src/ops/attention_dp.c). */
-static float head_norm(const float *k, int d, double inv_s) {
-    double acc = 0;
-    for (int c = 0; c < d; c++) acc += (double)k[c] * k[c];
-    return (float)(acc * inv_s);
-}
-
-/* Softmax of row[0..cnt) in place (the kernel of softmax_rows in attention_dp.c), after
+/* Softmax of row[0..cnt) in place (the kernel of softmax_rows in src/ops/attention_dp.c), after
  * subtracting kn[j] when given; row[cnt..nc) set to 0. */
 static void softmax_row(float *row, int cnt, int nc, const float *kn) {
     lipt_vsoftmax_row(row, (size_t)cnt, kn);
@@ -352,7 +329,7 @@ static void attend(lipt_decoder *s, const dec_layer *L, int n) {
             const float *Kh = L->k + (size_t)b * T * D + (size_t)h * d, *Vh = L->v + (size_t)b * T * D + (size_t)h * d;
             const float *kn = s->l2 ? L->kn + ((size_t)b * H + h) * T : NULL;
             const float *rel = L->rel ? L->rel + (size_t)h * T : NULL;
-            gemm(0, 1, n, nc, d, alpha, qh, D, Kh, D, 0.0f, s->P, T);
+            lipt_gemm_gemv(0, 1, n, nc, d, alpha, qh, D, Kh, D, 0.0f, s->P, T);
             for (int i = 0; i < n; i++) {
                 float *row = s->P + (size_t)i * T;
                 const int pi = len + i; /* window position of the query */
@@ -360,7 +337,7 @@ static void attend(lipt_decoder *s, const dec_layer *L, int n) {
                     for (int j = 0; j <= pi; j++) row[j] += rel[pi - j];
                 softmax_row(row, pi + 1, nc, kn);
             }
-            gemm(0, 0, n, d, nc, 1.0f, s->P, T, Vh, D, 0.0f, s->att + (size_t)b * n * D + (size_t)h * d, D);
+            lipt_gemm_gemv(0, 0, n, d, nc, 1.0f, s->P, T, Vh, D, 0.0f, s->att + (size_t)b * n * D + (size_t)h * d, D);
         }
 }
 
@@ -403,16 +380,15 @@ static void run_block(lipt_decoder *s, const int *ids, int ld, int n, int want_l
             if (s->tied) {
                 memcpy(kc, qb, (size_t)n * D * sizeof(float));
                 for (int h = 0; h < H; h++)
-                    gemm(0, 0, n, d, d, 1.0f, qb + (size_t)h * d, D, L->M + (size_t)h * d * d, d, 0.0f,
-                         vc + (size_t)h * d, D);
+                    lipt_gemm_gemv(0, 0, n, d, d, 1.0f, qb + (size_t)h * d, D, L->M + (size_t)h * d * d, d, 0.0f,
+                                   vc + (size_t)h * d, D);
             } else {
-                gemm(0, 0, n, D, D, 1.0f, inb, D, W->wk->data, D, 0.0f, kc, D);
-                gemm(0, 0, n, D, D, 1.0f, inb, D, W->wv->data, D, 0.0f, vc, D);
+                lipt_gemm_gemv(0, 0, n, D, D, 1.0f, inb, D, W->wk->data, D, 0.0f, kc, D);
+                lipt_gemm_gemv(0, 0, n, D, D, 1.0f, inb, D, W->wv->data, D, 0.0f, vc, D);
             }
-            if (s->l2)
+            if (s->l2) /* |k|²/s of the n new keys, per head */
                 for (int h = 0; h < H; h++)
-                    for (int i = 0; i < n; i++)
-                        L->kn[((size_t)b * H + h) * T + len + i] = head_norm(kc + (size_t)i * D + (size_t)h * d, d, inv_s);
+                    lipt_attn_l2_key_norms(kc + (size_t)h * d, n, D, d, inv_s, L->kn + ((size_t)b * H + h) * T + len);
         }
         attend(s, L, n);
         linear_rows(s->att, R, D, W->wo->data, D, NULL, s->g);
@@ -421,7 +397,7 @@ static void run_block(lipt_decoder *s, const int *ids, int ld, int n, int want_l
             float *gr = s->g + (size_t)r * D, *xr = s->x + (size_t)r * D;
             /* same float operations as lipt_mul (contractive), lipt_add (bias), then the residual add */
             for (int j = 0; j < D; j++) {
-                float gj = lipt_attn_contractive(c->attention) ? gr[j] * fa : gr[j];
+                float gj = s->contractive ? gr[j] * fa : gr[j];
                 gj = gj + bo[j];
                 xr[j] = xr[j] + gj;
             }

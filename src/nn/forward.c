@@ -3,8 +3,6 @@
 
 #include <string.h>
 
-#include "lipt/bounds.h"
-
 static lipt_tensor *linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_tensor *b) {
     return b ? lipt_linear(ctx, x, w, b) : lipt_matmul(ctx, x, w, 0, 0);
 }
@@ -34,42 +32,38 @@ lipt_tensor *lipt_model_embed(lipt_ctx *ctx, const lipt_model *m, const int *ids
 /* The normaliser 1/max(1, s/c) as a one-element tensor, differentiated through s. */
 static lipt_tensor *contract(lipt_ctx *ctx, lipt_tensor *s, float c) { return lipt_contract_factor(ctx, s, c); }
 
-/* Multi-head attention of x (already layer-normed for the pre-LN variants), with its output projection. */
+/* Multi-head attention of x (already layer-normed for the pre-LN variants), with its output projection; what
+ * differs between the kinds comes from their lipt_attn_info row. */
 static lipt_tensor *attention(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x) {
     const lipt_config *c = &m->cfg;
+    const lipt_attn_info *ai = lipt_attn_info_of(c->attention);
     const lipt_layer *L = &m->layers[layer];
     const int H = c->n_heads;
-    if (c->attention == LIPT_ATTN_CLIPPED_DP) x = lipt_clip_rows(ctx, x, lipt_config_clip_radius(c));
+    if (ai->clip_rows) x = lipt_clip_rows(ctx, x, lipt_config_clip_radius(c)); /* q, k, v from the clipped rows */
     lipt_tensor *q = lipt_matmul(ctx, x, L->wq, 0, 0), *a;
-    switch (c->attention) {
-    case LIPT_ATTN_DP:
-        a = lipt_attention_dp(ctx, q, lipt_matmul(ctx, x, L->wk, 0, 0), lipt_matmul(ctx, x, L->wv, 0, 0), H, 1);
-        break;
-    case LIPT_ATTN_L2:
-        a = lipt_attention_l2(ctx, q, lipt_matmul(ctx, x, L->wk, 0, 0), lipt_matmul(ctx, x, L->wv, 0, 0), H, 1);
-        break;
-    case LIPT_ATTN_CLIPPED_DP: {
-        /* x was clipped to the ball of radius R by the caller (q computed from the clipped rows) */
-        lipt_tensor *k = lipt_matmul(ctx, x, L->wk, 0, 0), *v = lipt_matmul(ctx, x, L->wv, 0, 0);
-        if (L->rel) {
-            a = lipt_attention_dp_rel(ctx, q, k, v, lipt_scale(ctx, L->rel, LIPT_REL_BIAS_GAIN), H);
-        } else {
-            a = lipt_attention_dp(ctx, q, k, v, H, 1);
-        }
-        break;
-    }
-    case LIPT_ATTN_L2_TIED:
-    case LIPT_ATTN_CONTRACTIVE_L2:
-    default:
+    if (ai->tied) {
         a = lipt_attention_l2_tied(ctx, q, L->wq, L->wv, H, 1);
-        break;
+    } else {
+        /* The projection order is part of the bits (x's gradient sums the projections' terms in reverse tape
+         * order): dp and l2 project V before K, clipped-dp K before V; a new kind may take either. */
+        lipt_tensor *k, *v;
+        if (ai->clip_rows) {
+            k = lipt_matmul(ctx, x, L->wk, 0, 0);
+            v = lipt_matmul(ctx, x, L->wv, 0, 0);
+        } else {
+            v = lipt_matmul(ctx, x, L->wv, 0, 0);
+            k = lipt_matmul(ctx, x, L->wk, 0, 0);
+        }
+        if (L->rel) /* DP logits plus the relative-position bias (registered only for kinds with rel_bias) */
+            a = lipt_attention_dp_rel(ctx, q, k, v, lipt_scale(ctx, L->rel, LIPT_REL_BIAS_GAIN), H);
+        else if (ai->l2_logits) a = lipt_attention_l2(ctx, q, k, v, H, 1);
+        else a = lipt_attention_dp(ctx, q, k, v, H, 1);
     }
-    if (!lipt_attn_contractive(c->attention)) return linear(ctx, a, L->wo, L->bo);
-    /* contractive: F / max(1, UB/c), UB a certified bound at the current weights (for tied L2 at N = seq_len: the
-     * bound grows with N, so it covers every shorter causal sequence; clipped-dp's does not depend on N). The bias
-     * is a constant shift, outside the bounded map. */
-    lipt_tensor *ub = lipt_model_attn_bound(ctx, m, layer, c->seq_len, 0);
-    lipt_tensor *f = lipt_mul(ctx, lipt_matmul(ctx, a, L->wo, 0, 0), contract(ctx, ub, c->c));
+    if (!ai->contractive) return linear(ctx, a, L->wo, L->bo);
+    /* contractive: F / max(1, UB/c), UB a certified bound at the current weights. The bias is a constant shift,
+     * outside the bounded map. */
+    lipt_tensor *fac = lipt_model_attn_factor(ctx, m, layer, 0, NULL);
+    lipt_tensor *f = lipt_mul(ctx, lipt_matmul(ctx, a, L->wo, 0, 0), fac);
     return lipt_add(ctx, f, L->bo);
 }
 

@@ -1,10 +1,12 @@
 /* Model inversion (SPEC §3): hidden state -> blocks undone from the top by fixed-point iteration -> tokens. */
-#include "lipt/model.h"
+#include "lipt/invert.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "lipt/model.h"
 
 void lipt_model_invert_result_free(lipt_model_invert_result *res) {
     if (!res) return;

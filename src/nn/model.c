@@ -18,19 +18,13 @@ static lipt_tensor *add_param(lipt_params *p, int layer, const char *field, int 
 static const char *const bound_vec_names[8] = {"attn.bound.uq", "attn.bound.vq", "attn.bound.uv", "attn.bound.vv",
                                                "attn.bound.uo", "attn.bound.vo", "attn.bound.uk", "attn.bound.vk"};
 
-/* Which bound vectors a config needs: 0, 6 (tied L2 with spectral norms) or 8 (clipped-dp: also W^K). */
-static int n_bound_vecs(const lipt_config *c) {
-    if (c->attention == LIPT_ATTN_CLIPPED_DP) return 8;
-    if (c->attention == LIPT_ATTN_CONTRACTIVE_L2 && c->lip_norm != LIPT_LIPNORM_INF) return 6;
-    return 0;
-}
-
 /* Registration order is the checkpoint order: tok_emb, pos_emb, each layer (its buffers last), ln_f, head. */
 static void register_params(lipt_model *m) {
     const lipt_config *c = &m->cfg;
     lipt_params *p = &m->params;
     const int D = c->d_model, F = c->d_ff, V = c->vocab_size, H = c->n_heads;
     const int ND = LIPT_PARAM_NO_DECAY, BUF = LIPT_PARAM_BUFFER;
+    const lipt_attn_info *ai = lipt_attn_info_of(c->attention);
     m->tok_emb = add_param(p, -1, "tok_emb", 2, (int[]){V, D}, ND);
     m->pos_emb = add_param(p, -1, "pos_emb", 2, (int[]){c->seq_len, D}, ND);
     for (int l = 0; l < c->n_layers; l++) {
@@ -40,12 +34,11 @@ static void register_params(lipt_model *m) {
             L->ln1_b = add_param(p, l, "ln1.beta", 1, (int[]){D}, ND);
         }
         L->wq = add_param(p, l, "attn.wq", 2, (int[]){D, D}, 0);
-        if (c->attention == LIPT_ATTN_DP || c->attention == LIPT_ATTN_L2 || c->attention == LIPT_ATTN_CLIPPED_DP)
-            L->wk = add_param(p, l, "attn.wk", 2, (int[]){D, D}, 0);
+        if (ai->has_wk) L->wk = add_param(p, l, "attn.wk", 2, (int[]){D, D}, 0);
         L->wv = add_param(p, l, "attn.wv", 2, (int[]){D, D}, 0);
         L->wo = add_param(p, l, "attn.wo", 2, (int[]){D, D}, 0);
         L->bo = add_param(p, l, "attn.bo", 1, (int[]){D}, ND);
-        if (c->attention == LIPT_ATTN_CLIPPED_DP && c->rel_bias)
+        if (ai->rel_bias && c->rel_bias)
             L->rel = add_param(p, l, "attn.rel_bias", 2, (int[]){H, c->seq_len}, ND);
         if (!m->invertible) {
             L->ln2_g = add_param(p, l, "ln2.gamma", 1, (int[]){D}, ND);
@@ -69,7 +62,7 @@ static void register_params(lipt_model *m) {
         {
             /* sizes from bounds.h: uq [H*D], vq [D], uv [H*D], vv [D], uo [D], vo [D], uk [H*D], vk [D] */
             const int n[8] = {H * D, D, H * D, D, D, D, H * D, D};
-            for (int i = 0; i < n_bound_vecs(c); i++)
+            for (int i = 0; i < lipt_attn_bound_vector_count(c); i++)
                 L->bv[i] = add_param(p, l, bound_vec_names[i], 1, (int[]){n[i]}, BUF);
         }
     }
@@ -141,11 +134,13 @@ lipt_tensor *lipt_model_attn_bound(lipt_ctx *ctx, const lipt_model *m, int layer
                lipt_attn_name(c->attention));
     const lipt_layer *L = &m->layers[layer];
     lipt_bound_vectors v = bound_vectors(m, L, gram_iters);
-    if (c->attention == LIPT_ATTN_CLIPPED_DP)
-        return lipt_bound_clipped_dp(ctx, L->wq, L->wk, L->wv, L->wo, c->n_heads, lipt_config_clip_radius(c), &v, 0);
-    if (c->lip_norm == LIPT_LIPNORM_2) return lipt_bound_l2_2(ctx, L->wq, L->wv, L->wo, c->n_heads, N, &v, 0);
-    if (c->lip_norm == LIPT_LIPNORM_INF2) return lipt_bound_l2_inf2(ctx, L->wq, L->wv, L->wo, c->n_heads, N, &v, 0);
-    return lipt_bound_l2_inf(ctx, L->wq, L->wv, L->wo, c->n_heads, N);
+    return lipt_attn_bound(ctx, c, L->wq, L->wk, L->wv, L->wo, N, &v);
+}
+
+lipt_tensor *lipt_model_attn_factor(lipt_ctx *ctx, const lipt_model *m, int layer, int gram_iters, lipt_tensor **ub) {
+    lipt_tensor *b = lipt_model_attn_bound(ctx, m, layer, m->cfg.seq_len, gram_iters);
+    if (ub) *ub = b;
+    return lipt_contract_factor(ctx, b, m->cfg.c);
 }
 
 void lipt_model_init_weights(lipt_model *m, uint64_t seed) {
@@ -162,14 +157,16 @@ void lipt_model_init_weights(lipt_model *m, uint64_t seed) {
     /* L2 logits -|q_i - q_j|^2 / sqrt(d) with unit-scale inputs: q entries have variance D std^2 = d^{-1/2},
      * so |q_i - q_j|^2 ~ 2 d^{1/2} and the logits start near -2 (SPEC §1), not -2 sqrt(d). */
     const double l2_std = 1.0 / (sqrt((double)D) * pow((double)d, 0.25));
+    const lipt_attn_info *ai = lipt_attn_info_of(c->attention);
     fill_normal(&rng, m->tok_emb, emb_std);
     fill_normal(&rng, m->pos_emb, emb_std);
     for (int l = 0; l < c->n_layers; l++) {
         lipt_layer *L = &m->layers[l];
         fill_const(L->ln1_g, 1.0f);
         fill_const(L->ln2_g, 1.0f);
-        double qk_std = c->attention == LIPT_ATTN_DP ? 0.02 : l2_std;
-        if (c->attention == LIPT_ATTN_CLIPPED_DP) {
+        double qk_std = 0.02;
+        if (ai->qk_init == LIPT_QK_INIT_L2) qk_std = l2_std;
+        if (ai->qk_init == LIPT_QK_INIT_CLIPPED) {
             /* logits u_i W^Q W^Kᵀ u_j / √d with |u| <= R = √D: std (D √d)^{-1/2} / 2 gives the bound's
              * τ = R² ‖W^Q_h‖ ‖W^K_h‖ / √d ≈ 2.3 at D = 128 and 256 (‖W_h‖ ≈ std (√D + √d)): soft attention whose
              * division by the bound starts mild */
@@ -239,9 +236,9 @@ void lipt_model_layer_lipschitz(lipt_model *m, int layer, int gram_iters, lipt_l
     lipt_ctx *ctx = &m->scratch;
     lipt_no_grad_push(ctx);
     const int g = gram_iters > 0 ? gram_iters : c->gram_iters;
-    lipt_tensor *ub = lipt_model_attn_bound(ctx, m, layer, c->seq_len, g);
+    lipt_tensor *ub;
+    out->attn_factor = lipt_model_attn_factor(ctx, m, layer, g, &ub)->data[0];
     out->attn_bound = ub->data[0];
-    out->attn_factor = lipt_contract_factor(ctx, ub, c->c)->data[0];
     lipt_tensor *s1 = lipt_spectral_norm_ub(ctx, L->w1, L->sn1_u->data, L->sn1_v->data, 1, 0, g);
     lipt_tensor *s2 = lipt_spectral_norm_ub(ctx, L->w2, L->sn2_u->data, L->sn2_v->data, 1, 0, g);
     out->sigma1 = s1->data[0];

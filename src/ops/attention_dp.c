@@ -1,11 +1,13 @@
-/* Multi-head attention kernels and untied-op driver (shared with L2, see attention_impl.h), and the DP op. */
+/* The multi-head attention kernel shared by every kind (per (batch, head): logits, causal softmax, P·V, and the
+ * backward), the untied (q, k, v) op driver, and the DP ops. The L2 logits' own terms live in attention_l2.c. */
 #include "attention_impl.h"
-#include "ops/vmath.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
+
+#include "ops/gemm.h"
+#include "ops/vmath.h"
 
 /* Work (T*T*d summed over heads) above which the (batch, head) loop runs in parallel, and the
  * number of row elements above which a softmax block is split over threads in the serial case. */
@@ -15,13 +17,6 @@
 /* Causal rows are processed in blocks so that a block of rows [i0, i1) only touches columns [0, i1):
  * roughly halves the GEMM work of the masked triangle for long sequences. */
 static int row_block(int T, int causal) { return (causal && T >= 128) ? 64 : (T > 0 ? T : 1); }
-
-static void gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
-                 float beta, float *C, int ldc) {
-    if (M <= 0 || N <= 0) return;
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
-                lda, B, ldb, beta, C, ldc);
-}
 
 static int use_par(const lipt_attn_job *j) {
     const int BH = j->B * j->H, d = j->D / j->H;
@@ -82,16 +77,6 @@ static void softmax_grad_rows(const float *P, float *G, int T, int i0, int i1, i
     }
 }
 
-/* |k_j|² / s for the T rows of one head slice, in double then rounded. */
-static void row_norms(const float *kh, int T, int D, int d, double inv_s, float *kn) {
-    for (int t = 0; t < T; t++) {
-        const float *r = kh + (size_t)t * D;
-        double acc = 0;
-        for (int c = 0; c < d; c++) acc += (double)r[c] * r[c];
-        kn[t] = (float)(acc * inv_s);
-    }
-}
-
 /* Returns the largest logit spread of the head's rows when want_spread (else 0). */
 static float head_forward(const lipt_attn_job *j, int bh, float *P, float *kn, float *out, int want_spread) {
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H;
@@ -100,16 +85,16 @@ static float head_forward(const lipt_attn_job *j, int bh, float *P, float *kn, f
     float *oh = out + off;
     const double inv_s = 1.0 / sqrt((double)d);
     const float alpha = (float)((j->l2 ? 2.0 : 1.0) * inv_s);
-    if (j->l2) row_norms(kh, T, D, d, inv_s, kn);
+    if (j->l2) lipt_attn_l2_key_norms(kh, T, D, d, inv_s, kn);
     const int rb = row_block(T, j->causal);
     float spread = 0;
     for (int i0 = 0; i0 < T; i0 += rb) {
         const int i1 = i0 + rb < T ? i0 + rb : T, m = i1 - i0, nc = j->causal ? i1 : T;
-        gemm(0, 1, m, nc, d, alpha, qh + (size_t)i0 * D, D, kh, D, 0.0f, P + (size_t)i0 * T, T);
+        lipt_gemm(0, 1, m, nc, d, alpha, qh + (size_t)i0 * D, D, kh, D, 0.0f, P + (size_t)i0 * T, T);
         const float sp = softmax_rows(P, T, i0, i1, nc, j->causal, j->l2 ? kn : NULL,
                                       j->rel ? j->rel + (size_t)h * j->rel_stride : NULL, want_spread);
         if (sp > spread || sp != sp) spread = sp;
-        gemm(0, 0, m, d, nc, 1.0f, P + (size_t)i0 * T, T, vh, D, 0.0f, oh + (size_t)i0 * D, D);
+        lipt_gemm(0, 0, m, d, nc, 1.0f, P + (size_t)i0 * T, T, vh, D, 0.0f, oh + (size_t)i0 * D, D);
     }
     return spread;
 }
@@ -154,32 +139,21 @@ static void head_backward(const lipt_attn_job *j, int bh, const float *P, const 
         const int i1 = i0 + rb < T ? i0 + rb : T, m = i1 - i0, nc = j->causal ? i1 : T;
         const float *Pb = P + (size_t)i0 * T;
         const float *dOb = dOh + (size_t)i0 * D;
-        if (dvh) gemm(1, 0, nc, d, m, 1.0f, Pb, T, dOb, D, 1.0f, dvh, D);
+        if (dvh) lipt_gemm(1, 0, nc, d, m, 1.0f, Pb, T, dOb, D, 1.0f, dvh, D);
         if (!need_g) continue;
         float *Gb = G + (size_t)i0 * T;
-        gemm(0, 1, m, nc, d, 1.0f, dOb, D, vh, D, 0.0f, Gb, T);
+        lipt_gemm(0, 1, m, nc, d, 1.0f, dOb, D, vh, D, 0.0f, Gb, T);
         softmax_grad_rows(P, G, T, i0, i1, nc, j->causal);
         if (drel_bh) /* causal only: logit (i, j) got rel[i - j] */
             for (int i = i0; i < i1; i++) {
                 const float *g = G + (size_t)i * T;
                 for (int c = 0; c <= i; c++) drel_bh[i - c] += g[c];
             }
-        if (dqh) gemm(0, 0, m, d, nc, alpha, Gb, T, kh, D, 1.0f, dqh + (size_t)i0 * D, D);
-        if (dkh) gemm(1, 0, nc, d, m, alpha, Gb, T, qh + (size_t)i0 * D, D, 1.0f, dkh, D);
-        if (need_cs)
-            for (int i = i0; i < i1; i++) {
-                const float *g = G + (size_t)i * T;
-                const int n = j->causal ? i + 1 : T;
-                for (int c = 0; c < n; c++) cs[c] += g[c];
-            }
+        if (dqh) lipt_gemm(0, 0, m, d, nc, alpha, Gb, T, kh, D, 1.0f, dqh + (size_t)i0 * D, D);
+        if (dkh) lipt_gemm(1, 0, nc, d, m, alpha, Gb, T, qh + (size_t)i0 * D, D, 1.0f, dkh, D);
+        if (need_cs) lipt_attn_l2_colsum(G, T, i0, i1, j->causal, cs);
     }
-    if (need_cs)
-        for (int t = 0; t < T; t++) {
-            const float f = (float)(a * cs[t]);
-            const float *kr = kh + (size_t)t * D;
-            float *dr = dkh + (size_t)t * D;
-            for (int c = 0; c < d; c++) dr[c] -= f * kr[c];
-        }
+    if (need_cs) lipt_attn_l2_key_norm_grad(kh, T, D, d, a, cs, dkh);
 }
 
 void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *j, const float *P, const float *dout, float *dq,

@@ -1,16 +1,48 @@
-/* L2 multi-head attention ops: untied (q, k, v) and tied (the Lipschitz one, values Q_h M_h). */
+/* L2 multi-head attention: the kernels of the L2 logits (the |k_j|²/s term and its gradient, used by the shared
+ * kernel in attention_dp.c), the tied values Q_h M_h, and the ops: untied (q, k, v) and tied (the Lipschitz one). */
 #include "attention_impl.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
-static void gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
-                 float beta, float *C, int ldc) {
-    if (M <= 0 || N <= 0) return;
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
-                lda, B, ldb, beta, C, ldc);
+#include "ops/gemm.h"
+
+/* ---------------------------------------------------------------- L2 logit kernels */
+
+void lipt_attn_l2_key_norms(const float *kh, int T, int D, int d, double inv_s, float *kn) {
+    for (int t = 0; t < T; t++) {
+        const float *r = kh + (size_t)t * D;
+        double acc = 0;
+        for (int c = 0; c < d; c++) acc += (double)r[c] * r[c];
+        kn[t] = (float)(acc * inv_s);
+    }
 }
+
+void lipt_attn_l2_colsum(const float *G, int T, int i0, int i1, int causal, double *cs) {
+    for (int i = i0; i < i1; i++) {
+        const float *g = G + (size_t)i * T;
+        const int n = causal ? i + 1 : T;
+        for (int c = 0; c < n; c++) cs[c] += g[c];
+    }
+}
+
+void lipt_attn_l2_key_norm_grad(const float *kh, int T, int D, int d, double a, const double *cs, float *dkh) {
+    for (int t = 0; t < T; t++) {
+        const float f = (float)(a * cs[t]);
+        const float *kr = kh + (size_t)t * D;
+        float *dr = dkh + (size_t)t * D;
+        for (int c = 0; c < d; c++) dr[c] -= f * kr[c];
+    }
+}
+
+void lipt_attn_l2_tied_M(const float *wq, const float *wv, int D, int H, float *M) {
+    const int d = D / H;
+    const float inv_s = (float)(1.0 / sqrt((double)d));
+    for (int h = 0; h < H; h++)
+        lipt_gemm(1, 0, d, d, D, inv_s, wq + (size_t)h * d, D, wv + (size_t)h * d, D, 0.0f, M + (size_t)h * d * d, d);
+}
+
+/* ---------------------------------------------------------------- ops */
 
 /* Untied: the (q, k, v) driver of attention_dp.c with L2 logits. */
 lipt_tensor *lipt_attention_l2(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal) {
@@ -19,17 +51,15 @@ lipt_tensor *lipt_attention_l2(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, li
 
 void lipt_attention_l2_backward(lipt_ctx *ctx, lipt_node *node) { lipt_attn_qkv_backward(ctx, node, 1); }
 
-/* Tied: keys are the queries, and values V_h = Q_h M_h with M_h = W^{Q,h}ᵀ W^{V,h} / s, W^{·,h} the
- * D×d column block h of W (row stride D). VM holds V [B,T,D] (same layout as q) then M [H,d,d]. */
+/* Tied: keys are the queries, and values V_h = Q_h M_h (lipt_attn_l2_tied_M). VM holds V [B,T,D] (same layout
+ * as q) then M [H,d,d]. */
 static void tied_values(const lipt_tensor *q, const lipt_tensor *wq, const lipt_tensor *wv, int H, float *VM) {
     const int BT = q->shape[0] * q->shape[1], D = q->shape[2], d = D / H;
-    const float inv_s = (float)(1.0 / sqrt((double)d));
     float *V = VM, *M = VM + (size_t)BT * D;
-    for (int h = 0; h < H; h++) {
-        float *Mh = M + (size_t)h * d * d;
-        gemm(1, 0, d, d, D, inv_s, wq->data + (size_t)h * d, D, wv->data + (size_t)h * d, D, 0.0f, Mh, d);
-        gemm(0, 0, BT, d, d, 1.0f, q->data + (size_t)h * d, D, Mh, d, 0.0f, V + (size_t)h * d, D);
-    }
+    lipt_attn_l2_tied_M(wq->data, wv->data, D, H, M);
+    for (int h = 0; h < H; h++)
+        lipt_gemm(0, 0, BT, d, d, 1.0f, q->data + (size_t)h * d, D, M + (size_t)h * d * d, d, 0.0f, V + (size_t)h * d,
+                  D);
 }
 
 /* saved: P [B,H,T,T]; saved2: V [B,T,D] then M [H,d,d]. iarg: 0 H, 1 causal. */
@@ -81,11 +111,11 @@ void lipt_attention_l2_tied_backward(lipt_ctx *ctx, lipt_node *node) {
     float *dM = (dwq || dwv) ? lipt_arena_alloc(&ctx->arena, (size_t)d * d * sizeof(float)) : NULL;
     for (int h = 0; h < H; h++) {
         const float *Mh = M + (size_t)h * d * d, *dVh = dV + (size_t)h * d;
-        if (dq) gemm(0, 1, BT, d, d, 1.0f, dVh, D, Mh, d, 1.0f, dq + (size_t)h * d, D);
+        if (dq) lipt_gemm(0, 1, BT, d, d, 1.0f, dVh, D, Mh, d, 1.0f, dq + (size_t)h * d, D);
         if (!dM) continue;
-        gemm(1, 0, d, d, BT, 1.0f, q->data + (size_t)h * d, D, dVh, D, 0.0f, dM, d);
-        if (dwq) gemm(0, 1, D, d, d, inv_s, wv->data + (size_t)h * d, D, dM, d, 1.0f, dwq + (size_t)h * d, D);
-        if (dwv) gemm(0, 0, D, d, d, inv_s, wq->data + (size_t)h * d, D, dM, d, 1.0f, dwv + (size_t)h * d, D);
+        lipt_gemm(1, 0, d, d, BT, 1.0f, q->data + (size_t)h * d, D, dVh, D, 0.0f, dM, d);
+        if (dwq) lipt_gemm(0, 1, D, d, d, inv_s, wv->data + (size_t)h * d, D, dM, d, 1.0f, dwq + (size_t)h * d, D);
+        if (dwv) lipt_gemm(0, 0, D, d, d, inv_s, wq->data + (size_t)h * d, D, dM, d, 1.0f, dwv + (size_t)h * d, D);
     }
     lipt_arena_release(&ctx->arena, mark);
 }

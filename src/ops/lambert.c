@@ -1,5 +1,5 @@
 /* Lambert W, principal branch W0 on [-1/e, inf), and its derivative: Halley iteration in double. */
-#include "lipt/ops.h"
+#include "lipt/bounds.h"
 
 #include <float.h>
 #include <math.h>

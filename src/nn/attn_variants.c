@@ -1,0 +1,41 @@
+/* The one description of the attention kinds: a row per lipt_attn_kind (fields in include/lipt/variants.h). */
+#include "lipt/config.h"
+
+static const lipt_attn_info attn_table[] = {
+    [LIPT_ATTN_DP] = {
+        .name = "dp", .has_wk = 1, .bound = LIPT_ATTN_BOUND_NONE, .qk_init = LIPT_QK_INIT_SMALL,
+        .lipschitz_note = "dot-product attention: not Lipschitz (Theorem 3.1), no bound",
+    },
+    [LIPT_ATTN_L2] = {
+        .name = "l2", .has_wk = 1, .l2_logits = 1, .bound = LIPT_ATTN_BOUND_NONE, .qk_init = LIPT_QK_INIT_L2,
+        .lipschitz_note = "untied L2 attention: not Lipschitz, no bound",
+    },
+    [LIPT_ATTN_L2_TIED] = {
+        .name = "l2-tied", .tied = 1, .l2_logits = 1, .bound = LIPT_ATTN_BOUND_TIED_L2, .qk_init = LIPT_QK_INIT_L2,
+        .lipschitz_note = "tied L2 attention; the branch includes LayerNorm, which has no useful bound: ub columns are "
+                          "the inf- and 2-norm bounds of the attention alone at N = --tokens",
+    },
+    [LIPT_ATTN_CONTRACTIVE_L2] = {
+        .name = "contractive-l2", .tied = 1, .l2_logits = 1, .contractive = 1, .bound = LIPT_ATTN_BOUND_TIED_L2,
+        .qk_init = LIPT_QK_INIT_L2,
+        .lipschitz_note = "contractive tied L2 attention / max(1, UB/c), UB at N = seq_len (grows with N)",
+    },
+    [LIPT_ATTN_CLIPPED_DP] = {
+        .name = "clipped-dp", .has_wk = 1, .clip_rows = 1, .rel_bias = 1, .contractive = 1, .token_norm_only = 1,
+        .bound = LIPT_ATTN_BOUND_CLIPPED_DP, .qk_init = LIPT_QK_INIT_CLIPPED,
+        .lipschitz_note = "clipped-dp attention / max(1, UB/c), UB in the token-wise norm (independent of N)",
+    },
+};
+/* a kind added to the enum without its row fails to compile */
+_Static_assert(sizeof attn_table / sizeof attn_table[0] == LIPT_ATTN_KIND_COUNT, "one attn_table row per lipt_attn_kind");
+
+const lipt_attn_info *lipt_attn_info_of(lipt_attn_kind k) {
+    LIPT_CHECK((unsigned)k < LIPT_ATTN_KIND_COUNT, "attention kind %d outside [0, %d)", (int)k, LIPT_ATTN_KIND_COUNT);
+    /* a designated row skipped in the middle of the table is all zeros */
+    LIPT_CHECK(attn_table[k].name, "attention kind %d has no row in attn_table", (int)k);
+    return &attn_table[k];
+}
+
+const char *lipt_attn_name(lipt_attn_kind k) {
+    return (unsigned)k < LIPT_ATTN_KIND_COUNT && attn_table[k].name ? attn_table[k].name : "?";
+}

@@ -1,0 +1,36 @@
+/* Private: the one way lipt calls single-precision GEMM (CBLAS, row-major), for the kernels in src/ops/ and the
+ * decoder. */
+#ifndef LIPT_OPS_GEMM_H
+#define LIPT_OPS_GEMM_H
+
+#include <cblas.h>
+
+/* C = alpha op(A) op(B) + beta C with op(A) [M,K], op(B) [K,N], C [M,N] and row strides lda, ldb, ldc; op
+ * transposes when ta / tb. An empty product (M or N <= 0) returns at once: BLAS would reject its strides. */
+static inline void lipt_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                             const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+                lda, B, ldb, beta, C, ldc);
+}
+
+/* lipt_gemm on packed operands (row strides their widths), alpha 1: C [M,N] = op(A) op(B) + beta C. */
+static inline void lipt_gemm_packed(int ta, int tb, int M, int N, int K, const float *A, const float *B, float *C,
+                                    float beta) {
+    lipt_gemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+}
+
+/* lipt_gemm, except that one row of A (M = 1, no transpose: the decoder's usual case, one token) goes through
+ * sgemv: OpenBLAS's sgemm packs its operands, which costs more than the product at these sizes. sgemv may round
+ * differently from sgemm: for results that must match a forward pass to rounding, not bit for bit. */
+static inline void lipt_gemm_gemv(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                                  const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M == 1 && N > 0 && !ta) {
+        if (tb) cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, B, ldb, A, 1, beta, C, 1);
+        else cblas_sgemv(CblasRowMajor, CblasTrans, K, N, alpha, B, ldb, A, 1, beta, C, 1);
+        return;
+    }
+    lipt_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+#endif
