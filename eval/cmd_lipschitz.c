@@ -13,8 +13,8 @@
 
 static const cli_opt lip_opts[] = {
     {"ckpt", CLI_STRING, "FILE", "checkpoint (required)", NULL},
-    {"data", CLI_STRING, "NAME|PATH", "corpus for the data inputs", "ptb"},
-    {"data-split", CLI_STRING, "HOW", "auto, standard or F0,F1,F2", "auto"},
+    {"data", CLI_STRING, "NAME|PATH", "corpus for the data inputs (default: the checkpoint's own corpus)", NULL},
+    {"data-split", CLI_STRING, "HOW", "auto, standard or F0,F1,F2 (default: the run's own split)", NULL},
     {"split", CLI_STRING, "SPLIT", "split the input windows come from", "valid"},
     {"tokens", CLI_INT, "N", "tokens per measured input window (Jacobians are N*D square)", "8"},
     {"windows", CLI_INT, "K", "data windows to measure at (the largest norm is reported)", "2"},
@@ -322,10 +322,8 @@ int cmd_lipschitz(int argc, char **argv) {
     branch_report *rep = NULL;
     if (N < 1 || N > cfg->seq_len) { rc = cli_error(C, "--tokens must be in [1, seq_len = %d], got %ld", cfg->seq_len, N); goto out; }
     if ((size_t)N * D > 8192) { rc = cli_error(C, "--tokens %ld x d_model %d = %ld Jacobian rows: at most 8192 (use fewer tokens)", N, D, N * D); goto out; }
-    lipt_data_opts dopts = {0};
-    dopts.use_vocab = &vocab;
-    if (lipt_data_parse_split(cli_str(&a, "data-split"), &dopts, &err) != LIPT_OK ||
-        lipt_dataset_load(cli_str(&a, "data"), &dopts, &ds, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto out; }
+    if (run_load_corpus(cli_str(&a, "ckpt"), cli_str(&a, "data"), cli_str(&a, "data-split"), &vocab,
+                        0, &ds, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto out; }
     have_ds = 1;
     const char *sn = cli_str(&a, "split");
     int split = cli_split_index(sn);
