@@ -51,114 +51,135 @@ static int logits_finite(const float *lg, int n) {
     return 1;
 }
 
-int cmd_sample(int argc, char **argv) {
-    const char *C = "sample";
-    cli_args a;
-    int pr = cli_parse(&a, C, sample_summary, sample_opts, N_SAMPLE_OPTS, argc, argv, 0, 0);
-    if (pr) return pr > 0 ? 0 : 2;
-    if (!cli_has(&a, "ckpt")) return cli_error(C, "--ckpt FILE is required");
+/* The options, validated. */
+typedef struct {
     long length, top_k, seed;
     double temperature;
-    if (cli_int(&a, "length", &length) || cli_int(&a, "top-k", &top_k) || cli_int(&a, "seed", &seed) ||
-        cli_float(&a, "temperature", &temperature))
+    int cached, json;
+    const char *ckpt, *prompt; /* prompt NULL: the vocabulary's default */
+} sample_args;
+
+/* Reads and checks the options (and applies --threads); returns 0 or the exit status. */
+static int parse_sample_args(cli_args *a, const char *C, sample_args *o) {
+    if (!cli_has(a, "ckpt")) return cli_error(C, "--ckpt FILE is required");
+    if (cli_int(a, "length", &o->length) || cli_int(a, "top-k", &o->top_k) || cli_int(a, "seed", &o->seed) ||
+        cli_float(a, "temperature", &o->temperature))
         return 2;
-    if (length < 0 || length > 100000000L) return cli_error(C, "--length must be in [0, 100000000], got %ld", length);
-    if (temperature < 0) return cli_error(C, "--temperature must be >= 0 (0: greedy), got %g", temperature);
-    if (top_k < 0) return cli_error(C, "--top-k must be >= 0 (0: off), got %ld", top_k);
-    {
-        int trc = cli_apply_threads(&a, C);
-        if (trc) return trc;
-    }
-    const int cached = !cli_has(&a, "no-cache"), json = cli_has(&a, "json");
-    const char *ckpt = cli_str(&a, "ckpt");
-    lipt_error err = {0};
+    if (o->length < 0 || o->length > 100000000L)
+        return cli_error(C, "--length must be in [0, 100000000], got %ld", o->length);
+    if (o->temperature < 0) return cli_error(C, "--temperature must be >= 0 (0: greedy), got %g", o->temperature);
+    if (o->top_k < 0) return cli_error(C, "--top-k must be >= 0 (0: off), got %ld", o->top_k);
+    const int trc = cli_apply_threads(a, C);
+    if (trc) return trc;
+    o->cached = !cli_has(a, "no-cache");
+    o->json = cli_has(a, "json");
+    o->ckpt = cli_str(a, "ckpt");
+    o->prompt = cli_str(a, "prompt");
+    return 0;
+}
+
+/* One sampling run: the model, the prompt in its three forms, the output buffers and what the run measured. */
+typedef struct {
+    const sample_args *o;
     lipt_model m;
     lipt_vocab vocab;
-    if (run_load_model(ckpt, &m, &vocab, NULL, &err) != LIPT_OK) return cli_fail(C, &err);
+    uint8_t *ptext;    /* the prompt's bytes, spaces read as '_' for PTB vocabularies */
+    int32_t *pids;     /* its ids */
+    size_t np;
+    char *ptext_out;   /* the prompt as the model sees it (symbol form), plen bytes + NUL */
+    size_t plen;
+    char *gen;         /* length generated symbols + NUL */
+    float *work;       /* the sampler's scratch, vocab.size floats */
+    int tty;           /* text on a terminal: flushed symbol by symbol */
+    double seconds;
+    long slides;
+} sample_run;
 
-    /* ---- prompt -> ids ---- */
-    char dflt[2] = {0, 0};
-    const char *prompt = cli_str(&a, "prompt");
-    if (!prompt) {
-        dflt[0] = vocab.id_of['\n'] >= 0 ? '\n' : vocab.id_of[' '] >= 0 ? ' ' : (char)vocab.sym[0];
-        prompt = dflt;
-    }
-    const size_t np = strlen(prompt);
-    int rc = 0;
-    uint8_t *ptext = NULL;
-    int32_t *pids = NULL, *win = NULL;
-    char *ptext_out = NULL, *gen = NULL;
-    float *work = NULL;
-    lipt_decoder *dec = NULL;
-    lipt_ctx ctx;
-    int ctx_ok = 0;
-    if (np == 0) { rc = cli_error(C, "--prompt is empty: give at least one symbol"); goto out; }
-    if (np > 100000000) { rc = cli_error(C, "--prompt is too long (%zu bytes)", np); goto out; }
-    ptext = malloc(np);
-    pids = malloc(np * sizeof *pids);
-    if (!ptext || !pids) { rc = cli_error(C, "out of memory for a prompt of %zu bytes", np); goto out; }
-    memcpy(ptext, prompt, np);
-    const int ptb_spaces = vocab.ptb_form && vocab.id_of[' '] < 0 && vocab.id_of['_'] >= 0;
+/* The encoder's message advises on training options; here list what the model can read instead. Returns the
+ * exit status. */
+static int unknown_symbol_error(const char *C, const sample_run *r, lipt_error *err) {
+    const lipt_vocab *vocab = &r->vocab;
+    size_t i = 0;
+    while (i < r->np && vocab->id_of[r->ptext[i]] >= 0) i++;
+    if (i == r->np) return cli_fail(C, err);
+    int32_t all[256];
+    for (int k = 0; k < vocab->n_sym; k++) all[k] = k;
+    char syms[1100];
+    lipt_vocab_decode(vocab, all, (size_t)vocab->n_sym, LIPT_DECODE_ESCAPE, syms, sizeof syms);
+    char bad[24];
+    const uint8_t c = r->ptext[i];
+    if (c >= 32 && c < 127) snprintf(bad, sizeof bad, "'%c' (byte 0x%02x)", c, c);
+    else snprintf(bad, sizeof bad, "byte 0x%02x", c);
+    return cli_error(C, "--prompt: symbol %s at position %zu is not in the vocabulary of %s (%d symbols: %s)", bad, i,
+                     r->o->ckpt, vocab->n_sym, syms);
+}
+
+/* prompt -> ids, then the buffers of the generation; returns 0 or the exit status. */
+static int prepare_prompt(const char *C, sample_run *r, const char *prompt, lipt_error *err) {
+    const lipt_vocab *vocab = &r->vocab;
+    const size_t np = r->np = strlen(prompt);
+    if (np == 0) return cli_error(C, "--prompt is empty: give at least one symbol");
+    if (np > 100000000) return cli_error(C, "--prompt is too long (%zu bytes)", np);
+    r->ptext = malloc(np);
+    r->pids = malloc(np * sizeof *r->pids);
+    if (!r->ptext || !r->pids) return cli_error(C, "out of memory for a prompt of %zu bytes", np);
+    memcpy(r->ptext, prompt, np);
+    const int ptb_spaces = vocab->ptb_form && vocab->id_of[' '] < 0 && vocab->id_of['_'] >= 0;
     if (ptb_spaces)
         for (size_t i = 0; i < np; i++)
-            if (ptext[i] == ' ') ptext[i] = '_';
-    if (lipt_vocab_encode(&vocab, ptext, np, pids, "--prompt", &err) != LIPT_OK) {
-        /* the encoder's message advises on training options; here list what the model can read instead */
-        size_t i = 0;
-        while (i < np && vocab.id_of[ptext[i]] >= 0) i++;
-        if (i == np) { rc = cli_fail(C, &err); goto out; }
-        int32_t all[256];
-        for (int k = 0; k < vocab.n_sym; k++) all[k] = k;
-        char syms[1100];
-        lipt_vocab_decode(&vocab, all, (size_t)vocab.n_sym, LIPT_DECODE_ESCAPE, syms, sizeof syms);
-        char bad[24];
-        if (ptext[i] >= 32 && ptext[i] < 127) snprintf(bad, sizeof bad, "'%c' (byte 0x%02x)", ptext[i], ptext[i]);
-        else snprintf(bad, sizeof bad, "byte 0x%02x", ptext[i]);
-        rc = cli_error(C, "--prompt: symbol %s at position %zu is not in the vocabulary of %s (%d symbols: %s)", bad, i,
-                       ckpt, vocab.n_sym, syms);
-        goto out;
-    }
-    /* the prompt as the model sees it (symbol form) */
-    size_t plen = lipt_vocab_decode(&vocab, pids, np, 0, NULL, 0);
-    ptext_out = malloc(plen + 1);
-    gen = malloc((size_t)length + 1);
-    work = malloc((size_t)vocab.size * sizeof(float));
-    if (!ptext_out || !gen || !work) { rc = cli_error(C, "out of memory for %ld symbols", length); goto out; }
-    lipt_vocab_decode(&vocab, pids, np, 0, ptext_out, plen + 1);
+            if (r->ptext[i] == ' ') r->ptext[i] = '_';
+    if (lipt_vocab_encode(vocab, r->ptext, np, r->pids, "--prompt", err) != LIPT_OK)
+        return unknown_symbol_error(C, r, err);
+    r->plen = lipt_vocab_decode(vocab, r->pids, np, 0, NULL, 0);
+    r->ptext_out = malloc(r->plen + 1);
+    r->gen = malloc((size_t)r->o->length + 1);
+    r->work = malloc((size_t)vocab->size * sizeof(float));
+    if (!r->ptext_out || !r->gen || !r->work) return cli_error(C, "out of memory for %ld symbols", r->o->length);
+    lipt_vocab_decode(vocab, r->pids, np, 0, r->ptext_out, r->plen + 1);
+    return 0;
+}
 
-    /* ---- generation ---- */
-    const int V = m.cfg.vocab_size, T = m.cfg.seq_len, n_allowed = vocab.n_sym; /* the unknown id is n_sym */
+/* The generation loop: the logits of the next symbol from the decoder's cache, or from a full forward pass over
+ * the window with --no-cache; every symbol printed as it comes (text mode). Returns 0 or the exit status. */
+static int generate(const char *C, sample_run *r, lipt_error *err) {
+    const sample_args *o = r->o;
+    const lipt_model *m = &r->m;
+    const int cached = o->cached, json = o->json;
+    const int V = m->cfg.vocab_size, T = m->cfg.seq_len, n_allowed = r->vocab.n_sym; /* the unknown id is n_sym */
     lipt_rng rng;
-    lipt_rng_seed(&rng, (uint64_t)seed);
-    const int tty = !json && isatty(1);
+    lipt_rng_seed(&rng, (uint64_t)o->seed);
+    r->tty = !json && isatty(1);
     if (!json) {
-        fwrite(ptext_out, 1, plen, stdout);
-        if (tty) fflush(stdout);
+        fwrite(r->ptext_out, 1, r->plen, stdout);
+        if (r->tty) fflush(stdout);
     }
+    int rc = 0, wlen = 0, ctx_ok = 0;
+    int32_t *win = NULL;
+    lipt_decoder *dec = NULL;
+    lipt_ctx ctx;
     long slides = 0;
-    int wlen = 0;
     double t0 = cli_now();
     const float *lg = NULL;
     if (cached) {
-        if (lipt_decoder_create(&m, 1, &dec, &err) != LIPT_OK ||
-            lipt_decoder_append(dec, pids, (int)np, &lg, &err) != LIPT_OK) {
-            rc = cli_fail(C, &err);
+        if (lipt_decoder_create(m, 1, &dec, err) != LIPT_OK ||
+            lipt_decoder_append(dec, r->pids, (int)r->np, &lg, err) != LIPT_OK) {
+            rc = cli_fail(C, err);
             goto out;
         }
     } else {
         win = malloc((size_t)T * sizeof *win);
         if (!win) { rc = cli_error(C, "out of memory"); goto out; }
-        for (size_t i = 0; i < np; i++) window_push(win, &wlen, T, pids[i], &slides);
-        lipt_ctx_init(&ctx, (size_t)1 << 20, (uint64_t)seed);
+        for (size_t i = 0; i < r->np; i++) window_push(win, &wlen, T, r->pids[i], &slides);
+        lipt_ctx_init(&ctx, (size_t)1 << 20, (uint64_t)o->seed);
         ctx_ok = 1;
         lipt_no_grad_push(&ctx);
     }
-    for (long i = 0; i < length; i++) {
+    for (long i = 0; i < o->length; i++) {
         if (!cached) {
             lipt_tensor *out = NULL;
             lipt_ctx_reset(&ctx);
-            if (lipt_model_forward(&ctx, &m, win, 1, wlen, NULL, &out, NULL, &err) != LIPT_OK) {
-                rc = cli_fail(C, &err);
+            if (lipt_model_forward(&ctx, m, win, 1, wlen, NULL, &out, NULL, err) != LIPT_OK) {
+                rc = cli_fail(C, err);
                 goto out;
             }
             lg = out->data + (size_t)(wlen - 1) * V;
@@ -167,55 +188,90 @@ int cmd_sample(int argc, char **argv) {
             rc = cli_error(C, "the model's logits are not finite at generated symbol %ld (a diverged checkpoint?)", i);
             goto out;
         }
-        int tok = lipt_sample_next(lg, n_allowed, temperature, (int)(top_k < V ? top_k : 0), &rng, work);
+        int tok = lipt_sample_next(lg, n_allowed, o->temperature, (int)(o->top_k < V ? o->top_k : 0), &rng, r->work);
         const int32_t t32 = tok;
         char sym[8];
-        lipt_vocab_decode(&vocab, &t32, 1, 0, sym, sizeof sym); /* one byte: tok < n_sym */
-        gen[i] = sym[0];
+        lipt_vocab_decode(&r->vocab, &t32, 1, 0, sym, sizeof sym); /* one byte: tok < n_sym */
+        r->gen[i] = sym[0];
         if (!json) {
             fputc((unsigned char)sym[0], stdout);
-            if (tty) fflush(stdout);
+            if (r->tty) fflush(stdout);
         }
-        if (i + 1 < length) {
+        if (i + 1 < o->length) {
             if (cached) {
-                if (lipt_decoder_append(dec, &tok, 1, &lg, &err) != LIPT_OK) { rc = cli_fail(C, &err); goto out; }
+                if (lipt_decoder_append(dec, &tok, 1, &lg, err) != LIPT_OK) { rc = cli_fail(C, err); goto out; }
             } else {
                 window_push(win, &wlen, T, tok, &slides);
             }
         }
     }
-    double seconds = cli_now() - t0, rate = seconds > 0 ? (double)length / seconds : 0;
-    if (cached) slides = lipt_decoder_slides(dec);
-    gen[length] = 0;
-    if (json) {
-        json_w j;
-        json_begin(&j, stdout);
-        json_str(&j, "prompt", ptext_out);
-        json_str(&j, "text", gen);
-        json_int(&j, "length", length);
-        json_num(&j, "seconds", seconds);
-        json_num(&j, "tokens_per_s", rate);
-        json_bool(&j, "cached", cached);
-        json_num(&j, "temperature", temperature);
-        json_int(&j, "top_k", top_k);
-        json_int(&j, "seed", seed);
-        json_end(&j);
-    } else {
-        if (tty && (length > 0 ? gen[length - 1] : ptext_out[plen ? plen - 1 : 0]) != '\n') fputc('\n', stdout);
-        fflush(stdout);
-    }
-    fprintf(stderr, "lipt sample: %ld symbols in %.3f s: %.1f symbols/s (%s, %d threads; prompt %zu symbols, "
-                    "window %d, %ld slides)\n",
-            length, seconds, rate, cached ? "cached" : "no cache", lipt_get_threads(), np, T, slides);
+    r->seconds = cli_now() - t0;
+    r->slides = cached ? lipt_decoder_slides(dec) : slides;
+    r->gen[o->length] = 0;
 out:
     if (ctx_ok) lipt_ctx_free(&ctx);
     lipt_decoder_free(dec);
     free(win);
-    free(work);
-    free(gen);
-    free(ptext_out);
-    free(pids);
-    free(ptext);
-    lipt_model_free(&m);
+    return rc;
+}
+
+/* The text's end (a newline on a terminal) or the JSON summary on stdout, the speed on stderr. */
+static void report(const sample_run *r) {
+    const sample_args *o = r->o;
+    const long length = o->length;
+    const double rate = r->seconds > 0 ? (double)length / r->seconds : 0;
+    if (o->json) {
+        json_w j;
+        json_begin(&j, stdout);
+        json_str(&j, "prompt", r->ptext_out);
+        json_str(&j, "text", r->gen);
+        json_int(&j, "length", length);
+        json_num(&j, "seconds", r->seconds);
+        json_num(&j, "tokens_per_s", rate);
+        json_bool(&j, "cached", o->cached);
+        json_num(&j, "temperature", o->temperature);
+        json_int(&j, "top_k", o->top_k);
+        json_int(&j, "seed", o->seed);
+        json_end(&j);
+    } else {
+        const char last = length > 0 ? r->gen[length - 1] : r->ptext_out[r->plen ? r->plen - 1 : 0];
+        if (r->tty && last != '\n') fputc('\n', stdout);
+        fflush(stdout);
+    }
+    fprintf(stderr, "lipt sample: %ld symbols in %.3f s: %.1f symbols/s (%s, %d threads; prompt %zu symbols, "
+                    "window %d, %ld slides)\n",
+            length, r->seconds, rate, o->cached ? "cached" : "no cache", lipt_get_threads(), r->np, r->m.cfg.seq_len,
+            r->slides);
+}
+
+int cmd_sample(int argc, char **argv) {
+    const char *C = "sample";
+    cli_args a;
+    int pr = cli_parse(&a, C, sample_summary, sample_opts, N_SAMPLE_OPTS, argc, argv, 0, 0);
+    if (pr) return pr > 0 ? 0 : 2;
+    sample_args o;
+    int rc = parse_sample_args(&a, C, &o);
+    if (rc) return rc;
+    lipt_error err = {0};
+    sample_run r;
+    memset(&r, 0, sizeof r);
+    r.o = &o;
+    if (run_load_model(o.ckpt, &r.m, &r.vocab, NULL, &err) != LIPT_OK) return cli_fail(C, &err);
+    /* default: a newline if the vocabulary has one, else a space, else its first symbol */
+    char dflt[2] = {0, 0};
+    const char *prompt = o.prompt;
+    if (!prompt) {
+        dflt[0] = r.vocab.id_of['\n'] >= 0 ? '\n' : r.vocab.id_of[' '] >= 0 ? ' ' : (char)r.vocab.sym[0];
+        prompt = dflt;
+    }
+    rc = prepare_prompt(C, &r, prompt, &err);
+    if (!rc) rc = generate(C, &r, &err);
+    if (!rc) report(&r);
+    free(r.work);
+    free(r.gen);
+    free(r.ptext_out);
+    free(r.pids);
+    free(r.ptext);
+    lipt_model_free(&r.m);
     return rc;
 }

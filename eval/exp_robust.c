@@ -64,6 +64,209 @@ static void branch_eval(lipt_ctx *ctx, const lipt_model *m, int layer, const flo
     lipt_no_grad_pop(ctx);
 }
 
+/* The options, validated, with the checkpoint list split. */
+typedef struct {
+    long layer, N, K, seed;
+    double eps;
+    double scales[MAX_SCALES];
+    int nsc, from_ptb;
+    const char *out, *data;
+    char paths[MAX_MODELS][1024];
+    int nm;
+} rob_args;
+
+/* Reads and checks the options (applies --threads, makes --out); returns 0 or the exit status. */
+static int parse_rob_args(cli_args *a, const char *C, rob_args *o, lipt_error *err) {
+    o->nm = 0;
+    if (cli_int(a, "layer", &o->layer) || cli_int(a, "n", &o->N) || cli_int(a, "perturbations", &o->K) ||
+        cli_int(a, "seed", &o->seed) || cli_float(a, "eps", &o->eps))
+        return 2;
+    int rc = cli_apply_threads(a, C);
+    const int nsc = o->nsc = parse_list(cli_str(a, "scales"), o->scales, MAX_SCALES);
+    const char *inputs = cli_str(a, "inputs");
+    o->from_ptb = strcmp(inputs, "ptb") == 0;
+    if (rc) {
+    } else if (!cli_has(a, "ckpt")) rc = cli_error(C, "--ckpt A,B,... is required");
+    else if (nsc < 1) rc = cli_error(C, "--scales must be a comma list of positive numbers");
+    else if (!o->from_ptb && strcmp(inputs, "spread") != 0) rc = cli_error(C, "--inputs must be ptb or spread, got '%s'", inputs);
+    else if (o->N < 2 || o->K < 1 || !(o->eps > 0) || o->layer < 0)
+        rc = cli_error(C, "--n >= 2, --perturbations >= 1, --eps > 0, --layer >= 0");
+    for (int i = 0; !rc && i < nsc; i++)
+        if (!(o->scales[i] > 0)) rc = cli_error(C, "--scales: %g is not positive", o->scales[i]);
+    o->out = cli_str(a, "out");
+    o->data = cli_str(a, "data");
+    if (!rc && run_mkdir(o->out, err) != LIPT_OK) rc = cli_fail(C, err);
+    if (!rc) {
+        char buf[MAX_MODELS * 1024];
+        snprintf(buf, sizeof buf, "%s", cli_str(a, "ckpt"));
+        for (char *tok = strtok(buf, ","); tok && o->nm < MAX_MODELS; tok = strtok(NULL, ","))
+            snprintf(o->paths[o->nm++], 1024, "%s", tok);
+    }
+    return rc;
+}
+
+/* Scratch of one model's measurements (n = N * d_model floats per vector). */
+typedef struct {
+    float *z, *x, *xp, *y, *yp;
+    double *gains, *J;
+} rob_bufs;
+
+/* The gains at X = scale * z (rng stream si): K random perturbations of relative size eps, then the exact
+ * Jacobian's norms (NAN when it is not finite). */
+static void measure_scale(lipt_ctx *ctx, const lipt_model *m, const rob_args *o, int si, const rob_bufs *b,
+                          lipt_jac_map *map, rob_row *row, lipt_error *err) {
+    const size_t n = (size_t)o->N * m->cfg.d_model;
+    const long K = o->K;
+    float *x = b->x, *xp = b->xp;
+    for (size_t i = 0; i < n; i++) x[i] = (float)(o->scales[si] * b->z[i]);
+    branch_eval(ctx, m, (int)o->layer, x, (int)o->N, b->y);
+    lipt_rng r;
+    lipt_rng_seed(&r, (uint64_t)o->seed * 1000003u + (uint64_t)si);
+    const double dn = o->eps * frob(x, n);
+    for (long k = 0; k < K; k++) {
+        lipt_rng_fill_normal(&r, xp, n, 1.0f);
+        const double s = dn / frob(xp, n);
+        for (size_t i = 0; i < n; i++) xp[i] = (float)(x[i] + s * xp[i]);
+        double din = 0;
+        for (size_t i = 0; i < n; i++) din += ((double)xp[i] - x[i]) * ((double)xp[i] - x[i]);
+        branch_eval(ctx, m, (int)o->layer, xp, (int)o->N, b->yp);
+        double dout = 0;
+        for (size_t i = 0; i < n; i++) dout += ((double)b->yp[i] - b->y[i]) * ((double)b->yp[i] - b->y[i]);
+        b->gains[k] = sqrt(dout) / fmax(sqrt(din), 1e-300);
+    }
+    qsort(b->gains, (size_t)K, sizeof *b->gains, cmp_double);
+    row->scale = o->scales[si];
+    row->rand_median = b->gains[K / 2];
+    row->rand_max = b->gains[K - 1];
+    row->out_rms = frob(b->y, n) / sqrt((double)n);
+    if (lipt_jacobian(map, x, b->J, err) != LIPT_OK) {
+        row->jac2 = row->jacinf = NAN; /* a non-finite Jacobian (overflow at large scales) */
+        fprintf(stderr, "  note: scale %g: %s\n", o->scales[si], err->msg);
+    } else {
+        row->jac2 = lipt_matrix_norm_2(b->J, n, n, NULL, NULL);
+        row->jacinf = lipt_matrix_norm_inf(b->J, n, n);
+    }
+    fprintf(stderr, "  scale %-6g random gain median %.4g max %.4g | worst direction (|J|_2) %.4g, |J|_inf %.4g\n",
+            row->scale, row->rand_median, row->rand_max, row->jac2, row->jacinf);
+}
+
+/* One checkpoint: its attention's input z (or the spread draw), then a row per scale appended at rows[*nr].
+ * Returns 0 or the exit status. */
+static int measure_model(const char *C, const rob_args *o, const char *path, rob_row *rows, int *nr, lipt_error *err) {
+    lipt_model m;
+    lipt_vocab vocab;
+    int64_t step;
+    if (run_load_model(path, &m, &vocab, &step, err) != LIPT_OK) return cli_fail(C, err);
+    int rc = 0;
+    const long N = o->N, layer = o->layer;
+    const int D = m.cfg.d_model;
+    const size_t n = (size_t)N * D;
+    rob_bufs b = {malloc(sizeof(float) * n), malloc(sizeof(float) * n), malloc(sizeof(float) * n),
+                  malloc(sizeof(float) * n), malloc(sizeof(float) * n), malloc(sizeof(double) * (size_t)o->K),
+                  malloc(sizeof(double) * n * n)};
+    lipt_ctx ctx;
+    lipt_ctx_init(&ctx, (size_t)16 << 20, 1);
+    /* the attention's own input at this layer: earlier blocks, then the LayerNorm of the pre-LN variants */
+    if (exp_test_inputs(path, &m, &vocab, o->data, (int)N, (int)layer, 1, b.z, err) != LIPT_OK) {
+        /* a bad --n / --layer for this model is a usage error (exit 2), a missing corpus a failure (1) */
+        rc = err->status == LIPT_ERR_ARG ? cli_error(C, "%s: %s", path, err->msg) : cli_fail(C, err);
+    } else if (!o->from_ptb) {
+        const double rms = frob(b.z, n) / sqrt((double)n);
+        lipt_rng r;
+        lipt_rng_seed(&r, (uint64_t)o->seed * 7919u + 3);
+        lipt_rng_fill_normal(&r, b.z, n, (float)rms);
+        for (int j = 0; j < D; j++) b.z[(size_t)(N - 1) * D + j] = 0;
+    }
+    char label[96];
+    snprintf(label, sizeof label, "%s (%d layers)", lipt_attn_name(m.cfg.attention), m.cfg.n_layers);
+    if (!rc) fprintf(stderr, "%s: %s, attention of layer %ld, N %ld, D %d\n", path, label, layer, N, D);
+    lipt_branch_ref ref = {&m, (int)layer, LIPT_BRANCH_MHA};
+    lipt_jac_map map = {lipt_model_branch_fn, &ref, 3, {1, (int)N, D}, 0};
+    for (int si = 0; si < o->nsc && !rc; si++) {
+        rob_row *row = &rows[(*nr)++];
+        snprintf(row->label, sizeof row->label, "%s", label);
+        measure_scale(&ctx, &m, o, si, &b, &map, row, err);
+    }
+    lipt_ctx_free(&ctx);
+    free(b.z); free(b.x); free(b.xp); free(b.y); free(b.yp); free(b.gains); free(b.J);
+    lipt_model_free(&m);
+    return rc;
+}
+
+static lipt_status write_csv(const char *path, const rob_row *rows, int nr, lipt_error *err) {
+    out_file o;
+    const lipt_status st = open_file(&o, path, err);
+    if (st != LIPT_OK) return st;
+    fprintf(o.f, "model,scale,random_gain_median,random_gain_max,jacobian_2norm,jacobian_infnorm,output_rms\n");
+    for (int i = 0; i < nr; i++)
+        fprintf(o.f, "\"%s\",%g,%.6g,%.6g,%.6g,%.6g,%.6g\n", rows[i].label, rows[i].scale, rows[i].rand_median,
+                rows[i].rand_max, rows[i].jac2, rows[i].jacinf, rows[i].out_rms);
+    return commit_file(&o, err);
+}
+
+/* Gains against scale: worst direction solid, random median dashed, one colour per model. */
+static lipt_status write_figure(const char *path, const rob_row *rows, int nm, int nsc, lipt_error *err) {
+    double xs[MAX_MODELS][MAX_SCALES], yw[MAX_MODELS][MAX_SCALES], ym[MAX_MODELS][MAX_SCALES];
+    svg_series s[2 * MAX_MODELS];
+    char lab[2 * MAX_MODELS][128];
+    int ns = 0;
+    for (int mi = 0; mi < nm; mi++) {
+        for (int si = 0; si < nsc; si++) {
+            const rob_row *r = &rows[mi * nsc + si];
+            xs[mi][si] = r->scale;
+            yw[mi][si] = r->jac2;
+            ym[mi][si] = r->rand_median;
+        }
+        snprintf(lab[ns], sizeof lab[0], "%.100s: worst direction", rows[mi * nsc].label);
+        s[ns] = (svg_series){lab[ns], xs[mi], yw[mi], nsc, svg_color(mi), SVG_MARK_CIRCLE, 1, SVG_SOLID, 0};
+        ns++;
+        snprintf(lab[ns], sizeof lab[0], "%.100s: random, median", rows[mi * nsc].label);
+        s[ns] = (svg_series){lab[ns], xs[mi], ym[mi], nsc, svg_color(mi), SVG_MARK_CROSS, 1, SVG_DASHED, 1.2};
+        ns++;
+    }
+    svg_plot p = svg_plot_defaults();
+    p.title = "trained attention: output change per unit input change, |g(X+d)-g(X)| / |d|, at X = S z";
+    p.xlabel = "input scale S";
+    p.ylabel = "gain";
+    p.logx = p.logy = 1;
+    p.width = 1000;
+    return svg_write_file(path, &p, s, ns, err);
+}
+
+static void print_json(const rob_row *rows, int nr) {
+    json_w j;
+    json_begin(&j, stdout);
+    json_arr_open(&j, "rows");
+    for (int i = 0; i < nr; i++) {
+        json_obj_open(&j, NULL);
+        json_str(&j, "model", rows[i].label);
+        json_num(&j, "scale", rows[i].scale);
+        json_num(&j, "random_gain_median", rows[i].rand_median);
+        json_num(&j, "random_gain_max", rows[i].rand_max);
+        json_num(&j, "jacobian_2norm", rows[i].jac2);
+        json_num(&j, "jacobian_infnorm", rows[i].jacinf);
+        json_obj_close(&j);
+    }
+    json_arr_close(&j);
+    json_end(&j);
+}
+
+/* The CSV, the figure, the table (and the JSON object); returns 0 or the exit status. */
+static int write_results(const char *C, const rob_args *o, const rob_row *rows, int nr, int json, lipt_error *err) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/robustness.csv", o->out);
+    if (write_csv(path, rows, nr, err) != LIPT_OK) return cli_fail(C, err);
+    snprintf(path, sizeof path, "%s/robustness.svg", o->out);
+    if (write_figure(path, rows, o->nm, o->nsc, err) != LIPT_OK) return cli_fail(C, err);
+    printf("%-28s %7s %12s %12s %12s %12s\n", "model", "scale", "rand_median", "rand_max", "|J|_2", "|J|_inf");
+    for (int i = 0; i < nr; i++)
+        printf("%-28s %7g %12.4g %12.4g %12.4g %12.4g\n", rows[i].label, rows[i].scale, rows[i].rand_median,
+               rows[i].rand_max, rows[i].jac2, rows[i].jacinf);
+    fprintf(stderr, "wrote %s/robustness.csv and %s/robustness.svg\n", o->out, o->out);
+    if (json) print_json(rows, nr);
+    return 0;
+}
+
 int exp_robustness(int argc, char **argv) {
     const char *C = "experiment robustness";
     cli_args a;
@@ -76,169 +279,13 @@ int exp_robustness(int argc, char **argv) {
         cli_free(&a);
         return pr > 0 ? 0 : 2;
     }
-    long layer, N, K, seed;
-    double eps;
-    int rc = 0;
-    if (cli_int(&a, "layer", &layer) || cli_int(&a, "n", &N) || cli_int(&a, "perturbations", &K) ||
-        cli_int(&a, "seed", &seed) || cli_float(&a, "eps", &eps)) {
-        cli_free(&a);
-        return 2;
-    }
-    rc = cli_apply_threads(&a, C);
-    double scales[MAX_SCALES];
-    const int nsc = parse_list(cli_str(&a, "scales"), scales, MAX_SCALES);
-    const char *inputs = cli_str(&a, "inputs");
-    const int from_ptb = strcmp(inputs, "ptb") == 0;
-    if (rc) {
-    } else if (!cli_has(&a, "ckpt")) rc = cli_error(C, "--ckpt A,B,... is required");
-    else if (nsc < 1) rc = cli_error(C, "--scales must be a comma list of positive numbers");
-    else if (!from_ptb && strcmp(inputs, "spread") != 0) rc = cli_error(C, "--inputs must be ptb or spread, got '%s'", inputs);
-    else if (N < 2 || K < 1 || !(eps > 0) || layer < 0) rc = cli_error(C, "--n >= 2, --perturbations >= 1, --eps > 0, --layer >= 0");
-    for (int i = 0; !rc && i < nsc; i++)
-        if (!(scales[i] > 0)) rc = cli_error(C, "--scales: %g is not positive", scales[i]);
     lipt_error err = {0};
-    const char *out = cli_str(&a, "out");
-    if (!rc && run_mkdir(out, &err) != LIPT_OK) rc = cli_fail(C, &err);
-    char paths[MAX_MODELS][1024];
-    int nm = 0;
-    if (!rc) {
-        char buf[MAX_MODELS * 1024];
-        snprintf(buf, sizeof buf, "%s", cli_str(&a, "ckpt"));
-        for (char *tok = strtok(buf, ","); tok && nm < MAX_MODELS; tok = strtok(NULL, ",")) snprintf(paths[nm++], 1024, "%s", tok);
-    }
+    rob_args o;
+    int rc = parse_rob_args(&a, C, &o, &err);
     rob_row rows[MAX_MODELS * MAX_SCALES];
     int nr = 0;
-    for (int mi = 0; mi < nm && !rc; mi++) {
-        lipt_model m;
-        lipt_vocab vocab;
-        int64_t step;
-        if (run_load_model(paths[mi], &m, &vocab, &step, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
-        const int D = m.cfg.d_model;
-        const size_t n = (size_t)N * D;
-        float *z = malloc(sizeof(float) * n), *x = malloc(sizeof(float) * n), *xp = malloc(sizeof(float) * n);
-        float *y = malloc(sizeof(float) * n), *yp = malloc(sizeof(float) * n);
-        double *gains = malloc(sizeof(double) * (size_t)K), *J = malloc(sizeof(double) * n * n);
-        lipt_ctx ctx;
-        lipt_ctx_init(&ctx, (size_t)16 << 20, 1);
-        /* the attention's own input at this layer: earlier blocks, then the LayerNorm of the pre-LN variants */
-        if (exp_test_inputs(paths[mi], &m, &vocab, cli_str(&a, "data"), (int)N, (int)layer, 1, z, &err) != LIPT_OK) {
-            /* a bad --n / --layer for this model is a usage error (exit 2), a missing corpus a failure (1) */
-            rc = err.status == LIPT_ERR_ARG ? cli_error(C, "%s: %s", paths[mi], err.msg) : cli_fail(C, &err);
-        } else if (!from_ptb) {
-            const double rms = frob(z, n) / sqrt((double)n);
-            lipt_rng r;
-            lipt_rng_seed(&r, (uint64_t)seed * 7919u + 3);
-            lipt_rng_fill_normal(&r, z, n, (float)rms);
-            for (int j = 0; j < D; j++) z[(size_t)(N - 1) * D + j] = 0;
-        }
-        char label[96];
-        snprintf(label, sizeof label, "%s (%d layers)", lipt_attn_name(m.cfg.attention), m.cfg.n_layers);
-        if (!rc) fprintf(stderr, "%s: %s, attention of layer %ld, N %ld, D %d\n", paths[mi], label, layer, N, D);
-        lipt_branch_ref ref = {&m, (int)layer, LIPT_BRANCH_MHA};
-        lipt_jac_map map = {lipt_model_branch_fn, &ref, 3, {1, (int)N, D}, 0};
-        for (int si = 0; si < nsc && !rc; si++) {
-            for (size_t i = 0; i < n; i++) x[i] = (float)(scales[si] * z[i]);
-            branch_eval(&ctx, &m, (int)layer, x, (int)N, y);
-            lipt_rng r;
-            lipt_rng_seed(&r, (uint64_t)seed * 1000003u + (uint64_t)si);
-            const double dn = eps * frob(x, n);
-            for (long k = 0; k < K; k++) {
-                lipt_rng_fill_normal(&r, xp, n, 1.0f);
-                const double s = dn / frob(xp, n);
-                for (size_t i = 0; i < n; i++) xp[i] = (float)(x[i] + s * xp[i]);
-                double din = 0;
-                for (size_t i = 0; i < n; i++) din += ((double)xp[i] - x[i]) * ((double)xp[i] - x[i]);
-                branch_eval(&ctx, &m, (int)layer, xp, (int)N, yp);
-                double dout = 0;
-                for (size_t i = 0; i < n; i++) dout += ((double)yp[i] - y[i]) * ((double)yp[i] - y[i]);
-                gains[k] = sqrt(dout) / fmax(sqrt(din), 1e-300);
-            }
-            qsort(gains, (size_t)K, sizeof *gains, cmp_double);
-            rob_row *row = &rows[nr];
-            snprintf(row->label, sizeof row->label, "%s", label);
-            row->scale = scales[si];
-            row->rand_median = gains[K / 2];
-            row->rand_max = gains[K - 1];
-            row->out_rms = frob(y, n) / sqrt((double)n);
-            if (lipt_jacobian(&map, x, J, &err) != LIPT_OK) {
-                row->jac2 = row->jacinf = NAN; /* a non-finite Jacobian (overflow at large scales) */
-                fprintf(stderr, "  note: scale %g: %s\n", scales[si], err.msg);
-            } else {
-                row->jac2 = lipt_matrix_norm_2(J, n, n, NULL, NULL);
-                row->jacinf = lipt_matrix_norm_inf(J, n, n);
-            }
-            fprintf(stderr, "  scale %-6g random gain median %.4g max %.4g | worst direction (|J|_2) %.4g, |J|_inf %.4g\n",
-                    row->scale, row->rand_median, row->rand_max, row->jac2, row->jacinf);
-            nr++;
-        }
-        lipt_ctx_free(&ctx);
-        free(z); free(x); free(xp); free(y); free(yp); free(gains); free(J);
-        lipt_model_free(&m);
-    }
-    if (!rc) {
-        char path[1100];
-        snprintf(path, sizeof path, "%s/robustness.csv", out);
-        out_file o;
-        if (open_file(&o, path, &err) != LIPT_OK) rc = cli_fail(C, &err);
-        else {
-            fprintf(o.f, "model,scale,random_gain_median,random_gain_max,jacobian_2norm,jacobian_infnorm,output_rms\n");
-            for (int i = 0; i < nr; i++)
-                fprintf(o.f, "\"%s\",%g,%.6g,%.6g,%.6g,%.6g,%.6g\n", rows[i].label, rows[i].scale, rows[i].rand_median,
-                        rows[i].rand_max, rows[i].jac2, rows[i].jacinf, rows[i].out_rms);
-            if (commit_file(&o, &err) != LIPT_OK) rc = cli_fail(C, &err);
-        }
-        /* gains against scale: worst direction solid, random median dashed, one colour per model */
-        double xs[MAX_MODELS][MAX_SCALES], yw[MAX_MODELS][MAX_SCALES], ym[MAX_MODELS][MAX_SCALES];
-        svg_series s[2 * MAX_MODELS];
-        char lab[2 * MAX_MODELS][128];
-        int ns = 0;
-        for (int mi = 0; mi < nm; mi++) {
-            for (int si = 0; si < nsc; si++) {
-                const rob_row *r = &rows[mi * nsc + si];
-                xs[mi][si] = r->scale;
-                yw[mi][si] = r->jac2;
-                ym[mi][si] = r->rand_median;
-            }
-            snprintf(lab[ns], sizeof lab[0], "%.100s: worst direction", rows[mi * nsc].label);
-            s[ns] = (svg_series){lab[ns], xs[mi], yw[mi], nsc, svg_color(mi), SVG_MARK_CIRCLE, 1, SVG_SOLID, 0};
-            ns++;
-            snprintf(lab[ns], sizeof lab[0], "%.100s: random, median", rows[mi * nsc].label);
-            s[ns] = (svg_series){lab[ns], xs[mi], ym[mi], nsc, svg_color(mi), SVG_MARK_CROSS, 1, SVG_DASHED, 1.2};
-            ns++;
-        }
-        svg_plot p = svg_plot_defaults();
-        p.title = "trained attention: output change per unit input change, |g(X+d)-g(X)| / |d|, at X = S z";
-        p.xlabel = "input scale S";
-        p.ylabel = "gain";
-        p.logx = p.logy = 1;
-        p.width = 1000;
-        snprintf(path, sizeof path, "%s/robustness.svg", out);
-        if (!rc && svg_write_file(path, &p, s, ns, &err) != LIPT_OK) rc = cli_fail(C, &err);
-        if (!rc) {
-            printf("%-28s %7s %12s %12s %12s %12s\n", "model", "scale", "rand_median", "rand_max", "|J|_2", "|J|_inf");
-            for (int i = 0; i < nr; i++)
-                printf("%-28s %7g %12.4g %12.4g %12.4g %12.4g\n", rows[i].label, rows[i].scale, rows[i].rand_median,
-                       rows[i].rand_max, rows[i].jac2, rows[i].jacinf);
-            fprintf(stderr, "wrote %s/robustness.csv and %s/robustness.svg\n", out, out);
-        }
-        if (!rc && cli_has(&a, "json")) {
-            json_w j;
-            json_begin(&j, stdout);
-            json_arr_open(&j, "rows");
-            for (int i = 0; i < nr; i++) {
-                json_obj_open(&j, NULL);
-                json_str(&j, "model", rows[i].label);
-                json_num(&j, "scale", rows[i].scale);
-                json_num(&j, "random_gain_median", rows[i].rand_median);
-                json_num(&j, "random_gain_max", rows[i].rand_max);
-                json_num(&j, "jacobian_2norm", rows[i].jac2);
-                json_num(&j, "jacobian_infnorm", rows[i].jacinf);
-                json_obj_close(&j);
-            }
-            json_arr_close(&j);
-            json_end(&j);
-        }
-    }
+    for (int mi = 0; !rc && mi < o.nm; mi++) rc = measure_model(C, &o, o.paths[mi], rows, &nr, &err);
+    if (!rc) rc = write_results(C, &o, rows, nr, cli_has(&a, "json"), &err);
     cli_free(&a);
     return rc;
 }

@@ -170,11 +170,9 @@ static void put_stroke_style(FILE *f, const svg_series *s, const char *col) {
     if (s->line == SVG_DOTTED) fputs(" stroke-dasharray=\"1.5,3.5\" stroke-linecap=\"round\"", f);
 }
 
-/* One plot in the box [0, W] x [0, H] of the current user space (a panel translates it); clip: the clip-path id
- * (unique within the document). */
-static void draw_plot(FILE *f, const svg_plot *p, const svg_series *s, int ns, const char *clip) {
-    const int W = p->width > 0 ? p->width : 760, H = p->height > 0 ? p->height : 480;
-    /* legend width from the longest label (about 7.2 px per character at 12 px, generous for wide fonts) */
+/* The axes of a plot W x H px: the box left of the legend (its width from the longest label, about 7.2 px per
+ * character at 12 px, generous for wide fonts), the ranges from the usable points unless fixed by the plot. */
+static void plot_axes(const svg_plot *p, const svg_series *s, int ns, int W, int H, axis *ax, axis *ay) {
     size_t maxlab = 0;
     int n_leg = 0;
     for (int i = 0; i < ns; i++)
@@ -184,7 +182,8 @@ static void draw_plot(FILE *f, const svg_plot *p, const svg_series *s, int ns, c
         }
     const double leg_w = n_leg ? 48 + 7.2 * (double)maxlab : 0;
     const double left = 78, right = n_leg ? leg_w + 24 : 24, top = p->title ? 38 : 18, bottom = 58;
-    axis ax = {p->logx, 0, 1, left, W - right}, ay = {p->logy, 0, 1, H - bottom, top};
+    *ax = (axis){p->logx, 0, 1, left, W - right};
+    *ay = (axis){p->logy, 0, 1, H - bottom, top};
 
     size_t total = 0;
     for (int i = 0; i < ns; i++) total += s[i].n > 0 ? (size_t)s[i].n : 0;
@@ -198,23 +197,17 @@ static void draw_plot(FILE *f, const svg_plot *p, const svg_series *s, int ns, c
                 vy[m] = s[i].y[j];
                 m++;
             }
-    ax_range(&ax, vx, m, p->xmin, p->xmax);
-    ax_range(&ay, vy, m, p->ymin, p->ymax);
+    ax_range(ax, vx, m, p->xmin, p->xmax);
+    ax_range(ay, vy, m, p->ymin, p->ymax);
     free(vx);
     free(vy);
+}
 
-    fprintf(f, "<defs><clipPath id=\"%s\"><rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\"/></clipPath></defs>\n",
-            clip, ax.p0, ay.p1, ax.p1 - ax.p0, ay.p0 - ay.p1);
-    if (p->title) {
-        fprintf(f, "<text x=\"%.2f\" y=\"24\" text-anchor=\"middle\" font-size=\"14\">", (ax.p0 + ax.p1) / 2);
-        put_escaped(f, p->title);
-        fputs("</text>\n", f);
-    }
-
-    /* grid and ticks */
+/* Grid lines, ticks and tick labels of both axes. */
+static void draw_ticks(FILE *f, const axis *ax, const axis *ay) {
     tick t[256];
     for (int dim = 0; dim < 2; dim++) {
-        const axis *a = dim ? &ay : &ax;
+        const axis *a = dim ? ay : ax;
         const int nt = ax_ticks(a, t, 256);
         const double st = a->log ? 0 : nice_step((a->hi - a->lo) / 6);
         const int plain = a->log && log10(a->lo) >= -3 - 1e-9 && log10(a->hi) <= 4 + 1e-9;
@@ -224,15 +217,15 @@ static void draw_plot(FILE *f, const svg_plot *p, const svg_series *s, int ns, c
             const double len = t[i].major ? 6 : 3.5;
             if (dim == 0) {
                 if (t[i].major == 1)
-                    fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#e3e3e3\"/>\n", q, ay.p0, q, ay.p1);
-                fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"black\"/>\n", q, ay.p0, q, ay.p0 + len);
+                    fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#e3e3e3\"/>\n", q, ay->p0, q, ay->p1);
+                fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"black\"/>\n", q, ay->p0, q, ay->p0 + len);
             } else {
                 if (t[i].major == 1)
-                    fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#e3e3e3\"/>\n", ax.p0, q, ax.p1, q);
-                fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"black\"/>\n", ax.p0 - len, q, ax.p0, q);
+                    fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#e3e3e3\"/>\n", ax->p0, q, ax->p1, q);
+                fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"black\"/>\n", ax->p0 - len, q, ax->p0, q);
             }
             if (!labelled) continue;
-            const double lx = dim == 0 ? q : ax.p0 - 9, ly = dim == 0 ? ay.p0 + 20 : q + 4;
+            const double lx = dim == 0 ? q : ax->p0 - 9, ly = dim == 0 ? ay->p0 + 20 : q + 4;
             const char *anchor = dim == 0 ? "middle" : "end";
             if (a->log && t[i].major == 1) {
                 put_decade_label(f, t[i].decade, plain, lx, ly, anchor);
@@ -244,22 +237,29 @@ static void draw_plot(FILE *f, const svg_plot *p, const svg_series *s, int ns, c
             }
         }
     }
-    fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"none\" stroke=\"black\"/>\n", ax.p0, ay.p1,
-            ax.p1 - ax.p0, ay.p0 - ay.p1);
+}
+
+/* The frame around the axes and the axis titles (the y one turned upright). */
+static void draw_frame(FILE *f, const svg_plot *p, int H, const axis *ax, const axis *ay) {
+    fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"none\" stroke=\"black\"/>\n", ax->p0, ay->p1,
+            ax->p1 - ax->p0, ay->p0 - ay->p1);
     if (p->xlabel) {
-        fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" font-size=\"12\">", (ax.p0 + ax.p1) / 2, (double)H - 14);
+        fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" font-size=\"12\">", (ax->p0 + ax->p1) / 2, (double)H - 14);
         put_escaped(f, p->xlabel);
         fputs("</text>\n", f);
     }
     if (p->ylabel) {
-        const double cx = 20, cy = (ay.p0 + ay.p1) / 2;
+        const double cx = 20, cy = (ay->p0 + ay->p1) / 2;
         fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" font-size=\"12\" transform=\"rotate(-90 %.2f %.2f)\">",
                 cx, cy, cx, cy);
         put_escaped(f, p->ylabel);
         fputs("</text>\n", f);
     }
+}
 
-    /* series, clipped to the axes */
+/* The series, clipped to the axes: a line broken at unusable points, then the markers. */
+static void draw_series(FILE *f, const svg_plot *p, const svg_series *s, int ns, const char *clip, const axis *ax,
+                        const axis *ay) {
     fprintf(f, "<g clip-path=\"url(#%s)\">\n", clip);
     for (int i = 0; i < ns; i++) {
         const char *col = s[i].color ? s[i].color : svg_color(i);
@@ -271,7 +271,7 @@ static void draw_plot(FILE *f, const svg_plot *p, const svg_series *s, int ns, c
                     pen = 0;
                     continue;
                 }
-                fprintf(f, "%s%.2f,%.2f ", pen ? "L" : "M", ax_px(&ax, s[i].x[j]), ax_px(&ay, s[i].y[j]));
+                fprintf(f, "%s%.2f,%.2f ", pen ? "L" : "M", ax_px(ax, s[i].x[j]), ax_px(ay, s[i].y[j]));
                 pen = any = 1;
             }
             if (!any) fputs("M0,0", f);
@@ -283,13 +283,15 @@ static void draw_plot(FILE *f, const svg_plot *p, const svg_series *s, int ns, c
         if (s[i].marker != SVG_MARK_NONE)
             for (int j = 0; j < s[i].n; j += every)
                 if (usable(s[i].x[j], p->logx) && usable(s[i].y[j], p->logy))
-                    put_marker(f, s[i].marker, ax_px(&ax, s[i].x[j]), ax_px(&ay, s[i].y[j]), col);
+                    put_marker(f, s[i].marker, ax_px(ax, s[i].x[j]), ax_px(ay, s[i].y[j]), col);
     }
     fputs("</g>\n", f);
+}
 
-    /* legend, right of the axes */
-    double ly = ay.p1 + 10;
-    const double lx = ax.p1 + 18;
+/* The legend, right of the axes: the labelled series only. */
+static void draw_legend(FILE *f, const svg_series *s, int ns, const axis *ax, const axis *ay) {
+    double ly = ay->p1 + 10;
+    const double lx = ax->p1 + 18;
     for (int i = 0; i < ns; i++) {
         if (!s[i].label) continue;
         const char *col = s[i].color ? s[i].color : svg_color(i);
@@ -304,6 +306,25 @@ static void draw_plot(FILE *f, const svg_plot *p, const svg_series *s, int ns, c
         fputs("</text>\n", f);
         ly += 18;
     }
+}
+
+/* One plot in the box [0, W] x [0, H] of the current user space (a panel translates it); clip: the clip-path id
+ * (unique within the document). */
+static void draw_plot(FILE *f, const svg_plot *p, const svg_series *s, int ns, const char *clip) {
+    const int W = p->width > 0 ? p->width : 760, H = p->height > 0 ? p->height : 480;
+    axis ax, ay;
+    plot_axes(p, s, ns, W, H, &ax, &ay);
+    fprintf(f, "<defs><clipPath id=\"%s\"><rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\"/></clipPath></defs>\n",
+            clip, ax.p0, ay.p1, ax.p1 - ax.p0, ay.p0 - ay.p1);
+    if (p->title) {
+        fprintf(f, "<text x=\"%.2f\" y=\"24\" text-anchor=\"middle\" font-size=\"14\">", (ax.p0 + ax.p1) / 2);
+        put_escaped(f, p->title);
+        fputs("</text>\n", f);
+    }
+    draw_ticks(f, &ax, &ay);
+    draw_frame(f, p, H, &ax, &ay);
+    draw_series(f, p, s, ns, clip, &ax, &ay);
+    draw_legend(f, s, ns, &ax, &ay);
 }
 
 static void doc_open(FILE *f, int W, int H) {
