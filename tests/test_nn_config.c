@@ -113,6 +113,11 @@ static const bad_case bad_cases[] = {
     {"attention = contractive-l2\nffn = contractive\n", 2, {"gelu is not 1-Lipschitz", "relu, elu, lipswish", NULL}},
     {"attention = contractive-l2\n# x\nactivation = gelu\nffn = contractive\n", 4, {"gelu", "1.13", NULL}},
     {"norm = middle\n", 1, {"norm = 'middle'", "pre, post", NULL}},
+    /* range-checked as stored: a float32 */
+    {"c = 1e-50\n", 1, {"c = '1e-50'", "float32", "(0, 1)"}},
+    {"c = 0.99999999999\n", 1, {"c = '0.99999999999'", "becomes 1", NULL}},
+    {"dropout = 0.99999999999\n", 1, {"dropout", "becomes 1", "[0, 1)"}},
+    {"ln_eps = 1e-50\n", 1, {"ln_eps", "becomes 0", NULL}},
     {"attention = clipped-dp\nffn = contractive\nactivation = relu\nlip_norm = inf2\nnorm = post\n", 5,
      {"norm = post", "non-invertible", "clipped-dp"}},
     {"d_model = 64\nnorm = post\ncoupling = 1\n", 3, {"norm = post", "coupling = 1", NULL}},
@@ -197,6 +202,9 @@ START_TEST(test_set_and_roundtrip) {
     ck_assert_msg(lipt_config_parse(&back, buf, "ckpt", &err) == LIPT_OK, "%s", err.msg);
     ck_assert_msg(memcmp(&back, &cfg, sizeof cfg) == 0, "round trip differs:\n%s", buf);
     ck_assert(back.c == cfg.c && back.ln_eps == cfg.ln_eps && back.dropout == cfg.dropout);
+    /* floats as given: the shortest text that reads back exactly (0.1, not 0.100000001) */
+    ck_assert_msg(strstr(buf, "dropout = 0.1\n") && strstr(buf, "ln_eps = 3.3e-07\n") && strstr(buf, "c = 0.12345679\n"),
+                  "floats not in their shortest form:\n%s", buf);
     /* every key appears */
     const char *keys[] = {"vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn",
                           "activation", "dropout", "c =", "lip_norm", "power_iters", "init_seed", "ln_eps"};

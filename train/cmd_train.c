@@ -167,8 +167,10 @@ static int merge_config(cli_args *ap, trainer *t, int *resume, const char *resum
         }
         for (int i = 0; i < ap->n_extra; i++)
             if (lipt_config_set(&t->cfg, ap->extra_key[i], ap->extra_val[i], &err) != LIPT_OK)
-                return cli_error(C, "--%s: %s (not a lipt train option either: see lipt train --help)", ap->extra_key[i],
-                                 err.msg);
+                return strncmp(err.msg, "unknown config key", 18) == 0
+                           ? cli_error(C, "--%s: %s (not a lipt train option either: see lipt train --help)",
+                                       ap->extra_key[i], err.msg)
+                           : cli_error(C, "--%s: %s", ap->extra_key[i], err.msg);
         return 0;
     }
     const int data_given = cli_has(ap, "data");

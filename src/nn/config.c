@@ -98,6 +98,11 @@ static lipt_status parse_float(const char *where, const char *key, const char *v
     if (!ok)
         return lipt_fail(err, LIPT_ERR_ARG, "%s%s = '%s': expected a number in %c%g, %g%c", where, key, v,
                          lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
+    /* the value is stored as a float32: check it again as stored (1e-50 becomes 0, 0.99999999999 becomes 1) */
+    const double f = (double)(float)x;
+    if (!(isfinite(f) && (lo_open ? f > lo : f >= lo) && (hi_open ? f < hi : f <= hi)))
+        return lipt_fail(err, LIPT_ERR_ARG, "%s%s = '%s' becomes %.9g as a float32, outside %c%g, %g%c", where, key, v,
+                         f, lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
     *out = (float)x;
     return LIPT_OK;
 }
@@ -370,17 +375,27 @@ lipt_status lipt_config_load(lipt_config *cfg, const char *path, lipt_error *err
     return st;
 }
 
+/* The shortest %g form (6 to 9 digits) that strtod + (float) turns back into v exactly: 0.9, not 0.899999976. */
+static const char *float_text(float v, char buf[32]) {
+    for (int p = 6; p <= 9; p++) {
+        snprintf(buf, 32, "%.*g", p, (double)v);
+        if ((float)strtod(buf, NULL) == v) break;
+    }
+    return buf;
+}
+
 size_t lipt_config_to_text(const lipt_config *cfg, char *buf, size_t len) {
-    /* %.9g prints every float32 so that strtod + (float) gives it back exactly. */
+    char fd[32], fc[32], fe[32], fr[32];
     int n = snprintf(buf, len,
                      "vocab_size = %d\nd_model = %d\nn_heads = %d\nd_ff = %d\nn_layers = %d\nseq_len = %d\n"
-                     "attention = %s\nffn = %s\nactivation = %s\ndropout = %.9g\nc = %.9g\nlip_norm = %s\n"
-                     "power_iters = %d\ninit_seed = %" PRIu64 "\nln_eps = %.9g\nclip_radius = %.9g\nrel_bias = %d\n"
+                     "attention = %s\nffn = %s\nactivation = %s\ndropout = %s\nc = %s\nlip_norm = %s\n"
+                     "power_iters = %d\ninit_seed = %" PRIu64 "\nln_eps = %s\nclip_radius = %s\nrel_bias = %d\n"
                      "actnorm = %d\ngram_iters = %d\nffn_full_budget = %d\ncoupling = %d\nhead_hidden = %d\nnorm = %s\n",
                      cfg->vocab_size, cfg->d_model, cfg->n_heads, cfg->d_ff, cfg->n_layers, cfg->seq_len,
                      lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn), lipt_act_name(cfg->activation),
-                     (double)cfg->dropout, (double)cfg->c, lipt_lipnorm_name(cfg->lip_norm), cfg->power_iters,
-                     cfg->init_seed, (double)cfg->ln_eps, (double)cfg->clip_radius, cfg->rel_bias, cfg->actnorm,
+                     float_text(cfg->dropout, fd), float_text(cfg->c, fc), lipt_lipnorm_name(cfg->lip_norm),
+                     cfg->power_iters, cfg->init_seed, float_text(cfg->ln_eps, fe), float_text(cfg->clip_radius, fr),
+                     cfg->rel_bias, cfg->actnorm,
                      cfg->gram_iters, cfg->ffn_full_budget, cfg->coupling, cfg->head_hidden, lipt_norm_name(cfg->norm));
     return n < 0 ? 0 : (size_t)n;
 }
