@@ -168,7 +168,8 @@ class LiptConfig:
         return cls(**kw)
 
     def to_text(self) -> str:
-        """The text lipt_config_to_text writes (floats to round-trip float32 exactly)."""
+        """lipt_config_to_text's keys (floats with 9 digits, which read back as the same float32; lipt itself now
+        writes the shortest such form, e.g. 0.9: the golden files keep the 9-digit text)."""
         g = lambda x: "%.9g" % _f32(x)
         return (f"vocab_size = {self.vocab_size}\nd_model = {self.d_model}\nn_heads = {self.n_heads}\n"
                 f"d_ff = {self.d_ff}\nn_layers = {self.n_layers}\nseq_len = {self.seq_len}\n"
