@@ -20,47 +20,37 @@ typedef struct {
     "variant,depth,params,steps,train_seconds,valid_bpc,valid_symbols,valid_nll,test_bpc,test_symbols,test_nll,"      \
     "diverged,settings"
 
+typedef struct {
+    depth_row *rows;
+    int n, cap;
+} depth_row_buf;
+
+static int take_depth_row(char **x, void *user) {
+    depth_row_buf *b = user;
+    if (b->n >= b->cap) return 0;
+    depth_row r;
+    memset(&r, 0, sizeof r);
+    r.variant = variant_index(x[0]);
+    r.depth = atoi(x[1]);
+    r.params = atol(x[2]);
+    r.steps = atol(x[3]);
+    r.train_s = strtod(x[4], NULL);
+    r.valid_bpc = strtod(x[5], NULL);
+    r.valid_symbols = atol(x[6]);
+    r.valid_nll = strtod(x[7], NULL);
+    r.test_bpc = strtod(x[8], NULL);
+    r.test_symbols = atol(x[9]);
+    r.test_nll = strtod(x[10], NULL);
+    r.diverged = atoi(x[11]);
+    if (r.variant >= 0) b->rows[b->n++] = r;
+    return 1;
+}
+
 /* Rows of OUT/depth.csv; -1 (message printed) when it holds rows of other settings or an older format. */
 static int read_depth_csv(const char *path, const char *key, depth_row *rows, int cap, const char *C) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char line[2048];
-    int n = 0;
-    if (!fgets(line, sizeof line, f)) { fclose(f); return 0; }
-    line[strcspn(line, "\r\n")] = 0;
-    if (strcmp(line, DEPTH_HEADER) != 0) {
-        fclose(f);
-        cli_error(C, "%s was written by an older lipt or another tool (its header is not the current one): move it "
-                     "away or choose another --out", path);
-        return -1;
-    }
-    while (n < cap && fgets(line, sizeof line, f)) {
-        char *x[16];
-        if (csv_split(line, x, 16) != 13) continue;
-        if (strcmp(x[12], key) != 0) {
-            fclose(f);
-            cli_error(C, "%s holds results of other settings (%s, not %s): choose another --out for these", path, x[12],
-                      key);
-            return -1;
-        }
-        depth_row r;
-        memset(&r, 0, sizeof r);
-        r.variant = variant_index(x[0]);
-        r.depth = atoi(x[1]);
-        r.params = atol(x[2]);
-        r.steps = atol(x[3]);
-        r.train_s = strtod(x[4], NULL);
-        r.valid_bpc = strtod(x[5], NULL);
-        r.valid_symbols = atol(x[6]);
-        r.valid_nll = strtod(x[7], NULL);
-        r.test_bpc = strtod(x[8], NULL);
-        r.test_symbols = atol(x[9]);
-        r.test_nll = strtod(x[10], NULL);
-        r.diverged = atoi(x[11]);
-        if (r.variant >= 0) rows[n++] = r;
-    }
-    fclose(f);
-    return n;
+    depth_row_buf b = {rows, 0, cap};
+    const int got = grid_read_csv(path, DEPTH_HEADER, 13, key, C, take_depth_row, &b);
+    return got < 0 ? -1 : b.n;
 }
 
 static int cmp_depth_row(const void *p, const void *q) {

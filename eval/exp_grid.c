@@ -361,3 +361,33 @@ int csv_split(char *line, char **f, int cap) {
     }
     return n;
 }
+
+int grid_read_csv(const char *path, const char *header, int ncols, const char *key, const char *C,
+                  int (*row)(char **fields, void *user), void *user) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[2048];
+    int n = 0;
+    if (!fgets(line, sizeof line, f)) { fclose(f); return 0; }
+    line[strcspn(line, "\r\n")] = 0;
+    if (strcmp(line, header) != 0) {
+        fclose(f);
+        cli_error(C, "%s was written by an older lipt or another tool (its header is not the current one): move it "
+                     "away or choose another --out", path);
+        return -1;
+    }
+    while (fgets(line, sizeof line, f)) {
+        char *x[32];
+        if (ncols > 32 || csv_split(line, x, 32) != ncols) continue;
+        if (strcmp(x[ncols - 1], key) != 0) {
+            fclose(f);
+            cli_error(C, "%s holds results of other settings (%s, not %s): choose another --out for these", path,
+                      x[ncols - 1], key);
+            return -1;
+        }
+        if (!row(x, user)) break;
+        n++;
+    }
+    fclose(f);
+    return n;
+}

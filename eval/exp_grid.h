@@ -52,5 +52,10 @@ int eval_cell(const grid_opts *g, const char *dir, const char *split, long max_s
 double json_get(const char *js, const char *key);
 /* Splits a CSV line in place into at most cap fields; returns the count. */
 int csv_split(char *line, char **f, int cap);
+/* Reads a grid's CSV (first line `header`, rows of ncols fields, the last the settings key): row(fields, user) takes
+ * each row and returns 0 to stop (its buffer is full). The rows read; -1 (message printed) when the file is of another
+ * format or holds rows of other settings, which must not be mixed with these. 0 when the file does not exist. */
+int grid_read_csv(const char *path, const char *header, int ncols, const char *key, const char *C,
+                  int (*row)(char **fields, void *user), void *user);
 
 #endif

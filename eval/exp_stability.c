@@ -22,46 +22,36 @@ typedef struct {
 
 static const char *stab_kind(int d) { return d == 0 ? "stable" : d == 1 ? "non-finite" : "blow-up"; }
 
+typedef struct {
+    stab_row *rows;
+    int n, cap;
+} stab_row_buf;
+
+static int take_stab_row(char **x, void *user) {
+    stab_row_buf *b = user;
+    if (b->n >= b->cap) return 0;
+    stab_row r;
+    memset(&r, 0, sizeof r);
+    r.variant = variant_index(x[0]);
+    r.depth = atoi(x[1]);
+    r.steps_done = atol(x[2]);
+    r.first_loss = strtod(x[3], NULL);
+    r.min_loss = strtod(x[4], NULL);
+    r.final_loss = strtod(x[5], NULL);
+    r.valid_bpc = strtod(x[7], NULL);
+    r.max_gnorm = strtod(x[8], NULL);
+    r.max_spread = strtod(x[9], NULL);
+    r.diverged = strcmp(x[10], "stable") == 0 ? 0 : strcmp(x[10], "non-finite") == 0 ? 1 : 2;
+    r.diverge_step = atol(x[11]);
+    if (r.variant >= 0) b->rows[b->n++] = r;
+    return 1;
+}
+
 /* Rows of OUT/stability.csv; -1 (message printed) when it holds rows of other settings. */
 static int read_stab_csv(const char *path, const char *key, stab_row *rows, int cap, const char *C) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char line[2048];
-    int n = 0;
-    if (!fgets(line, sizeof line, f)) { fclose(f); return 0; }
-    line[strcspn(line, "\r\n")] = 0;
-    if (strcmp(line, STAB_HEADER) != 0) {
-        fclose(f);
-        cli_error(C, "%s was written by an older lipt or another tool (its header is not the current one): move it "
-                     "away or choose another --out", path);
-        return -1;
-    }
-    while (n < cap && fgets(line, sizeof line, f)) {
-        char *x[16];
-        if (csv_split(line, x, 16) != 13) continue;
-        if (strcmp(x[12], key) != 0) {
-            fclose(f);
-            cli_error(C, "%s holds results of other settings (%s, not %s): choose another --out for these", path, x[12],
-                      key);
-            return -1;
-        }
-        stab_row r;
-        memset(&r, 0, sizeof r);
-        r.variant = variant_index(x[0]);
-        r.depth = atoi(x[1]);
-        r.steps_done = atol(x[2]);
-        r.first_loss = strtod(x[3], NULL);
-        r.min_loss = strtod(x[4], NULL);
-        r.final_loss = strtod(x[5], NULL);
-        r.valid_bpc = strtod(x[7], NULL);
-        r.max_gnorm = strtod(x[8], NULL);
-        r.max_spread = strtod(x[9], NULL);
-        r.diverged = strcmp(x[10], "stable") == 0 ? 0 : strcmp(x[10], "non-finite") == 0 ? 1 : 2;
-        r.diverge_step = atol(x[11]);
-        if (r.variant >= 0) rows[n++] = r;
-    }
-    fclose(f);
-    return n;
+    stab_row_buf b = {rows, 0, cap};
+    const int got = grid_read_csv(path, STAB_HEADER, 13, key, C, take_stab_row, &b);
+    return got < 0 ? -1 : b.n;
 }
 
 static int cmp_stab_row(const void *p, const void *q) {

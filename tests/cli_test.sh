@@ -98,6 +98,9 @@ if "$LIPT" experiment stability "${GRID[@]}" --variants dp,l2-tied --depths 1,2 
 else
   fail "experiment stability: $(tail -c 400 "$TMP/stab.txt")"
 fi
+# a grid's CSV belongs to its settings: another --steps into the same folder is refused, not mixed with the old cells
+expect_error "experiment stability with other settings into the same --out" "$LIPT" experiment stability "${GRID[@]}" \
+  --variants dp --depths 1 --steps 7 --runs "$TMP/stab"
 if "$LIPT" experiment robustness --ckpt "$TMP/run/last.ckpt,$(echo "$TMP"/grid/dp-L1-*/last.ckpt)" --data "$DATA" --n 4 --scales 1,10 \
      --perturbations 4 --out "$TMP/exp" --threads 1 >"$TMP/rob.txt" 2>&1 && [ "$(wc -l < "$TMP/exp/robustness.csv")" -eq 5 ] &&
    [ -s "$TMP/exp/robustness.svg" ] &&
