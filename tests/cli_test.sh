@@ -204,6 +204,9 @@ ln -s "$TMP/victim" "$TMP/planted.safetensors.tmp" && echo precious > "$TMP/vict
 "$LIPT" export --ckpt "$CK" --out "$TMP/planted.safetensors" 2>/dev/null &&
   [ "$(cat "$TMP/victim")" = precious ] && pass "a planted symlink at the temporary is not written through" ||
   fail "planted symlink: victim is now $(head -c 40 "$TMP/victim")"
+"$LIPT" eval --ckpt "$TMP/$(printf 'x\033]0;title\007\033[31m')" 2>"$TMP/esc.err"
+if grep -q "$(printf '\033')" "$TMP/esc.err"; then fail "a control byte reached the terminal raw"
+else pass "control bytes in messages are escaped: $(cat "$TMP/esc.err")"; fi
 printf '\xef\xbb\xbfd_model = 32\nn_heads = 2\n' > "$TMP/bom.cfg"
 "$LIPT" train --config "$TMP/bom.cfg" --data "$DATA" --steps 2 --batch 2 --seq_len 16 --d_ff 32 --n_layers 1 \
   --out "$TMP/bom_run" --threads 1 --quiet --final-eval none --eval-every 0 2>"$TMP/bom.err" &&

@@ -23,18 +23,29 @@ void cli_usage(FILE *f, const char *cmd, const char *summary, const cli_opt *opt
     fprintf(f, "  %-26s %s\n", "--help", "show this help");
 }
 
-int cli_error(const char *cmd, const char *fmt, ...) {
-    va_list ap;
+/* One message line on stderr with every control byte shown as \xHH: text from a file (a crafted checkpoint, a
+ * corpus) must not move the cursor, recolour or retitle the user's terminal, nor split the line. */
+static void put_message(const char *cmd, const char *msg) {
     fprintf(stderr, "lipt %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f) fprintf(stderr, "\\x%02x", *p);
+        else fputc(*p, stderr);
+    }
     fputc('\n', stderr);
+}
+
+int cli_error(const char *cmd, const char *fmt, ...) {
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    put_message(cmd, msg);
     return 2;
 }
 
 int cli_fail(const char *cmd, const lipt_error *err) {
-    fprintf(stderr, "lipt %s: %s\n", cmd, err->msg[0] ? err->msg : lipt_status_name(err->status));
+    put_message(cmd, err->msg[0] ? err->msg : lipt_status_name(err->status));
     return 1;
 }
 
