@@ -52,6 +52,9 @@ typedef struct lipt_model { /* named: lipt/invert.h declares it ahead */
  * cfg->init_seed (models/README.md lists the scheme per variant) and converge the power-iteration
  * vectors (lipt_model_refresh_norms with 100 rounds). */
 lipt_status lipt_model_init(lipt_model *m, const lipt_config *cfg, lipt_error *err);
+/* The floats a model of this config holds (trainable, buffers), without allocating them. lipt_model_init refuses a
+ * model whose parameters, gradients, Adam moments and buffers need more than LIPT_MAX_MODEL_GB (default 32) GB. */
+lipt_status lipt_config_param_floats(const lipt_config *cfg, size_t *n_train, size_t *n_buf, lipt_error *err);
 void lipt_model_free(lipt_model *m);
 /* Re-draw every parameter and buffer from `seed` (what lipt_model_init does), then refresh the norms. */
 void lipt_model_init_weights(lipt_model *m, uint64_t seed);

@@ -21,11 +21,21 @@
 
 /* The sections a version-1 file holds, in write order; readers skip unknown tags. Static: a small table each of
  * the two files keeps its own copy of (nothing exported from the library). */
-static const struct { char tag[5]; const char *what; int required; } SECTIONS[] = {
-    {"CONF", "model config", 1},     {"VOCB", "vocabulary", 1},         {"STAT", "training state", 1},
-    {"RNGS", "RNG states", 1},       {"XTRA", "extra data", 1},         {"TIDX", "tensor index", 1},
-    {"TVAL", "trainable values", 1}, {"TBUF", "buffer values", 1},      {"ADMM", "Adam first moments", 0},
-    {"ADMV", "Adam second moments", 0},
+#define MiB ((uint64_t)1 << 20)
+#define MAX_FLOAT_SECTION ((uint64_t)16 << 30) /* 4 Gi floats per section: a 4-billion-parameter model */
+/* max: the largest inflated size a reader accepts (docs/CHECKPOINT.md), checked before anything is allocated, so a
+ * small crafted file cannot ask for gigabytes */
+static const struct { char tag[5]; const char *what; int required; uint64_t max; } SECTIONS[] = {
+    {"CONF", "model config", 1, 1 * MiB},
+    {"VOCB", "vocabulary", 1, 64 * 1024},
+    {"STAT", "training state", 1, 4096},
+    {"RNGS", "RNG states", 1, 1 * MiB},
+    {"XTRA", "extra data", 1, 16 * MiB},
+    {"TIDX", "tensor index", 1, 256 * MiB},
+    {"TVAL", "trainable values", 1, MAX_FLOAT_SECTION},
+    {"TBUF", "buffer values", 1, MAX_FLOAT_SECTION},
+    {"ADMM", "Adam first moments", 0, MAX_FLOAT_SECTION},
+    {"ADMV", "Adam second moments", 0, MAX_FLOAT_SECTION},
 };
 enum { S_CONF, S_VOCB, S_STAT, S_RNGS, S_XTRA, S_TIDX, S_TVAL, S_TBUF, S_ADMM, S_ADMV, S_COUNT };
 _Static_assert(sizeof SECTIONS / sizeof SECTIONS[0] == S_COUNT, "section table");

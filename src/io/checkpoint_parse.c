@@ -241,6 +241,10 @@ static lipt_status read_section(const unsigned char *d, size_t n, size_t *pos, u
         return lipt_fail(err, LIPT_ERR_FORMAT, "%s: CRC mismatch in section '%s' (%s): file is corrupt", name,
                          tag_str(h, tb), what);
     if (id < 0) return LIPT_OK; /* a later minor revision's section: verified, not needed */
+    if (raw > SECTIONS[id].max)
+        return lipt_fail(err, LIPT_ERR_FORMAT, "%s: section '%s' (%s) declares %llu bytes, more than the cap of %llu "
+                         "for that section (docs/CHECKPOINT.md): file is corrupt or not a lipt checkpoint", name,
+                         SECTIONS[id].tag, what, (unsigned long long)raw, (unsigned long long)SECTIONS[id].max);
     if (sec[id].present) return lipt_fail(err, LIPT_ERR_FORMAT, "%s: section '%s' appears twice", name, SECTIONS[id].tag);
     sec[id].present = 1;
     sec[id].size = (size_t)raw;

@@ -74,7 +74,31 @@ static void register_params(lipt_model *m) {
     }
     m->head_w = add_param(p, -1, "head.w", 2, (int[]){c->head_hidden > 0 ? c->head_hidden : D, V}, 0);
     m->head_b = add_param(p, -1, "head.b", 1, (int[]){V}, ND);
-    lipt_params_finalize(p);
+}
+
+/* The documented cap on a model's memory (parameters, gradients, Adam moments, buffers): LIPT_MAX_MODEL_GB, default
+ * 32, so that a mistyped size or a crafted checkpoint is an error instead of an abort or hours of swapping. */
+static double model_cap_bytes(void) {
+    const char *e = getenv("LIPT_MAX_MODEL_GB");
+    const double gb = e && atof(e) > 0 ? atof(e) : 32.0;
+    return gb * 1e9;
+}
+
+lipt_status lipt_config_param_floats(const lipt_config *cfg, size_t *n_train, size_t *n_buf, lipt_error *err) {
+    lipt_status st = lipt_config_validate(cfg, err);
+    if (st != LIPT_OK) return st;
+    lipt_model m;
+    memset(&m, 0, sizeof m);
+    m.cfg = *cfg;
+    m.invertible = lipt_config_invertible(cfg);
+    m.layers = lipt_xcalloc((size_t)(cfg->n_layers ? cfg->n_layers : 1), sizeof *m.layers);
+    lipt_params_init(&m.params);
+    register_params(&m); /* shapes only: nothing is allocated before lipt_params_finalize */
+    *n_train = m.params.n_train;
+    *n_buf = m.params.n_buf;
+    lipt_params_free(&m.params);
+    free(m.layers);
+    return LIPT_OK;
 }
 
 lipt_status lipt_model_init(lipt_model *m, const lipt_config *cfg, lipt_error *err) {
@@ -86,6 +110,19 @@ lipt_status lipt_model_init(lipt_model *m, const lipt_config *cfg, lipt_error *e
     m->layers = lipt_xcalloc((size_t)(cfg->n_layers ? cfg->n_layers : 1), sizeof *m->layers);
     lipt_params_init(&m->params);
     register_params(m);
+    const double bytes = (4.0 * (double)m->params.n_train + (double)m->params.n_buf) * sizeof(float);
+    if (bytes > model_cap_bytes()) {
+        const size_t n = m->params.n_train;
+        lipt_params_free(&m->params);
+        free(m->layers);
+        memset(m, 0, sizeof *m);
+        return lipt_fail(err, LIPT_ERR_ARG,
+                         "the model (d_model %d, %d layers, d_ff %d, vocab %d) has %zu parameters and needs %.1f GB for "
+                         "them, their gradients and Adam state: above the cap of %.0f GB (set LIPT_MAX_MODEL_GB to raise "
+                         "it)", cfg->d_model, cfg->n_layers, cfg->d_ff, cfg->vocab_size, n, bytes / 1e9,
+                         model_cap_bytes() / 1e9);
+    }
+    lipt_params_finalize(&m->params);
     lipt_ctx_init(&m->scratch, 1 << 16, cfg->init_seed);
     lipt_model_init_weights(m, cfg->init_seed);
     return LIPT_OK;

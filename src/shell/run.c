@@ -56,6 +56,15 @@ lipt_status run_load_model(const char *path, lipt_model *m, lipt_vocab *vocab, i
     if (st == LIPT_OK && vocab && vocab->size != cfg.vocab_size)
         st = lipt_fail(err, LIPT_ERR_FORMAT, "%s: vocabulary has %d symbols but the model %d", path, vocab->size,
                        cfg.vocab_size);
+    if (st == LIPT_OK) {
+        /* the stored tensors must be the ones the stored config describes, checked before anything is allocated */
+        size_t want_t = 0, want_b = 0, have_t = 0, have_b = 0;
+        st = lipt_config_param_floats(&cfg, &want_t, &want_b, err);
+        for (int i = 0; i < ck.n_tensors; i++) *(ck.tensors[i].flags & LIPT_PARAM_BUFFER ? &have_b : &have_t) += ck.tensors[i].numel;
+        if (st == LIPT_OK && (want_t != have_t || want_b != have_b))
+            st = lipt_fail(err, LIPT_ERR_FORMAT, "%s: its config describes %zu trainable and %zu buffer floats but it "
+                           "stores %zu and %zu: not a consistent checkpoint", path, want_t, want_b, have_t, have_b);
+    }
     if (st == LIPT_OK) st = lipt_model_init(m, &cfg, err);
     if (st == LIPT_OK) {
         st = lipt_ckpt_load_params(&ck, &m->params, 0, err);
