@@ -204,6 +204,8 @@ ln -s "$TMP/victim" "$TMP/planted.safetensors.tmp" && echo precious > "$TMP/vict
 "$LIPT" export --ckpt "$CK" --out "$TMP/planted.safetensors" 2>/dev/null &&
   [ "$(cat "$TMP/victim")" = precious ] && pass "a planted symlink at the temporary is not written through" ||
   fail "planted symlink: victim is now $(head -c 40 "$TMP/victim")"
+head -c 30000000 /dev/zero | gzip > "$TMP/bomb.gz"
+expect_error "a gzip corpus past the decompression cap" env LIPT_MAX_CORPUS_GB=0.01 "$LIPT" data --data "$TMP/bomb.gz"
 "$LIPT" eval --ckpt "$TMP/$(printf 'x\033]0;title\007\033[31m')" 2>"$TMP/esc.err"
 if grep -q "$(printf '\033')" "$TMP/esc.err"; then fail "a control byte reached the terminal raw"
 else pass "control bytes in messages are escaped: $(cat "$TMP/esc.err")"; fi

@@ -60,6 +60,19 @@ static int read_magic(const char *path, uint8_t m[4], size_t *got) {
     return 0;
 }
 
+/* The documented cap on a decompressed corpus: LIPT_MAX_CORPUS_GB (default 4; enwik8 is 0.1), so that a small
+ * compressed file cannot fill the memory unasked. */
+static size_t corpus_cap(void) {
+    const char *e = getenv("LIPT_MAX_CORPUS_GB");
+    const double gb = e && atof(e) > 0 ? atof(e) : 4.0;
+    return gb * 1e9 >= (double)SIZE_MAX ? SIZE_MAX : (size_t)(gb * 1e9);
+}
+
+static lipt_status over_cap(const char *path, size_t n, lipt_error *err) {
+    return lipt_fail(err, LIPT_ERR_FORMAT, "%s decompresses to more than %zu bytes, the cap on a corpus (set "
+                     "LIPT_MAX_CORPUS_GB to raise it)", path, n);
+}
+
 lipt_status lipt_read_gzip(const char *path, lipt_bytes *out, lipt_error *err) {
     out->data = NULL;
     out->len = 0;
@@ -95,6 +108,11 @@ lipt_status lipt_read_gzip(const char *path, lipt_bytes *out, lipt_error *err) {
         if (r < 0) break;
         if (r == 0) break;
         n += (size_t)r;
+        if (n > corpus_cap()) {
+            free(buf);
+            gzclose(g);
+            return over_cap(path, corpus_cap(), err);
+        }
     }
     int zerr = Z_OK;
     const char *zmsg = gzerror(g, &zerr);
@@ -194,6 +212,7 @@ static lipt_status extract(const uint8_t *z, size_t n, const zip_entry *e, const
     if (e->usize > (uint64_t)SIZE_MAX - 1)
         return lipt_fail(err, LIPT_ERR_NOMEM, "%s: member %s is too large (%llu bytes)", label, nm, (unsigned long long)e->usize);
     size_t us = (size_t)e->usize;
+    if (us > corpus_cap()) return over_cap(label, corpus_cap(), err);
     lipt_status s = alloc_bytes(out, us, label, err);
     if (s) return s;
     const uint8_t *src = z + data_off;
