@@ -184,6 +184,9 @@ static int merge_config(cli_args *ap, trainer *t, int *resume, const char *resum
         lipt_vocab_from_blob(&t->vocab, ck->vocab, ck->vocab_len, &err) != LIPT_OK ||
         run_extra_unpack(rx, ck->extra, ck->extra_len, &err) != LIPT_OK)
         return cli_fail(C, &err);
+    if (t->vocab.size != t->cfg.vocab_size) /* what eval refuses, resume must refuse too */
+        return cli_error(C, "%s: its vocabulary has %d symbols but its model %d: not a consistent checkpoint",
+                         resume_path, t->vocab.size, t->cfg.vocab_size);
     for (const char *p = rx->opts_text; p && *p;) {
         const char *eq = strchr(p, '='), *nl = strchr(p, '\n');
         if (!eq || !nl || eq > nl) break;

@@ -288,6 +288,9 @@ static lipt_status check_sections(const section *sec, const char *name, lipt_ckp
         uint32_t has_opt = lipt_get_u32(sb + 16);
         if (has_opt > 1 || lipt_get_u32(sb + 20) != 0)
             st = lipt_fail(err, LIPT_ERR_FORMAT, "%s: training state has bad flags", name);
+        else if (ck->step < 0 || ck->adam_t < 0) /* a resumed run would otherwise fail later, misleadingly */
+            st = lipt_fail(err, LIPT_ERR_FORMAT, "%s: training state has a negative step (%lld) or Adam step (%lld): file "
+                           "is corrupt", name, (long long)ck->step, (long long)ck->adam_t);
         else if (has_opt != (uint32_t)sec[S_ADMM].present || has_opt != (uint32_t)sec[S_ADMV].present)
             st = lipt_fail(err, LIPT_ERR_FORMAT, "%s: optimizer flag and Adam moment sections disagree", name);
         ck->has_optimizer = (int)has_opt;
