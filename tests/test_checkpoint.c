@@ -102,7 +102,7 @@ static lipt_ckpt_contents contents(const lipt_params *p, fixture_blobs *fb, int6
     lipt_rng_u64(&fb->rngs[1]);
     for (int i = 0; i < 40; i++) fb->extra[i] = (unsigned char)(i * 37 + 1);
     return (lipt_ckpt_contents){.config_text = CONFIG, .vocab = VOCAB, .vocab_len = sizeof VOCAB, .params = p,
-                                .with_optimizer = with_opt, .adam_t = step - 3, .step = step, .rngs = fb->rngs,
+                                .with_optimizer = with_opt, .adam_t = step + 7, .step = step, .rngs = fb->rngs,
                                 .n_rngs = 3, .extra = fb->extra, .extra_len = 40};
 }
 
@@ -257,7 +257,7 @@ START_TEST(test_roundtrip) {
         ck_assert(memcmp(ck.vocab, VOCAB, sizeof VOCAB) == 0);
         ck_assert_int_eq((int)ck.step, 1234);
         ck_assert_int_eq(ck.has_optimizer, 1);
-        ck_assert_int_eq((int)ck.adam_t, 1231);
+        ck_assert_int_eq((int)ck.adam_t, 1241);
         ck_assert_int_eq(ck.n_rngs, 3);
         ck_assert(memcmp(ck.rngs, fb.rngs, sizeof fb.rngs) == 0);
         ck_assert_uint_eq(ck.extra_len, 40);
