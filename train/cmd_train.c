@@ -19,6 +19,9 @@
 #include "run.h"
 #include "train_run.h"
 
+/* cli_args.set values beyond "given on the command line" (1): filled in by lipt train itself */
+enum { SET_BY_CKPT = 2, SET_BY_CONFIG = 3 };
+
 /* Options stored in the checkpoint ("persist") are restored on --resume unless given again. */
 static const cli_opt train_opts[] = {
     {"config", CLI_STRING, "FILE", "run config: model keys and training keys (key = value, e.g. a run's run.cfg); every key can also be given as --key value", NULL},
@@ -140,7 +143,7 @@ static int load_run_config(cli_args *ap, const char *path, lipt_config *cfg) {
                 if (t >= 0) {
                     for (int o = 0; o < ap->n_opts; o++)
                         if (strcmp(ap->opts[o].name, persisted[t]) == 0 && !ap->set[o]) {
-                            ap->set[o] = 1;
+                            ap->set[o] = SET_BY_CONFIG;
                             ap->val[o] = cli_own(ap, val, strlen(val));
                         }
                     memset(line, ' ', (size_t)(end - line)); /* not a model key: blank, so line numbers stay */
@@ -196,7 +199,7 @@ static int merge_config(cli_args *ap, trainer *t, int *resume, const char *resum
         key[kl] = 0;
         for (int k = 0; k < ap->n_opts; k++)
             if (strcmp(ap->opts[k].name, key) == 0 && !ap->set[k]) {
-                ap->set[k] = 1;
+                ap->set[k] = SET_BY_CKPT;
                 ap->val[k] = cli_own(ap, eq + 1, (size_t)(nl - eq - 1));
             }
         p = nl + 1;
@@ -210,6 +213,16 @@ static int merge_config(cli_args *ap, trainer *t, int *resume, const char *resum
 }
 
 /* Numeric options read and range-checked; 0, 2 (bad syntax, message printed) or the exit status. */
+/* Where an option's value came from, for messages: a value the user did not type must not be blamed on a flag. */
+static const char *origin(const cli_args *ap, const char *name) {
+    for (int k = 0; k < ap->n_opts; k++)
+        if (strcmp(ap->opts[k].name, name) == 0)
+            return ap->set[k] == SET_BY_CKPT     ? " (the value stored in the checkpoint being resumed)"
+                   : ap->set[k] == SET_BY_CONFIG ? " (from the --config file)"
+                                                 : "";
+    return "";
+}
+
 static int read_numbers(cli_args *ap, train_settings *s) {
     const char *C = "train";
     if (cli_int(ap, "steps", &s->steps) || cli_int(ap, "batch", &s->batch) || cli_int(ap, "warmup", &s->warmup) ||
@@ -220,15 +233,17 @@ static int read_numbers(cli_args *ap, train_settings *s) {
         cli_float(ap, "weight-decay", &s->wd) || cli_float(ap, "clip", &s->clip) ||
         cli_int(ap, "check-every", &s->check_every) || cli_float(ap, "save-minutes", &s->save_minutes))
         return 2;
-    if (s->steps < 0) return cli_error(C, "--steps must be >= 0, got %ld", s->steps);
-    if (s->batch < 1 || s->batch > 65536) return cli_error(C, "--batch must be in [1, 65536], got %ld", s->batch);
-    if (s->warmup < 0) return cli_error(C, "--warmup must be >= 0, got %ld", s->warmup);
+    if (s->steps < 0) return cli_error(C, "--steps must be >= 0, got %ld%s", s->steps, origin(ap, "steps"));
+    if (s->batch < 1 || s->batch > 65536)
+        return cli_error(C, "--batch must be in [1, 65536], got %ld%s", s->batch, origin(ap, "batch"));
+    if (s->warmup < 0) return cli_error(C, "--warmup must be >= 0, got %ld%s", s->warmup, origin(ap, "warmup"));
     if (s->eval_every < 0 || s->save_every < 0 || s->log_every < 1 || s->eval_symbols < 0)
         return cli_error(C, "--eval-every, --save-every, --eval-symbols must be >= 0 and --log-every >= 1");
-    if (s->clip < 0) return cli_error(C, "--clip must be >= 0, got %g", s->clip);
+    if (s->clip < 0) return cli_error(C, "--clip must be >= 0, got %g%s", s->clip, origin(ap, "clip"));
     if (!(s->save_minutes >= 0) || s->save_minutes > 1e6)
         return cli_error(C, "--save-minutes must be in [0, 1e6], got %g", s->save_minutes);
-    if (s->check_every < 0) return cli_error(C, "--check-every must be >= 0, got %ld", s->check_every);
+    if (s->check_every < 0)
+        return cli_error(C, "--check-every must be >= 0, got %ld%s", s->check_every, origin(ap, "check-every"));
     return 0;
 }
 
