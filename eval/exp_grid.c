@@ -169,8 +169,10 @@ static void cell_add_seconds(const char *dir, double s) {
 /* Every setting that changes a cell's result, as one token: it names the cell's run folder and is stored with its
  * CSV row, so results of other settings are never read back as this grid's. */
 void grid_key(const grid_opts *g, char *buf, size_t n) {
-    snprintf(buf, n, "d%ld-h%ld-ff%ld-t%ld-b%ld-n%ld-lr%g-%s-w%ld-clip%g-seed%ld", g->d_model, g->heads, g->d_ff,
-             g->seq_len, g->batch, g->steps, g->lr, g->schedule, g->warmup, g->clip, g->seed);
+    const int w = snprintf(buf, n, "d%ld-h%ld-ff%ld-t%ld-b%ld-n%ld-lr%g-%s-w%ld-clip%g-seed%ld", g->d_model, g->heads,
+                           g->d_ff, g->seq_len, g->batch, g->steps, g->lr, g->schedule, g->warmup, g->clip, g->seed);
+    /* beta2 joined the key later: the default leaves earlier keys (and their results) valid */
+    if (g->beta2 != 0.98 && w > 0 && (size_t)w < n) snprintf(buf + w, n - (size_t)w, "-beta2-%g", g->beta2);
 }
 
 /* Trains one cell (fresh or resumed). Returns 0 done, 1 diverged, 2 interrupted, 3 failed (message printed). */
@@ -197,6 +199,7 @@ static int train_cell(const grid_opts *g, const char *variant, int depth, const 
         arg(&a, "--schedule"); arg(&a, "%s", g->schedule);
         arg(&a, "--warmup"); arg(&a, "%ld", g->warmup);
         arg(&a, "--clip"); arg(&a, "%g", g->clip);
+        arg(&a, "--beta2"); arg(&a, "%g", g->beta2);
         arg(&a, "--seed"); arg(&a, "%ld", g->seed);
         arg(&a, "--eval-every"); arg(&a, "0");
         arg(&a, "--final-eval"); arg(&a, "none");
@@ -300,6 +303,7 @@ static const cli_opt grid_common[] = {
     {"batch", CLI_INT, "B", "sequences per step", "16"},
     {"seed", CLI_INT, "S", "data order seed (the same for every cell)", "0"},
     {"threads", CLI_INT, "N", "threads of each training run", "2"},
+    {"beta2", CLI_FLOAT, "B2", "Adam beta2 of every cell", "0.98"},
     {"json", CLI_FLAG, NULL, "print a JSON summary on stdout", NULL},
 };
 
@@ -311,8 +315,10 @@ int parse_grid_common(cli_args *a, grid_opts *g) {
     g->runs = cli_str(a, "runs");
     if (cli_int(a, "d-model", &g->d_model) || cli_int(a, "heads", &g->heads) || cli_int(a, "d-ff", &g->d_ff) ||
         cli_int(a, "seq-len", &g->seq_len) || cli_int(a, "batch", &g->batch) || cli_int(a, "seed", &g->seed) ||
-        cli_int(a, "threads", &g->threads) || cli_int(a, "steps", &g->steps) || cli_float(a, "lr", &g->lr))
+        cli_int(a, "threads", &g->threads) || cli_int(a, "steps", &g->steps) || cli_float(a, "lr", &g->lr) ||
+        cli_float(a, "beta2", &g->beta2))
         return 2;
+    if (!(g->beta2 >= 0 && g->beta2 < 1)) return cli_error("experiment", "--beta2 must be in [0, 1), got %g", g->beta2);
     return 0;
 }
 

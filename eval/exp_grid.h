@@ -24,6 +24,7 @@ typedef struct {
     const char *data, *models, *runs, *out;
     long d_model, heads, d_ff, seq_len, steps, batch, warmup, seed, threads, save_every;
     double lr, clip;
+    double beta2;          /* Adam's second-moment decay of every cell */
     const char *schedule;
 } grid_opts;
 
@@ -31,7 +32,7 @@ typedef struct {
  * CSV row, so results of other settings are never read back as this grid's. */
 void grid_key(const grid_opts *g, char *buf, size_t n);
 
-/* own, then the options common to both grids, into dst (room for n_own + 10). Returns the count. */
+/* own, then the options common to both grids, into dst (room for n_own + 11). Returns the count. */
 int build_opts(cli_opt *dst, const cli_opt *own, int n_own);
 /* The common options, plus --out, --runs, --steps and --lr, into g. 0, or 2 on a malformed value. */
 int parse_grid_common(cli_args *a, grid_opts *g);
