@@ -15,7 +15,9 @@ def main(root: str) -> None:
         rows = list(csv.DictReader(open(path)))
         if not rows:
             continue
-        lr = os.path.basename(os.path.dirname(path))[2:]
+        tag = os.path.basename(os.path.dirname(path))[2:]  # "1e-3" or "1e-3-beta2-0.999"
+        lr, _, beta2 = tag.partition("-beta2-")
+        lr = lr + (f", Adam β2 {beta2}" if beta2 else "")
         depths = sorted({int(r["depth"]) for r in rows})
         print(f"\n**Adam lr {lr}** (constant, no warmup, no clipping; `{rows[0]['settings']}`): validation BPC after "
               f"{rows[0]['steps_done']} steps; below it the largest gradient norm / attention-logit row spread seen\n")
