@@ -66,22 +66,46 @@ static const char *persisted[] = {"data", "steps", "batch", "lr", "schedule", "w
 #define N_PERSISTED ((int)(sizeof persisted / sizeof persisted[0]))
 
 /* Keep metrics.jsonl lines up to `step` (a resumed run rewrites what came after its checkpoint). */
-static void truncate_metrics(const char *path, int64_t step) {
+static lipt_status truncate_metrics(const char *path, int64_t step, lipt_error *err) {
     FILE *f = fopen(path, "r");
-    if (!f) return;
+    if (!f) return LIPT_OK; /* no log yet */
+    char line[4096];
+    int later = 0; /* a line past the checkpoint's step: only then is there anything to rewrite */
+    while (!later && fgets(line, sizeof line, f)) {
+        const char *s = strstr(line, "\"step\":");
+        later = s && atoll(s + 7) > step;
+    }
+    if (!later) {
+        fclose(f);
+        return LIPT_OK;
+    }
+    rewind(f);
     char tmp[1300];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *g = run_create_tmp(tmp); /* never written through a planted symlink */
-    if (!g) { fclose(f); return; }
-    char line[4096];
-    while (fgets(line, sizeof line, f)) {
+    if (!g) {
+        const int e = errno;
+        fclose(f);
+        return lipt_fail(err, LIPT_ERR_IO, "cannot rewrite %s to step %lld: %s; nothing changed", path, (long long)step,
+                         strerror(e));
+    }
+    int bad = 0;
+    while (!bad && fgets(line, sizeof line, f)) {
         const char *s = strstr(line, "\"step\":");
-        long long v = s ? atoll(s + 7) : 0;
-        if (v <= step) fputs(line, g);
+        if ((s ? atoll(s + 7) : 0) <= step) bad = fputs(line, g) < 0;
     }
     fclose(f);
-    fclose(g);
-    rename(tmp, path);
+    /* the log is replaced only once its new contents are safely on disk (a full disk must not empty it) */
+    bad = bad || fflush(g) != 0 || fsync(fileno(g)) != 0 || ferror(g);
+    const int e = errno;
+    bad = fclose(g) != 0 || bad;
+    if (bad || rename(tmp, path) != 0) {
+        const int e2 = bad ? e : errno;
+        unlink(tmp);
+        return lipt_fail(err, LIPT_ERR_IO, "cannot rewrite %s to step %lld: %s; nothing changed", path, (long long)step,
+                         strerror(e2));
+    }
+    return LIPT_OK;
 }
 
 static int parse_final_eval(const char *s, int *valid, int *test) {
@@ -414,8 +438,9 @@ static int setup_files(trainer *t, int force) {
             }
         }
         write_run_cfg(t);
-        if (t->step > 0) truncate_metrics(t->metrics_path, t->step);
-        else {
+        if (t->step > 0) {
+            if (truncate_metrics(t->metrics_path, t->step, &err) != LIPT_OK) return cli_fail(C, &err);
+        } else {
             /* a fresh run: files of an earlier run in this directory are not this run's */
             remove(t->metrics_path);
             remove(t->best_path);

@@ -1,5 +1,6 @@
 /* lipt train's loop: one lipt_train_step per iteration, metrics, progress, periodic evaluation and checkpoints,
  * signals, divergence; then the final save, evaluations and summary. Setup is in cmd_train.c. */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -150,6 +151,16 @@ static double report_step(trainer *t, const train_settings *s, const lipt_step_r
     return tok_s;
 }
 
+/* Flushes metrics.jsonl; 1 (err set, naming the last good checkpoint) when a line could not be written. */
+static int log_failed(trainer *t, lipt_error *err) {
+    if (fflush(t->log) == 0 && !ferror(t->log)) return 0;
+    const int e = errno;
+    char lg[1400];
+    last_good(t, lg, sizeof lg);
+    lipt_fail(err, LIPT_ERR_IO, "writing %s failed: %s; %s", t->metrics_path, strerror(e), lg);
+    return 1;
+}
+
 /* Periodic evaluation (best.ckpt when it improves) and the periodic last.ckpt. 0, or the exit status. */
 static int periodic(trainer *t, const train_settings *s, double tok_s, lipt_error *err) {
     const int do_eval = s->eval_every > 0 && (t->step % s->eval_every == 0 || t->step == s->steps);
@@ -173,7 +184,7 @@ static int periodic(trainer *t, const train_settings *s, double tok_s, lipt_erro
     const int by_steps = s->save_every > 0 && t->step % s->save_every == 0;
     const int by_time = s->save_minutes > 0 && cli_now() - t->t_saved >= 60.0 * s->save_minutes;
     if (do_eval || by_steps || by_time) {
-        fflush(t->log); /* the log is never behind the checkpoint */
+        if (log_failed(t, err)) return cli_fail("train", err); /* the log is never behind the checkpoint */
         if (save_ckpt(t, t->last_path, err) != LIPT_OK) return cli_fail("train", err);
     }
     return 0;
@@ -286,7 +297,7 @@ static int stopped(trainer *t, lipt_error *err) {
 int train_finish(trainer *t, const train_settings *s, int json, int rc) {
     lipt_error err = {0};
     if (t->tty) fputc('\n', stderr);
-    fflush(t->log);
+    if (log_failed(t, &err) && rc == 0) rc = cli_fail("train", &err);
     if (rc != 0) return rc;
     if (t->stop_now) return stopped(t, &err);
     if (save_ckpt(t, t->last_path, &err) != LIPT_OK) return cli_fail("train", &err);
