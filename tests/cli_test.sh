@@ -204,6 +204,14 @@ ln -s "$TMP/victim" "$TMP/planted.safetensors.tmp" && echo precious > "$TMP/vict
 "$LIPT" export --ckpt "$CK" --out "$TMP/planted.safetensors" 2>/dev/null &&
   [ "$(cat "$TMP/victim")" = precious ] && pass "a planted symlink at the temporary is not written through" ||
   fail "planted symlink: victim is now $(head -c 40 "$TMP/victim")"
+expect_error "a FIFO as --data" timeout 20 "$LIPT" data --data "$TMP/fifo"
+expect_error "a model past the size cap" "$LIPT" train --config "$CFG" --data "$DATA" --d_model 65536 --out "$TMP/huge" --quiet
+expect_error "an int config value past int range" "$LIPT" train --config "$CFG" --data "$DATA" --power_iters 2147483648 --quiet
+expect_error "a float config value that rounds out of range" "$LIPT" train --config "$CFG" --data "$DATA" --c 0.99999999999 --quiet
+printf 'steps = -4\n' > "$TMP/negsteps.cfg"
+"$LIPT" train --config "$TMP/negsteps.cfg" --data "$DATA" --out "$TMP/neg" --quiet 2>"$TMP/neg.err"
+grep -q "from the --config file" "$TMP/neg.err" && pass "a bad value from a config file is not blamed on a flag: $(cat "$TMP/neg.err")" ||
+  fail "config value blamed: $(cat "$TMP/neg.err")"
 head -c 30000000 /dev/zero | gzip > "$TMP/bomb.gz"
 expect_error "a gzip corpus past the decompression cap" env LIPT_MAX_CORPUS_GB=0.01 "$LIPT" data --data "$TMP/bomb.gz"
 "$LIPT" eval --ckpt "$TMP/$(printf 'x\033]0;title\007\033[31m')" 2>"$TMP/esc.err"

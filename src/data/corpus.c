@@ -235,7 +235,14 @@ static lipt_status locate_path(const char *spec, lipt_corpus_loc *loc, lipt_erro
                          "file (%s)",
                          spec, why);
     }
-    if (!is_file(spec)) return lipt_fail(err, LIPT_ERR_IO, "--data %s: no such file or folder", spec);
+    if (!is_file(spec)) {
+        struct stat st;
+        if (stat(spec, &st) == 0) /* it exists: say what it is rather than "no such file" (and never open a FIFO) */
+            return lipt_fail(err, LIPT_ERR_IO, "--data %s exists but is not a regular file or folder (%s)", spec,
+                             S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                                                 : "a special file");
+        return lipt_fail(err, LIPT_ERR_IO, "--data %s: no such file or folder", spec);
+    }
     if (starts_with(bn, "ptb.char.")) {
         char dir[LIPT_PATH_MAX];
         sfmt(dir, sizeof dir, "%.*s", bn == spec ? 1 : (int)(bn - spec - 1), bn == spec ? "." : spec);
