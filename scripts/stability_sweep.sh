@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The stability sweep of docs/RESULTS.md ("Stability without warmup"): Adam at a fixed learning rate (no warmup, no
 # decay, no clipping; Adam beta2 0.999 and 0.98), width 256, 4 heads, d_ff 1024, 1,000 steps of 8 x 64 PTB characters,
-# depths 2-18, for DP and
-# tied-L2 attention in pre-LN and post-LN blocks and the invertible model. Resumable: run it again to continue (finished
+# depths 2-18, for DP and tied-L2 attention in pre-LN and post-LN blocks and the invertible model. Resumable: run it again to continue (finished
 # cells are read back from the CSVs, an unfinished one continues from its checkpoint). Cells run in priority order:
 # the post-LN pair first (the paper's claim), then pre-LN and the invertible model, lr 1e-3 before 3e-4; the first five
 # depths before the in-between ones.
