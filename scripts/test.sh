@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command: installs missing build dependencies (Debian/Ubuntu, apt-get, through sudo
 # when not root), builds lipt, runs the Check suites with ctest, then the same suites built with
-# AddressSanitizer + UndefinedBehaviorSanitizer. Exits non-zero on any failure.
+# AddressSanitizer + UndefinedBehaviorSanitizer, then fuzzes every input parser for a short while (scripts/fuzz.sh,
+# libFuzzer under clang). Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
@@ -30,5 +31,9 @@ echo "== tests (sanitizers)"
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
 LIPT_SANITIZED=1 ctest --test-dir build-asan --output-on-failure --no-tests=error --timeout 900
+
+# Fuzzing: each libFuzzer target (tests/fuzz/) replays its regression inputs, then runs LIPT_FUZZ_SECONDS (30) from its
+# seeds; any crash, leak or hang fails CI, and so does a clang that cannot be installed (scripts/fuzz.sh).
+bash scripts/fuzz.sh all "${LIPT_FUZZ_SECONDS:-30}"
 
 echo "== all tests passed in $(( $(date +%s) - start )) s"
