@@ -204,6 +204,14 @@ ln -s "$TMP/victim" "$TMP/planted.safetensors.tmp" && echo precious > "$TMP/vict
 "$LIPT" export --ckpt "$CK" --out "$TMP/planted.safetensors" 2>/dev/null &&
   [ "$(cat "$TMP/victim")" = precious ] && pass "a planted symlink at the temporary is not written through" ||
   fail "planted symlink: victim is now $(head -c 40 "$TMP/victim")"
+# the metrics rewrite of a resume (lines past the checkpoint's step are dropped) never writes through a planted symlink
+"$LIPT" train "${COMMON[@]}" --out "$TMP/mr" --steps 4 --log-every 1 --quiet &&
+  cp "$TMP/mr/last.ckpt" "$TMP/mr4.ckpt" && "$LIPT" train --out "$TMP/mr" --resume --steps 8 --quiet &&
+  cp "$TMP/mr4.ckpt" "$TMP/mr/last.ckpt" && echo precious > "$TMP/victim2" && ln -s "$TMP/victim2" "$TMP/mr/metrics.jsonl.tmp" &&
+  "$LIPT" train --out "$TMP/mr" --resume --steps 8 --quiet && [ "$(cat "$TMP/victim2")" = precious ] &&
+  [ "$(grep -c '"loss"' "$TMP/mr/metrics.jsonl")" -eq 8 ] &&
+  pass "the metrics rewrite on resume ignores a planted symlink and keeps one line per step" ||
+  fail "metrics rewrite: victim $(head -c 40 "$TMP/victim2"), $(grep -c '"loss"' "$TMP/mr/metrics.jsonl") lines"
 expect_error "a FIFO as --data" timeout 20 "$LIPT" data --data "$TMP/fifo"
 expect_error "a model past the size cap" "$LIPT" train --config "$CFG" --data "$DATA" --d_model 65536 --out "$TMP/huge" --quiet
 expect_error "an int config value past int range" "$LIPT" train --config "$CFG" --data "$DATA" --power_iters 2147483648 --quiet

@@ -807,6 +807,28 @@ START_TEST(test_atomic_write) {
     printf("non-regular target: %s\n", err.msg);
     ck_assert_int_eq(lipt_ckpt_save(tmpdir, &c5, &err), LIPT_ERR_ARG); /* a folder */
 
+    /* Caps and sanity before anything is allocated: a config section past its 1 MiB cap, a negative step. */
+    char *big = malloc((2u << 20) + 1);
+    memset(big, '#', 2u << 20);
+    big[2u << 20] = 0;
+    lipt_ckpt_contents c6 = contents(&p, &fb, 6, 1);
+    c6.config_text = big;
+    char capped[200];
+    tpath("capped.ckpt", capped);
+    ck_assert_int_eq(lipt_ckpt_save(capped, &c6, &err), LIPT_OK); /* the writer does not judge */
+    lipt_ckpt ckc;
+    ck_assert_int_eq(lipt_ckpt_open(capped, &ckc, &err), LIPT_ERR_FORMAT);
+    ck_assert_msg(strstr(err.msg, "cap"), "no cap in: %s", err.msg);
+    lipt_ckpt_close(&ckc);
+    free(big);
+    printf("section cap: %s\n", err.msg);
+    lipt_ckpt_contents c7 = contents(&p, &fb, -5, 1);
+    ck_assert_int_eq(lipt_ckpt_save(capped, &c7, &err), LIPT_OK);
+    ck_assert_int_eq(lipt_ckpt_open(capped, &ckc, &err), LIPT_ERR_FORMAT);
+    ck_assert_msg(strstr(err.msg, "negative step"), "%s", err.msg);
+    lipt_ckpt_close(&ckc);
+    printf("negative step: %s\n", err.msg);
+
     /* A directory that does not exist. */
     char bad[200];
     snprintf(bad, sizeof bad, "%s/no/such/dir/x.ckpt", tmpdir);
