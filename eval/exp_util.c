@@ -31,7 +31,7 @@ int parse_list(const char *s, double *out, int cap) {
 lipt_status open_file(out_file *o, const char *path, lipt_error *err) {
     snprintf(o->path, sizeof o->path, "%s", path);
     snprintf(o->tmp, sizeof o->tmp, "%s.tmp", path);
-    o->f = run_create_tmp(o->tmp); /* never through a planted symlink */
+    o->f = lipt_create_fresh(o->tmp, "w"); /* never through a planted symlink */
     if (!o->f) return lipt_fail(err, LIPT_ERR_IO, "cannot write %s: %s", o->tmp, strerror(errno));
     return LIPT_OK;
 }

@@ -82,7 +82,7 @@ static lipt_status truncate_metrics(const char *path, int64_t step, lipt_error *
     rewind(f);
     char tmp[1300];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *g = run_create_tmp(tmp); /* never written through a planted symlink */
+    FILE *g = lipt_create_fresh(tmp, "w"); /* never written through a planted symlink */
     if (!g) {
         const int e = errno;
         fclose(f);

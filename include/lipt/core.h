@@ -1,9 +1,11 @@
-/* defines: status codes and error messages, checked allocation, the RNG, thread control. */
+/* defines: status codes and error messages, checked allocation, fresh files for write-then-rename, the RNG, thread
+ * control. */
 #ifndef LIPT_CORE_H
 #define LIPT_CORE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -46,6 +48,12 @@ void *lipt_xaligned_at(size_t bytes, const char *file, int line); /* 64-byte ali
 #define lipt_xmalloc(b) lipt_xmalloc_at((b), __FILE__, __LINE__)
 #define lipt_xcalloc(n, s) lipt_xcalloc_at((n), (s), __FILE__, __LINE__)
 #define lipt_xaligned(b) lipt_xaligned_at((b), __FILE__, __LINE__)
+
+/* A new file at path for writing (fopen mode "w" or "wb"): whatever held the name (a leftover, or a planted
+ * symlink, never followed; not a folder) is removed first, then the file is created with O_EXCL | O_NOFOLLOW, so
+ * nothing that appears there in between is written through. NULL on failure, errno set. The temporaries of every
+ * write-then-rename go through it. */
+FILE *lipt_create_fresh(const char *path, const char *mode);
 
 /* xoshiro256** generator: small, fast, state fits in a checkpoint. */
 typedef struct { uint64_t s[4]; } lipt_rng;

@@ -22,6 +22,21 @@ uint32_t lipt_crc32(uint32_t crc, const void *buf, size_t n) {
     return (uint32_t)c;
 }
 
+FILE *lipt_create_fresh(const char *path, const char *mode) {
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && !S_ISDIR(sb.st_mode)) (void)unlink(path);
+    const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, mode);
+    if (!f) {
+        const int e = errno;
+        close(fd);
+        (void)unlink(path);
+        errno = e;
+    }
+    return f;
+}
+
 static char *dup_str(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
     char *r = lipt_xmalloc(a + b + 1);
@@ -46,13 +61,8 @@ lipt_status lipt_afile_open(lipt_afile *af, const char *path, size_t fail_after,
         lipt_afile_discard(af);
         return af->st;
     }
-    /* the temporary is created, never opened: a leftover (or planted symlink) of that name is removed first, and
-     * O_EXCL | O_NOFOLLOW refuse whatever appears there in between instead of writing through it */
-    if (lstat(af->tmp, &sb) == 0 && !S_ISDIR(sb.st_mode)) (void)unlink(af->tmp);
-    const int fd = open(af->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-    af->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (fd >= 0) af->created = 1;
-    if (fd >= 0 && !af->f) close(fd);
+    af->f = lipt_create_fresh(af->tmp, "wb"); /* created, never opened through a leftover or planted symlink */
+    if (af->f) af->created = 1;
     if (!af->f) {
         int e = errno;
         af->st = lipt_fail(err, LIPT_ERR_IO, "cannot create %s: %s (does the directory exist and is it writable?)",

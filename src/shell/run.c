@@ -198,21 +198,12 @@ lipt_status run_load_corpus(const char *ckpt, const char *data, const char *spli
     return LIPT_OK;
 }
 
-FILE *run_create_tmp(const char *tmp) {
-    struct stat sb;
-    if (lstat(tmp, &sb) == 0 && !S_ISDIR(sb.st_mode)) (void)unlink(tmp); /* a leftover, or a planted symlink */
-    const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (fd >= 0 && !f) close(fd);
-    return f;
-}
-
 int run_replace_file(const char *path, const char *text) {
     struct stat sb;
     if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode)) return -1;
     char tmp[PATH_MAX + 8];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = run_create_tmp(tmp);
+    FILE *f = lipt_create_fresh(tmp, "w");
     if (!f) return -1;
     const int bad = fputs(text, f) < 0;
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {

@@ -40,9 +40,6 @@ int run_corpus_identity(const lipt_dataset *ds, char *text, size_t n);
 lipt_status run_load_corpus(const char *ckpt, const char *data, const char *split, const lipt_vocab *vocab, int quiet,
                             lipt_dataset *ds, lipt_error *err);
 
-/* A new file at tmp for writing, created with O_EXCL | O_NOFOLLOW after removing what was there (a leftover or a
- * planted symlink, never followed); NULL on failure (errno set). */
-FILE *run_create_tmp(const char *tmp);
 /* Replaces path's contents with text through path.tmp and a rename; refuses a path that is not a regular file or a
  * symlink (a device, FIFO or folder). 0, or -1. */
 int run_replace_file(const char *path, const char *text);

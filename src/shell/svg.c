@@ -397,7 +397,7 @@ static lipt_status write_atomic(const char *path, const svg_doc *d, lipt_error *
     LIPT_CHECK(tmp, "svg: out of memory");
     memcpy(tmp, path, n);
     memcpy(tmp + n, ".tmp", 5);
-    FILE *f = run_create_tmp(tmp); /* never through a planted symlink */
+    FILE *f = lipt_create_fresh(tmp, "w"); /* never through a planted symlink */
     if (!f) {
         lipt_status st = lipt_fail(err, LIPT_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
         free(tmp);
