@@ -90,6 +90,8 @@ struct lipt_ctx {
     int attn_stats;        /* set: attention forwards raise attn_logit_spread (a pass over the logits; off by default) */
     float attn_logit_spread; /* the largest max - min of one row of attention logits (unmasked, after every bias,
                               * before the softmax) since the caller zeroed it: how peaked softmax can get */
+    int attn_tiled;        /* attention kernels: -1 auto (tiled from a measured T on), 0 always the T×T probability
+                            * matrix, 1 always tiled; lipt_ctx_init reads it from env LIPT_ATTN_TILED=auto|0|1 */
 };
 
 void lipt_ctx_init(lipt_ctx *ctx, size_t arena_bytes, uint64_t seed);

@@ -1,12 +1,15 @@
 /* The tape: recording, gradient buffers, the reverse walk, arena tensors. */
 #include "lipt/autograd.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 void lipt_ctx_init(lipt_ctx *ctx, size_t arena_bytes, uint64_t seed) {
     memset(ctx, 0, sizeof *ctx);
     lipt_arena_init(&ctx->arena, arena_bytes);
     lipt_rng_seed(&ctx->rng, seed);
+    const char *tiled = getenv("LIPT_ATTN_TILED"); /* auto (default) | 0 | 1 */
+    ctx->attn_tiled = tiled && !strcmp(tiled, "0") ? 0 : tiled && !strcmp(tiled, "1") ? 1 : -1;
 }
 
 void lipt_ctx_free(lipt_ctx *ctx) {

@@ -191,7 +191,7 @@ void lipt_attn_backward(lipt_ctx *ctx, const lipt_attn_job *j, const float *P, c
 }
 
 /* The untied (q, k, v) op of either kind (l2 = 0: attention_dp, 1: attention_l2).
- * saved: P [B,H,T,T]. iarg: 0 H, 1 causal. */
+ * saved: P [B,H,T,T], or with iarg 2 set the tiled kernels' row stats [2,B,H,T]. iarg: 0 H, 1 causal, 2 tiled. */
 lipt_tensor *lipt_attn_qkv(lipt_ctx *ctx, int l2, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal) {
     check_qkv(l2 ? "attention_l2" : "attention_dp", q, k, v, H);
     lipt_tensor *out = lipt_tensor_new(ctx, 3, q->shape);
@@ -199,12 +199,16 @@ lipt_tensor *lipt_attn_qkv(lipt_ctx *ctx, int l2, lipt_tensor *q, lipt_tensor *k
                                   (lipt_tensor *[]){q, k, v});
     const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], H, causal != 0, l2, q->data, k->data, v->data,
                                NULL, 0};
-    float *P = node ? lipt_arena_alloc(&ctx->arena, (size_t)job.B * H * job.T * job.T * sizeof(float)) : NULL;
-    lipt_attn_forward(ctx, &job, out->data, P);
+    const int tiled = lipt_attn_use_tiled(ctx, job.T);
+    float *P = node ? lipt_arena_alloc(&ctx->arena, (size_t)job.B * H * job.T * (tiled ? 2 : job.T) * sizeof(float))
+                    : NULL;
+    if (tiled) lipt_attn_forward_tiled(ctx, &job, out->data, P);
+    else lipt_attn_forward(ctx, &job, out->data, P);
     if (node) {
         node->saved = P;
         node->iarg[0] = H;
         node->iarg[1] = job.causal;
+        node->iarg[2] = tiled;
     }
     return out;
 }
@@ -214,7 +218,10 @@ void lipt_attn_qkv_backward(lipt_ctx *ctx, lipt_node *node, int l2) {
     float *dq = lipt_grad_of(ctx, q), *dk = lipt_grad_of(ctx, k), *dv = lipt_grad_of(ctx, v);
     const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], node->iarg[0], node->iarg[1], l2,
                                q->data, k->data, v->data, NULL, 0};
-    lipt_attn_backward(ctx, &job, node->saved, node->out->grad, dq, dk, dv);
+    if (node->iarg[2])
+        lipt_attn_backward_tiled(ctx, &job, node->saved, node->out->data, node->out->grad, dq, dk, dv, NULL);
+    else
+        lipt_attn_backward(ctx, &job, node->saved, node->out->grad, dq, dk, dv);
 }
 
 lipt_tensor *lipt_attention_dp(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal) {
@@ -224,7 +231,8 @@ lipt_tensor *lipt_attention_dp(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, li
 void lipt_attention_dp_backward(lipt_ctx *ctx, lipt_node *node) { lipt_attn_qkv_backward(ctx, node, 0); }
 
 /* DP attention with a learned relative-position logit bias, causal. rel [H, S] with S >= T: logit (i, j) of
- * head h gets rel[h, i - j]. saved: P [B,H,T,T]. iarg: 0 H, 1 S. */
+ * head h gets rel[h, i - j]. saved: P [B,H,T,T] or (iarg 2 set) the tiled row stats [2,B,H,T]. iarg: 0 H, 1 S,
+ * 2 tiled. */
 lipt_tensor *lipt_attention_dp_rel(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, lipt_tensor *rel,
                                    int H) {
     check_qkv("attention_dp_rel", q, k, v, H);
@@ -235,12 +243,16 @@ lipt_tensor *lipt_attention_dp_rel(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k
     lipt_node *node = lipt_record(ctx, LIPT_OP_ATTENTION_DP_REL, out, 4, (lipt_tensor *[]){q, k, v, rel});
     const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], H, 1, 0, q->data, k->data, v->data,
                                rel->data, rel->shape[1]};
-    float *P = node ? lipt_arena_alloc(&ctx->arena, (size_t)job.B * H * job.T * job.T * sizeof(float)) : NULL;
-    lipt_attn_forward(ctx, &job, out->data, P);
+    const int tiled = lipt_attn_use_tiled(ctx, job.T);
+    float *P = node ? lipt_arena_alloc(&ctx->arena, (size_t)job.B * H * job.T * (tiled ? 2 : job.T) * sizeof(float))
+                    : NULL;
+    if (tiled) lipt_attn_forward_tiled(ctx, &job, out->data, P);
+    else lipt_attn_forward(ctx, &job, out->data, P);
     if (node) {
         node->saved = P;
         node->iarg[0] = H;
         node->iarg[1] = rel->shape[1];
+        node->iarg[2] = tiled;
     }
     return out;
 }
@@ -251,5 +263,8 @@ void lipt_attention_dp_rel_backward(lipt_ctx *ctx, lipt_node *node) {
     float *drel = lipt_grad_of(ctx, rel);
     const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], node->iarg[0], 1, 0,
                                q->data, k->data, v->data, rel->data, node->iarg[1]};
-    lipt_attn_backward_rel(ctx, &job, node->saved, node->out->grad, dq, dk, dv, drel);
+    if (node->iarg[2])
+        lipt_attn_backward_tiled(ctx, &job, node->saved, node->out->data, node->out->grad, dq, dk, dv, drel);
+    else
+        lipt_attn_backward_rel(ctx, &job, node->saved, node->out->grad, dq, dk, dv, drel);
 }

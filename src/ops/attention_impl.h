@@ -44,4 +44,16 @@ void lipt_attn_backward(lipt_ctx *ctx, const lipt_attn_job *job, const float *P,
 void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *job, const float *P, const float *dout, float *dq,
                             float *dk, float *dv, float *drel);
 
+/* The tiled kernels (attention_tiled.c): the same job without the T×T matrix (online softmax over tiles of rows
+ * and columns, the masked upper triangle skipped). stats: 2*B*H*T floats, per (batch, head, row) the logit max
+ * (first B*H*T) then 1 / Σ_j e^(z_j - max) (next B*H*T), written by the forward when not NULL and read by the
+ * backward, which also needs the forward's output `out` [B,T,D] (for rowsum(dO ⊙ O)). The backward accumulates
+ * (+=) into dq, dk, dv (each may be NULL, and they may alias) and drel [H * rel_stride] (may be NULL). */
+void lipt_attn_forward_tiled(lipt_ctx *ctx, const lipt_attn_job *job, float *out, float *stats);
+void lipt_attn_backward_tiled(lipt_ctx *ctx, const lipt_attn_job *job, const float *stats, const float *out,
+                              const float *dout, float *dq, float *dk, float *dv, float *drel);
+/* Whether an op of sequence length T takes the tiled kernels: ctx->attn_tiled when 0 or 1, else (auto) T >= the
+ * measured crossover. The ops record the choice in node->iarg[2] (saved: stats instead of P). */
+int lipt_attn_use_tiled(const lipt_ctx *ctx, int T);
+
 #endif

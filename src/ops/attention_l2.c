@@ -62,7 +62,8 @@ static void tied_values(const lipt_tensor *q, const lipt_tensor *wq, const lipt_
                   D);
 }
 
-/* saved: P [B,H,T,T]; saved2: V [B,T,D] then M [H,d,d]. iarg: 0 H, 1 causal. */
+/* saved: P [B,H,T,T] or (iarg 2 set) the tiled row stats [2,B,H,T]; saved2: V [B,T,D] then M [H,d,d].
+ * iarg: 0 H, 1 causal, 2 tiled. */
 lipt_tensor *lipt_attention_l2_tied(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *wq, lipt_tensor *wv, int H,
                                     int causal) {
     char a[64], b[64], c[64];
@@ -80,14 +81,17 @@ lipt_tensor *lipt_attention_l2_tied(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *
     lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
     float *VM = lipt_arena_alloc(&ctx->arena, ((size_t)B * T * D + (size_t)H * d * d) * sizeof(float));
     tied_values(q, wq, wv, H, VM);
-    float *P = node ? lipt_arena_alloc(&ctx->arena, (size_t)B * H * T * T * sizeof(float)) : NULL;
+    const int tiled = lipt_attn_use_tiled(ctx, T);
+    float *P = node ? lipt_arena_alloc(&ctx->arena, (size_t)B * H * T * (tiled ? 2 : T) * sizeof(float)) : NULL;
     const lipt_attn_job job = {B, T, D, H, causal != 0, 1, q->data, q->data, VM, NULL, 0};
-    lipt_attn_forward(ctx, &job, out->data, P);
+    if (tiled) lipt_attn_forward_tiled(ctx, &job, out->data, P);
+    else lipt_attn_forward(ctx, &job, out->data, P);
     if (node) {
         node->saved = P;
         node->saved2 = VM;
         node->iarg[0] = H;
         node->iarg[1] = job.causal;
+        node->iarg[2] = tiled;
     } else {
         lipt_arena_release(&ctx->arena, mark);
     }
@@ -107,7 +111,10 @@ void lipt_attention_l2_tied_backward(lipt_ctx *ctx, lipt_node *node) {
     lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
     float *dV = lipt_arena_calloc(&ctx->arena, (size_t)BT * D * sizeof(float));
     const lipt_attn_job job = {B, T, D, H, node->iarg[1], 1, q->data, q->data, V, NULL, 0};
-    lipt_attn_backward(ctx, &job, node->saved, node->out->grad, dq, dq, dV);
+    if (node->iarg[2])
+        lipt_attn_backward_tiled(ctx, &job, node->saved, node->out->data, node->out->grad, dq, dq, dV, NULL);
+    else
+        lipt_attn_backward(ctx, &job, node->saved, node->out->grad, dq, dq, dV);
     float *dM = (dwq || dwv) ? lipt_arena_alloc(&ctx->arena, (size_t)d * d * sizeof(float)) : NULL;
     for (int h = 0; h < H; h++) {
         const float *Mh = M + (size_t)h * d * d, *dVh = dV + (size_t)h * d;
