@@ -205,8 +205,10 @@ int exp_depth(int argc, char **argv) {
                 fprintf(stderr, "[%d/%d] %s, %d layers: valid %.4f, test %.4f BPC (%.0f s of training; %.0f s so far)\n",
                         cell, total, variant_names[v], depth, r.valid_bpc, r.test_bpc, secs, cli_now() - t_start);
         }
+    /* written again at the end so that a finished grid (or CSVs of one grid run in parts and concatenated) renders
+     * its figure without training anything */
+    if (!rc && write_depth_outputs(g.out, rows, n, &g, &err) != LIPT_OK) rc = cli_fail(C, &err);
     if (!rc) {
-        qsort(rows, (size_t)n, sizeof *rows, cmp_depth_row);
         printf("%-12s %6s %10s %9s %10s %10s\n", "variant", "layers", "params", "train_s", "valid_bpc", "test_bpc");
         for (int i = 0; i < n; i++)
             printf("%-12s %6d %10ld %9.0f %10.4f %10.4f%s\n", variant_names[rows[i].variant], rows[i].depth, rows[i].params,
