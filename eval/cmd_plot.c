@@ -15,7 +15,34 @@ static const cli_opt plot_opts[] = {
     {"out", CLI_STRING, "FILE", "the SVG to write", "runs/plot.svg"},
     {"smooth", CLI_INT, "N", "training BPC averaged over N logged steps (1: raw)", "10"},
     {"title", CLI_STRING, "TEXT", "figure title", NULL},
+    {"labels", CLI_STRING, "LIST", "comma-separated legend names, one per run (default: the run folders' names)", NULL},
 };
+
+/* The legend name of run i: the i-th entry of --labels, else the run's folder name (its last path component, or the
+ * folder holding a metrics.jsonl given directly). */
+static void run_label(const char *labels, int i, const char *run, char *out, size_t n) {
+    if (labels) {
+        const char *p = labels;
+        for (int k = 0; k < i && p; k++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+        if (p) {
+            const size_t len = strcspn(p, ",");
+            snprintf(out, n, "%.*s", (int)len, p);
+            return;
+        }
+    }
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", run);
+    size_t len = strlen(buf);
+    while (len > 1 && buf[len - 1] == '/') buf[--len] = 0;
+    if (len > 13 && strcmp(buf + len - 13, "metrics.jsonl") == 0) {
+        buf[len - 13] = 0;
+        len -= 13;
+        while (len > 1 && buf[len - 1] == '/') buf[--len] = 0;
+        if (len == 0) snprintf(buf, sizeof buf, "%s", run);
+    }
+    const char *slash = strrchr(buf, '/');
+    snprintf(out, n, "%s", slash && slash[1] ? slash + 1 : buf);
+}
 
 typedef struct {
     double *step, *bpc, *vstep, *vbpc;
@@ -100,11 +127,13 @@ int cmd_plot(int argc, char **argv) {
             break;
         }
         if (c[i].n + c[i].nv == 0) fprintf(stderr, "note: %s has no logged steps yet\n", path);
-        snprintf(lab[ns], sizeof lab[0], "%s train", a.pos[i]);
+        char name[256];
+        run_label(cli_has(&a, "labels") ? cli_str(&a, "labels") : NULL, i, a.pos[i], name, sizeof name);
+        snprintf(lab[ns], sizeof lab[0], "%s train", name);
         s[ns] = (svg_series){lab[ns], c[i].step, c[i].bpc, c[i].n, svg_color(i), SVG_MARK_NONE, 1, SVG_SOLID, 1.4};
         ns++;
         if (c[i].nv) {
-            snprintf(lab[ns], sizeof lab[0], "%s valid", a.pos[i]);
+            snprintf(lab[ns], sizeof lab[0], "%s valid", name);
             s[ns] = (svg_series){lab[ns], c[i].vstep, c[i].vbpc, c[i].nv, svg_color(i), SVG_MARK_CIRCLE, 1, SVG_DASHED, 1.4};
             ns++;
         }

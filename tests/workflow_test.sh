@@ -65,7 +65,10 @@ else
   echo "skip export + Python module: /usr/bin/python3 has no torch/numpy (apt-get install python3-torch python3-numpy)"
 fi
 
-if "$LIPT" plot run --out curves.svg 2>/dev/null && grep -q "<svg" curves.svg; then pass "plot"; else fail "plot"; fi
+if "$LIPT" plot run --out curves.svg 2>/dev/null && grep -q "<svg" curves.svg && grep -q '>run train<' curves.svg
+then pass "plot (legend: the run folder's name)"; else fail "plot"; fi
+if "$LIPT" plot "$PWD/run/" --labels "my run" --out curves2.svg 2>/dev/null && grep -q '>my run train<' curves2.svg
+then pass "plot --labels"; else fail "plot --labels"; fi
 
 # a byte-level model samples arbitrary bytes: --json must stay valid JSON (a prompt with a Latin-1 byte, too)
 "$LIPT" train --data notes.txt --vocab bytes --out bytes "${MODEL[@]}" --steps 5 --eval-every 0 --final-eval none \

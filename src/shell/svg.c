@@ -170,8 +170,15 @@ static void put_stroke_style(FILE *f, const svg_series *s, const char *col) {
     if (s->line == SVG_DOTTED) fputs(" stroke-dasharray=\"1.5,3.5\" stroke-linecap=\"round\"", f);
 }
 
-/* The axes of a plot W x H px: the box left of the legend (its width from the longest label, about 7.2 px per
- * character at 12 px, generous for wide fonts), the ranges from the usable points unless fixed by the plot. */
+/* Legend labels are set at 12 px, about 7.2 px per character (generous for wide fonts); the legend takes at most
+ * 45 % of the plot's width, longer labels are shortened in the middle so the axes are never squeezed. */
+static size_t legend_max_chars(int W) {
+    const double c = (0.45 * W - 48) / 7.2;
+    return c < 12 ? 12 : (size_t)c;
+}
+
+/* The axes of a plot W x H px: the box left of the legend (its width from the longest label, capped), the ranges
+ * from the usable points unless fixed by the plot. */
 static void plot_axes(const svg_plot *p, const svg_series *s, int ns, int W, int H, axis *ax, axis *ay) {
     size_t maxlab = 0;
     int n_leg = 0;
@@ -180,6 +187,7 @@ static void plot_axes(const svg_plot *p, const svg_series *s, int ns, int W, int
             n_leg++;
             if (strlen(s[i].label) > maxlab) maxlab = strlen(s[i].label);
         }
+    if (maxlab > legend_max_chars(W)) maxlab = legend_max_chars(W);
     const double leg_w = n_leg ? 48 + 7.2 * (double)maxlab : 0;
     const double left = 78, right = n_leg ? leg_w + 24 : 24, top = p->title ? 38 : 18, bottom = 58;
     *ax = (axis){p->logx, 0, 1, left, W - right};
@@ -289,7 +297,8 @@ static void draw_series(FILE *f, const svg_plot *p, const svg_series *s, int ns,
 }
 
 /* The legend, right of the axes: the labelled series only. */
-static void draw_legend(FILE *f, const svg_series *s, int ns, const axis *ax, const axis *ay) {
+static void draw_legend(FILE *f, const svg_series *s, int ns, const axis *ax, const axis *ay, int W) {
+    const size_t cap = legend_max_chars(W);
     double ly = ay->p1 + 10;
     const double lx = ax->p1 + 18;
     for (int i = 0; i < ns; i++) {
@@ -302,7 +311,16 @@ static void draw_legend(FILE *f, const svg_series *s, int ns, const axis *ax, co
         }
         put_marker(f, s[i].marker, lx + 15, ly, col);
         fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"12\">", lx + 38, ly + 4);
-        put_escaped(f, s[i].label);
+        const size_t len = strlen(s[i].label);
+        if (len <= cap) put_escaped(f, s[i].label);
+        else { /* head … tail, cut on UTF-8 character boundaries */
+            char buf[1024];
+            size_t h = (cap - 1) / 2, t = len - (cap - 1 - h);
+            while (h > 0 && ((unsigned char)s[i].label[h] & 0xC0) == 0x80) h--;
+            while (t < len && ((unsigned char)s[i].label[t] & 0xC0) == 0x80) t++;
+            snprintf(buf, sizeof buf, "%.*s\xe2\x80\xa6%s", (int)h, s[i].label, s[i].label + t);
+            put_escaped(f, buf);
+        }
         fputs("</text>\n", f);
         ly += 18;
     }
@@ -317,14 +335,16 @@ static void draw_plot(FILE *f, const svg_plot *p, const svg_series *s, int ns, c
     fprintf(f, "<defs><clipPath id=\"%s\"><rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\"/></clipPath></defs>\n",
             clip, ax.p0, ay.p1, ax.p1 - ax.p0, ay.p0 - ay.p1);
     if (p->title) {
-        fprintf(f, "<text x=\"%.2f\" y=\"24\" text-anchor=\"middle\" font-size=\"14\">", (ax.p0 + ax.p1) / 2);
+        /* centred over the axes, moved right when it would start left of the figure (about 8 px per character) */
+        const double half = 4.0 * (double)strlen(p->title), mid = (ax.p0 + ax.p1) / 2;
+        fprintf(f, "<text x=\"%.2f\" y=\"24\" text-anchor=\"middle\" font-size=\"14\">", mid - half < 6 ? half + 6 : mid);
         put_escaped(f, p->title);
         fputs("</text>\n", f);
     }
     draw_ticks(f, &ax, &ay);
     draw_frame(f, p, H, &ax, &ay);
     draw_series(f, p, s, ns, clip, &ax, &ay);
-    draw_legend(f, s, ns, &ax, &ay);
+    draw_legend(f, s, ns, &ax, &ay, W);
 }
 
 static void doc_open(FILE *f, int W, int H) {
