@@ -90,14 +90,14 @@ static lipt_status write_depth_outputs(const char *outdir, depth_row *rows, int 
     svg_series s[2 * MAX_VARIANTS];
     char lab[2 * MAX_VARIANTS][64];
     int ns = 0;
-    static const svg_marker marks[MAX_VARIANTS] = {SVG_MARK_CIRCLE, SVG_MARK_SQUARE, SVG_MARK_TRIANGLE, SVG_MARK_DIAMOND};
+    static const svg_marker marks[5] = {SVG_MARK_CIRCLE, SVG_MARK_SQUARE, SVG_MARK_TRIANGLE, SVG_MARK_DIAMOND, SVG_MARK_CROSS};
     for (int v = 0; v < MAX_VARIANTS; v++) {
         if (!cnt[v]) continue;
         snprintf(lab[ns], sizeof lab[0], "%s (validation)", variant_names[v]);
-        s[ns] = (svg_series){lab[ns], xs[v], yv[v], cnt[v], svg_color(v), marks[v], 1, SVG_SOLID, 0};
+        s[ns] = (svg_series){lab[ns], xs[v], yv[v], cnt[v], svg_color(v), marks[v % 5], 1, SVG_SOLID, 0};
         ns++;
         snprintf(lab[ns], sizeof lab[0], "%s (test)", variant_names[v]);
-        s[ns] = (svg_series){lab[ns], xs[v], yt[v], cnt[v], svg_color(v), marks[v], 1, SVG_DASHED, 1.2};
+        s[ns] = (svg_series){lab[ns], xs[v], yt[v], cnt[v], svg_color(v), marks[v % 5], 1, SVG_DASHED, 1.2};
         ns++;
     }
     char title[256];
