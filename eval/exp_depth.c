@@ -171,7 +171,7 @@ int exp_depth(int argc, char **argv) {
         return 1;
     }
     const int total = nv * nd;
-    int cell = 0;
+    int cell = 0, written = 0;
     double t_start = cli_now();
     for (int vi = 0; vi < nv && !rc; vi++)
         for (int di = 0; di < nd && !rc; di++) {
@@ -199,15 +199,15 @@ int exp_depth(int argc, char **argv) {
                 if (e) { rc = 1; break; }
             }
             rows[n++] = r;
+            written = 1;
             if (write_depth_outputs(g.out, rows, n, &g, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
             if (r.diverged) fprintf(stderr, "[%d/%d] %s, %d layers: diverged (%s) after %.0f s\n", cell, total, variant_names[v], depth, why, secs);
             else
                 fprintf(stderr, "[%d/%d] %s, %d layers: valid %.4f, test %.4f BPC (%.0f s of training; %.0f s so far)\n",
                         cell, total, variant_names[v], depth, r.valid_bpc, r.test_bpc, secs, cli_now() - t_start);
         }
-    /* written again at the end so that a finished grid (or CSVs of one grid run in parts and concatenated) renders
-     * its figure without training anything */
-    if (!rc && write_depth_outputs(g.out, rows, n, &g, &err) != LIPT_OK) rc = cli_fail(C, &err);
+    /* a grid with nothing left to train (or CSVs of one grid run in parts, concatenated) still gets its figure */
+    if (!rc && !written && write_depth_outputs(g.out, rows, n, &g, &err) != LIPT_OK) rc = cli_fail(C, &err);
     if (!rc) {
         printf("%-12s %6s %10s %9s %10s %10s\n", "variant", "layers", "params", "train_s", "valid_bpc", "test_bpc");
         for (int i = 0; i < n; i++)

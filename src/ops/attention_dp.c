@@ -18,7 +18,7 @@
  * roughly halves the GEMM work of the masked triangle for long sequences. */
 static int row_block(int T, int causal) { return (causal && T >= 128) ? 64 : (T > 0 ? T : 1); }
 
-static int use_par(const lipt_attn_job *j) {
+int lipt_attn_use_par(const lipt_attn_job *j) {
     const int BH = j->B * j->H, d = j->D / j->H;
     return BH > 1 && (double)BH * j->T * j->T * d >= ATTN_PAR_MIN_WORK && lipt_blas_nests_safely();
 }
@@ -110,7 +110,7 @@ void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float 
     float *kn = lipt_arena_alloc(&ctx->arena, (size_t)nthr * j->T * sizeof(float));
     const int want = ctx->attn_stats != 0;
     float spread = 0;
-#pragma omp parallel for schedule(static) reduction(max : spread) if (use_par(j))
+#pragma omp parallel for schedule(static) reduction(max : spread) if (lipt_attn_use_par(j))
     for (int bh = 0; bh < BH; bh++) {
         const int tid = omp_get_thread_num();
         float *P = P_saved ? P_saved + (size_t)bh * TT : Pscr + (size_t)tid * TT;
@@ -169,25 +169,40 @@ void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *j, const float *
     /* one partial sum per (batch, head), reduced in batch order below: the same bits on any thread count */
     double *pr = drel ? lipt_arena_alloc(&ctx->arena, (size_t)BH * j->T * sizeof(double)) : NULL;
     if (pr) memset(pr, 0, (size_t)BH * j->T * sizeof(double));
-#pragma omp parallel for schedule(static) if (use_par(j))
+#pragma omp parallel for schedule(static) if (lipt_attn_use_par(j))
     for (int bh = 0; bh < BH; bh++) {
         const int tid = omp_get_thread_num();
         head_backward(j, bh, P + (size_t)bh * TT, dout, G ? G + (size_t)tid * TT : NULL, cs + (size_t)tid * j->T,
                       dq, dk, dv, pr ? pr + (size_t)bh * j->T : NULL);
     }
-    if (pr)
-        for (int h = 0; h < j->H; h++)
-            for (int t = 0; t < j->T; t++) {
-                double s = 0;
-                for (int b = 0; b < j->B; b++) s += pr[((size_t)b * j->H + h) * j->T + t];
-                drel[(size_t)h * j->rel_stride + t] += (float)s;
-            }
+    if (pr) lipt_attn_rel_grad_reduce(j, pr, drel);
     lipt_arena_release(&ctx->arena, mark);
 }
 
-void lipt_attn_backward(lipt_ctx *ctx, const lipt_attn_job *j, const float *P, const float *dout, float *dq,
-                        float *dk, float *dv) {
-    lipt_attn_backward_rel(ctx, j, P, dout, dq, dk, dv, NULL);
+void lipt_attn_rel_grad_reduce(const lipt_attn_job *j, const double *pr, float *drel) {
+    for (int h = 0; h < j->H; h++)
+        for (int t = 0; t < j->T; t++) {
+            double s = 0;
+            for (int b = 0; b < j->B; b++) s += pr[((size_t)b * j->H + h) * j->T + t];
+            drel[(size_t)h * j->rel_stride + t] += (float)s;
+        }
+}
+
+float *lipt_attn_forward_op(lipt_ctx *ctx, const lipt_attn_job *j, float *out, int keep, int *tiled) {
+    *tiled = lipt_attn_use_tiled(ctx, j->T);
+    /* tiled: the row stats [2,B,H,T]; else P [B,H,T,T] */
+    float *saved = keep ? lipt_arena_alloc(&ctx->arena, (size_t)j->B * j->H * j->T * (*tiled ? 2 : j->T) *
+                                                            sizeof(float))
+                        : NULL;
+    if (*tiled) lipt_attn_forward_tiled(ctx, j, out, saved);
+    else lipt_attn_forward(ctx, j, out, saved);
+    return saved;
+}
+
+void lipt_attn_backward_op(lipt_ctx *ctx, const lipt_attn_job *j, const lipt_node *node, float *dq, float *dk,
+                           float *dv, float *drel) {
+    if (node->iarg[2]) lipt_attn_backward_tiled(ctx, j, node->saved, node->out->data, node->out->grad, dq, dk, dv, drel);
+    else lipt_attn_backward_rel(ctx, j, node->saved, node->out->grad, dq, dk, dv, drel);
 }
 
 /* The untied (q, k, v) op of either kind (l2 = 0: attention_dp, 1: attention_l2).
@@ -199,13 +214,10 @@ lipt_tensor *lipt_attn_qkv(lipt_ctx *ctx, int l2, lipt_tensor *q, lipt_tensor *k
                                   (lipt_tensor *[]){q, k, v});
     const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], H, causal != 0, l2, q->data, k->data, v->data,
                                NULL, 0};
-    const int tiled = lipt_attn_use_tiled(ctx, job.T);
-    float *P = node ? lipt_arena_alloc(&ctx->arena, (size_t)job.B * H * job.T * (tiled ? 2 : job.T) * sizeof(float))
-                    : NULL;
-    if (tiled) lipt_attn_forward_tiled(ctx, &job, out->data, P);
-    else lipt_attn_forward(ctx, &job, out->data, P);
+    int tiled;
+    float *saved = lipt_attn_forward_op(ctx, &job, out->data, node != NULL, &tiled);
     if (node) {
-        node->saved = P;
+        node->saved = saved;
         node->iarg[0] = H;
         node->iarg[1] = job.causal;
         node->iarg[2] = tiled;
@@ -218,10 +230,7 @@ void lipt_attn_qkv_backward(lipt_ctx *ctx, lipt_node *node, int l2) {
     float *dq = lipt_grad_of(ctx, q), *dk = lipt_grad_of(ctx, k), *dv = lipt_grad_of(ctx, v);
     const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], node->iarg[0], node->iarg[1], l2,
                                q->data, k->data, v->data, NULL, 0};
-    if (node->iarg[2])
-        lipt_attn_backward_tiled(ctx, &job, node->saved, node->out->data, node->out->grad, dq, dk, dv, NULL);
-    else
-        lipt_attn_backward(ctx, &job, node->saved, node->out->grad, dq, dk, dv);
+    lipt_attn_backward_op(ctx, &job, node, dq, dk, dv, NULL);
 }
 
 lipt_tensor *lipt_attention_dp(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal) {
@@ -243,13 +252,10 @@ lipt_tensor *lipt_attention_dp_rel(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k
     lipt_node *node = lipt_record(ctx, LIPT_OP_ATTENTION_DP_REL, out, 4, (lipt_tensor *[]){q, k, v, rel});
     const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], H, 1, 0, q->data, k->data, v->data,
                                rel->data, rel->shape[1]};
-    const int tiled = lipt_attn_use_tiled(ctx, job.T);
-    float *P = node ? lipt_arena_alloc(&ctx->arena, (size_t)job.B * H * job.T * (tiled ? 2 : job.T) * sizeof(float))
-                    : NULL;
-    if (tiled) lipt_attn_forward_tiled(ctx, &job, out->data, P);
-    else lipt_attn_forward(ctx, &job, out->data, P);
+    int tiled;
+    float *saved = lipt_attn_forward_op(ctx, &job, out->data, node != NULL, &tiled);
     if (node) {
-        node->saved = P;
+        node->saved = saved;
         node->iarg[0] = H;
         node->iarg[1] = rel->shape[1];
         node->iarg[2] = tiled;
@@ -263,8 +269,5 @@ void lipt_attention_dp_rel_backward(lipt_ctx *ctx, lipt_node *node) {
     float *drel = lipt_grad_of(ctx, rel);
     const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], node->iarg[0], 1, 0,
                                q->data, k->data, v->data, rel->data, node->iarg[1]};
-    if (node->iarg[2])
-        lipt_attn_backward_tiled(ctx, &job, node->saved, node->out->data, node->out->grad, dq, dk, dv, drel);
-    else
-        lipt_attn_backward_rel(ctx, &job, node->saved, node->out->grad, dq, dk, dv, drel);
+    lipt_attn_backward_op(ctx, &job, node, dq, dk, dv, drel);
 }

@@ -36,11 +36,9 @@ void lipt_attn_qkv_backward(lipt_ctx *ctx, lipt_node *node, int l2);
  * (masked entries exactly 0), or NULL to use released scratch instead. */
 void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *job, float *out, float *P_saved);
 
-/* Accumulates (+=) the gradients of q, k, v (each may be NULL, and they may alias) from dout [B,T,D]
- * and the saved P. Scratch comes from the arena and is released before returning. */
-void lipt_attn_backward(lipt_ctx *ctx, const lipt_attn_job *job, const float *P, const float *dout, float *dq,
-                        float *dk, float *dv);
-/* The same with the gradient of the relative bias accumulated (+=) into drel [H * rel_stride] (may be NULL). */
+/* Accumulates (+=) the gradients of q, k, v (each may be NULL, and they may alias) from dout [B,T,D] and the saved
+ * P, and of the relative bias into drel [H * rel_stride] (may be NULL). Scratch comes from the arena and is released
+ * before returning. */
 void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *job, const float *P, const float *dout, float *dq,
                             float *dk, float *dv, float *drel);
 
@@ -55,5 +53,17 @@ void lipt_attn_backward_tiled(lipt_ctx *ctx, const lipt_attn_job *job, const flo
 /* Whether an op of sequence length T takes the tiled kernels: ctx->attn_tiled when 0 or 1, else (auto) T >= the
  * measured crossover. The ops record the choice in node->iarg[2] (saved: stats instead of P). */
 int lipt_attn_use_tiled(const lipt_ctx *ctx, int T);
+
+/* What the ops call: the forward through the kernel lipt_attn_use_tiled picks, keeping (keep set) what its backward
+ * needs in a new arena buffer, returned (NULL when not kept); *tiled tells which kernel ran (the ops store it in
+ * iarg 2). lipt_attn_backward_op: the backward of that kernel, from the node's saved buffer, output and its gradient. */
+float *lipt_attn_forward_op(lipt_ctx *ctx, const lipt_attn_job *job, float *out, int keep, int *tiled);
+void lipt_attn_backward_op(lipt_ctx *ctx, const lipt_attn_job *job, const lipt_node *node, float *dq, float *dk,
+                           float *dv, float *drel);
+
+/* Shared by both kernels: whether the (batch, head) loop runs in parallel, and the relative-bias gradient summed
+ * from per-(batch, head) partials pr [B*H*T] in batch order (the same bits on any thread count) into drel. */
+int lipt_attn_use_par(const lipt_attn_job *job);
+void lipt_attn_rel_grad_reduce(const lipt_attn_job *job, const double *pr, float *drel);
 
 #endif

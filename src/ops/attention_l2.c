@@ -81,13 +81,11 @@ lipt_tensor *lipt_attention_l2_tied(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *
     lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
     float *VM = lipt_arena_alloc(&ctx->arena, ((size_t)B * T * D + (size_t)H * d * d) * sizeof(float));
     tied_values(q, wq, wv, H, VM);
-    const int tiled = lipt_attn_use_tiled(ctx, T);
-    float *P = node ? lipt_arena_alloc(&ctx->arena, (size_t)B * H * T * (tiled ? 2 : T) * sizeof(float)) : NULL;
     const lipt_attn_job job = {B, T, D, H, causal != 0, 1, q->data, q->data, VM, NULL, 0};
-    if (tiled) lipt_attn_forward_tiled(ctx, &job, out->data, P);
-    else lipt_attn_forward(ctx, &job, out->data, P);
+    int tiled;
+    float *saved = lipt_attn_forward_op(ctx, &job, out->data, node != NULL, &tiled);
     if (node) {
-        node->saved = P;
+        node->saved = saved;
         node->saved2 = VM;
         node->iarg[0] = H;
         node->iarg[1] = job.causal;
@@ -111,10 +109,7 @@ void lipt_attention_l2_tied_backward(lipt_ctx *ctx, lipt_node *node) {
     lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
     float *dV = lipt_arena_calloc(&ctx->arena, (size_t)BT * D * sizeof(float));
     const lipt_attn_job job = {B, T, D, H, node->iarg[1], 1, q->data, q->data, V, NULL, 0};
-    if (node->iarg[2])
-        lipt_attn_backward_tiled(ctx, &job, node->saved, node->out->data, node->out->grad, dq, dq, dV, NULL);
-    else
-        lipt_attn_backward(ctx, &job, node->saved, node->out->grad, dq, dq, dV);
+    lipt_attn_backward_op(ctx, &job, node, dq, dq, dV, NULL);
     float *dM = (dwq || dwv) ? lipt_arena_alloc(&ctx->arena, (size_t)d * d * sizeof(float)) : NULL;
     for (int h = 0; h < H; h++) {
         const float *Mh = M + (size_t)h * d * d, *dVh = dV + (size_t)h * d;

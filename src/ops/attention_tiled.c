@@ -19,9 +19,6 @@
 #define TILE_C 512
 _Static_assert(TILE_C % TILE_R == 0, "TILE_C must be a multiple of TILE_R");
 
-/* Same threshold as the materialising kernel: parallel over (batch, head) when the work pays for a team. */
-#define ATTN_PAR_MIN_WORK 65536.0
-
 /* Auto: tiled from this T on. Measured (docs/PERFORMANCE.md, d = 64, one thread): forward + backward, the
  * materialising kernel is 8-12% faster at T <= 512 (one recomputation of the logits and a second exp pass are not
  * yet paid back) and 4-17% slower from 1024 on; forward alone, tiled wins from 512 (-5%) and by 25% at 1024. The
@@ -31,11 +28,6 @@ _Static_assert(TILE_C % TILE_R == 0, "TILE_C must be a multiple of TILE_R");
 int lipt_attn_use_tiled(const lipt_ctx *ctx, int T) {
     if (ctx->attn_tiled >= 0) return ctx->attn_tiled != 0;
     return T >= ATTN_TILED_MIN_T;
-}
-
-static int use_par(const lipt_attn_job *j) {
-    const int BH = j->B * j->H, d = j->D / j->H;
-    return BH > 1 && (double)BH * j->T * j->T * d >= ATTN_PAR_MIN_WORK && lipt_blas_nests_safely();
 }
 
 /* Unmasked columns of row i in the column block starting at j0 with nc columns. */
@@ -205,7 +197,7 @@ void lipt_attn_forward_tiled(lipt_ctx *ctx, const lipt_attn_job *j, float *out, 
     tile_scratch *w = scratch_alloc(ctx, nthr, T, j->D / j->H);
     const int want = ctx->attn_stats != 0;
     float spread = 0;
-#pragma omp parallel for schedule(static) reduction(max : spread) if (use_par(j))
+#pragma omp parallel for schedule(static) reduction(max : spread) if (lipt_attn_use_par(j))
     for (int bh = 0; bh < BH; bh++) {
         float *sm = stats ? stats + (size_t)bh * T : NULL, *si = stats ? stats + ((size_t)BH + bh) * T : NULL;
         const float sp = head_forward(j, bh, out, sm, si, w + omp_get_thread_num(), want);
@@ -280,16 +272,10 @@ void lipt_attn_backward_tiled(lipt_ctx *ctx, const lipt_attn_job *j, const float
     tile_scratch *w = scratch_alloc(ctx, nthr, T, j->D / j->H);
     /* one partial sum per (batch, head), reduced in batch order below: the same bits on any thread count */
     double *pr = drel ? lipt_arena_calloc(&ctx->arena, (size_t)BH * T * sizeof(double)) : NULL;
-#pragma omp parallel for schedule(static) if (use_par(j))
+#pragma omp parallel for schedule(static) if (lipt_attn_use_par(j))
     for (int bh = 0; bh < BH; bh++)
         head_backward(j, bh, stats + (size_t)bh * T, stats + ((size_t)BH + bh) * T, out, dout,
                       w + omp_get_thread_num(), dq, dk, dv, pr ? pr + (size_t)bh * T : NULL);
-    if (pr)
-        for (int h = 0; h < j->H; h++)
-            for (int t = 0; t < T; t++) {
-                double s = 0;
-                for (int b = 0; b < j->B; b++) s += pr[((size_t)b * j->H + h) * T + t];
-                drel[(size_t)h * j->rel_stride + t] += (float)s;
-            }
+    if (pr) lipt_attn_rel_grad_reduce(j, pr, drel);
     lipt_arena_release(&ctx->arena, mark);
 }
