@@ -23,6 +23,8 @@ static const cli_opt bench_opts[] = {
     {"sample-tokens", CLI_INT, "N", "tokens generated in one sampling run (batch 1, after a 1-token prompt)", "64"},
     {"gemm-size", CLI_INT, "N", "SGEMM reference: N x N x N (0: skip)", "1024"},
     {"seed", CLI_INT, "S", "seed of the synthetic tokens, dropout and sampling", "0"},
+    {"recompute", CLI_FLAG, NULL, "training keeps only each half-block's output and reruns the rest in the backward "
+     "(less memory, about a third more compute; as lipt train --recompute)", NULL},
     {"skip-train", CLI_FLAG, NULL, "do not measure training", NULL},
     {"skip-eval", CLI_FLAG, NULL, "do not measure evaluation", NULL},
     {"skip-sample", CLI_FLAG, NULL, "do not measure sampling", NULL},
@@ -57,13 +59,14 @@ typedef struct {
 typedef struct {
     lipt_config cfg;
     lipt_model model;
-    int B, T, runs, warmup, steps, sample_tokens, gemm_n;
+    int B, T, runs, warmup, steps, sample_tokens, gemm_n, recompute;
     uint64_t seed;
     int32_t *tokens;   /* steps batches of B rows of T+1 random ids */
     measurement ph[N_PH];
     double last_loss;
     double rss_start, rss_model, rss_train, rss_eval, rss_sample;
     double hwm_start, hwm_peak;
+    double arena_train; /* MB: the training step's arena high-water mark (activations, gradients, tape) */
     long slides_cached;
 } bench;
 
@@ -141,6 +144,7 @@ static lipt_status bench_train(bench *b, lipt_error *err) {
     lipt_ctx ctx;
     lipt_ctx_init(&ctx, (size_t)64 << 20, b->seed * 2654435761u + 1);
     ctx.training = 1;
+    ctx.recompute = b->recompute;
     lipt_adamw_config acfg = {BENCH_LR, BENCH_BETA1, BENCH_BETA2, BENCH_EPS, BENCH_WD};
     lipt_adamw opt;
     lipt_adamw_init(&opt, &acfg);
@@ -171,6 +175,7 @@ static lipt_status bench_train(bench *b, lipt_error *err) {
     free(sec);
     free(in);
     free(tg);
+    b->arena_train = (double)ctx.arena.peak / 1048576.0;
     lipt_ctx_free(&ctx);
     return st;
 }
@@ -357,6 +362,7 @@ static void print_json(const bench *b, const double gf[2], double peak) {
     json_int(&j, "seq_len", b->T);
     json_int(&j, "threads", lipt_get_threads());
     json_bool(&j, "blas_openmp", lipt_blas_nests_safely());
+    json_bool(&j, "recompute", b->recompute);
     json_int(&j, "runs", b->runs);
     json_int(&j, "warmup", b->warmup);
     json_int(&j, "steps_per_run", b->steps);
@@ -390,6 +396,7 @@ static void print_json(const bench *b, const double gf[2], double peak) {
     json_num(&j, "eval", gf[1] * b->ph[PH_EVAL].median / gemm);
     json_obj_close(&j);
     json_num(&j, "peak_rss_mb", peak);
+    json_num(&j, "train_arena_peak_mb", b->arena_train);
     json_str(&j, "peak_rss_source", "getrusage(RUSAGE_SELF).ru_maxrss after the model phases");
     json_obj_open(&j, "vm_hwm_mb");
     json_num(&j, "start", b->hwm_start);
@@ -430,9 +437,9 @@ static void print_table(const bench *b, const double gf[2], double peak) {
            "%s parameters (%s non-embedding)\n",
            lipt_attn_name(c->attention), lipt_ffn_name(c->ffn), lipt_act_name(c->activation), c->n_layers, c->d_model,
            c->n_heads, c->d_ff, c->seq_len, c->vocab_size, np, nne);
-    printf("batch %d x %d tokens, %d threads (%s BLAS); median of %d runs after %d warm-up runs, %d steps per run\n",
+    printf("batch %d x %d tokens, %d threads (%s BLAS); median of %d runs after %d warm-up runs, %d steps per run%s\n",
            b->B, b->T, lipt_get_threads(), lipt_blas_nests_safely() ? "OpenMP" : "non-OpenMP", b->runs, b->warmup,
-           b->steps);
+           b->steps, b->recompute ? "; training recomputes activations (--recompute)" : "");
     for (int p = 0; p < 2; p++) {
         const measurement *m = &b->ph[p];
         if (!isfinite(m->median)) continue;
@@ -455,6 +462,9 @@ static void print_table(const bench *b, const double gf[2], double peak) {
            "peak RSS", peak);
     if (isfinite(b->hwm_peak)) printf("; VmHWM %.1f MB", b->hwm_peak);
     printf("\n");
+    if (isfinite(b->arena_train))
+        printf("  %-17s %10.1f MB (the training step's arena high-water mark: activations, their gradients, the tape)\n",
+               "train activations", b->arena_train);
     printf("FLOPs: matmuls (projections, feed-forward, head) + attention q k^T and P v over the full T x T square "
            "(the causal half is not subtracted); training = 3 x forward. See bench/README.md.\n");
 }
@@ -502,7 +512,9 @@ static int bench_main(cli_args *a, int argc, char **argv) {
     b.sample_tokens = (int)sample_tokens;
     b.gemm_n = (int)gemm_n;
     b.seed = (uint64_t)seed;
+    b.recompute = cli_has(a, "recompute");
     b.last_loss = NAN;
+    b.arena_train = NAN;
     for (int p = 0; p < N_PH; p++) {
         b.ph[p].median = b.ph[p].sec_median = NAN;
         b.ph[p].rate = lipt_xcalloc((size_t)b.runs, sizeof(double));

@@ -128,6 +128,16 @@ else
   fail "resume loss curve differs"
 fi
 
+# ---- --recompute: the same run bit for bit (losses, gradient norms and validation BPC), less memory
+"$LIPT" train "${COMMON[@]}" --out "$TMP/rc" --steps 40 --eval-every 20 --dropout 0.1 --recompute
+nt() { sed 's/,"tok_per_s.*//; s/,"eval_s":[0-9.]*//' "$1"; } # without the timings
+if diff <(nt "$TMP/run/metrics.jsonl") <(nt "$TMP/rc/metrics.jsonl") >/dev/null &&
+   [ "$(grep -c '"loss"' "$TMP/rc/metrics.jsonl")" -eq 40 ]; then
+  pass "train --recompute gives the identical metrics"
+else
+  fail "train --recompute metrics differ: $(diff <(nt "$TMP/run/metrics.jsonl") <(nt "$TMP/rc/metrics.jsonl") | head -4)"
+fi
+
 # ---- SIGINT saves and exits cleanly
 "$LIPT" train "${COMMON[@]}" --out "$TMP/sig" --steps 1000000 --eval-every 0 2>"$TMP/sig.err" &
 pid=$!

@@ -43,6 +43,9 @@ static const cli_opt train_opts[] = {
     {"clip", CLI_FLOAT, "NORM", "global gradient-norm clipping (0: off)", "1.0"},
     {"seed", CLI_INT, "S", "data order and dropout seed (init: the config's init_seed)", "0"},
     {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS (default LIPT_THREADS or all cores)", NULL},
+    {"recompute", CLI_FLAG, NULL, "keep only each half-block's output between forward and backward and rerun its "
+     "inside in the backward: activation memory of 2 residual streams per layer plus one half-block, for about a "
+     "third more compute; the same results bit for bit (long contexts: docs/PERFORMANCE.md)", NULL},
     {"eval-every", CLI_INT, "N", "evaluate on the validation subset every N steps (0: only at the end)", "200"},
     {"eval-symbols", CLI_INT, "N", "validation symbols per periodic evaluation (0: all)", "200000"},
     {"final-eval", CLI_STRING, "SPLITS", "full evaluation at the end: valid,test | valid | test | none", "valid,test"},
@@ -264,6 +267,7 @@ static int read_numbers(cli_args *ap, train_settings *s) {
     if (s->eval_every < 0 || s->save_every < 0 || s->log_every < 1 || s->eval_symbols < 0)
         return cli_error(C, "--eval-every, --save-every, --eval-symbols must be >= 0 and --log-every >= 1");
     if (s->clip < 0) return cli_error(C, "--clip must be >= 0, got %g%s", s->clip, origin(ap, "clip"));
+    s->recompute = cli_has(ap, "recompute");
     if (!(s->save_minutes >= 0) || s->save_minutes > 1e6)
         return cli_error(C, "--save-minutes must be in [0, 1e6], got %g", s->save_minutes);
     if (s->check_every < 0)
@@ -354,6 +358,7 @@ static int setup_model(trainer *t, train_settings *s, const char *data_spec, int
     /* the dropout stream: rank 0's is the one-process stream; other ranks draw their own */
     const uint64_t rank_mix = (uint64_t)t->dist->rank * 0x9E3779B97F4A7C15ull;
     lipt_ctx_init(&t->ctx, (size_t)64 << 20, ((uint64_t)s->seed * 2654435761u + 1) ^ rank_mix);
+    t->ctx.recompute = s->recompute;
     t->ctx_ok = 1;
     /* every rank draws the whole global batch from the one seeded stream and keeps its slice */
     if (lipt_batcher_init(&t->batcher, t->ds.tok[LIPT_TRAIN], t->ds.len[LIPT_TRAIN], t->K * (int)s->batch,
@@ -457,9 +462,9 @@ static int setup_batches(trainer *t, train_settings *s) {
     const int K = t->K;
     if (!s->quiet)
         fprintf(stderr, "model: %s attention, %s ffn, %d layers, d_model %d, %d heads, d_ff %d, seq_len %d: %zu parameters; "
-                "%d threads\n", lipt_attn_name(t->cfg.attention), lipt_ffn_name(t->cfg.ffn), t->cfg.n_layers,
+                "%d threads%s\n", lipt_attn_name(t->cfg.attention), lipt_ffn_name(t->cfg.ffn), t->cfg.n_layers,
                 t->cfg.d_model, t->cfg.n_heads, t->cfg.d_ff, t->cfg.seq_len, lipt_params_count(&t->model.params),
-                lipt_get_threads());
+                lipt_get_threads(), s->recompute ? "; recomputing activations" : "");
     if (!s->quiet && K > 1)
         fprintf(stderr, "data parallel: %d ranks x batch %ld = global batch %ld; %d threads per rank\n", K, s->batch,
                 (long)K * s->batch, lipt_get_threads());

@@ -18,6 +18,7 @@ typedef struct {
     double save_minutes;   /* last.ckpt also when this many minutes passed since the last one (0: never by time) */
     int final_valid, final_test;
     int quiet;             /* no progress output (also every rank but 0) */
+    int recompute;         /* activation recomputation (--recompute): memory for compute, the same bits */
     lipt_lr_schedule sched;
     lipt_adamw_config acfg;
     lipt_data_opts dopts;

@@ -42,7 +42,8 @@ extern "C" {
     X(NORM_INF, norm_inf)               \
     X(MAX, max)                         \
     X(SQRT, sqrt)                       \
-    X(CONTRACT_FACTOR, contract_factor)
+    X(CONTRACT_FACTOR, contract_factor) \
+    X(RECOMPUTE, recompute)
 
 typedef enum {
 #define LIPT_X_ENUM(E, n) LIPT_OP_##E,
@@ -92,6 +93,8 @@ struct lipt_ctx {
                               * before the softmax) since the caller zeroed it: how peaked softmax can get */
     int attn_tiled;        /* attention kernels: -1 auto (tiled from a measured T on), 0 always the T×T probability
                             * matrix, 1 always tiled; lipt_ctx_init reads it from env LIPT_ATTN_TILED=auto|0|1 */
+    int recompute;         /* set: lipt_model_block runs each residual half-block through lipt_recompute, keeping
+                            * only the half-blocks' outputs between forward and backward (memory for compute) */
 };
 
 void lipt_ctx_init(lipt_ctx *ctx, size_t arena_bytes, uint64_t seed);
@@ -125,6 +128,15 @@ float     *lipt_grad_of(lipt_ctx *ctx, lipt_tensor *t);
  * One backward per tape: intermediate gradients stay accumulated, so reset before the next one. */
 void lipt_backward(lipt_ctx *ctx, lipt_tensor *loss);
 void lipt_backward_seeded(lipt_ctx *ctx, lipt_tensor *out, const float *seed);
+
+/* Activation recomputation (gradient checkpointing). lipt_recompute(ctx, fn, x, arg) returns fn(ctx, x, arg),
+ * which must have x's shape, but runs fn without recording: only the output is kept. The backward runs fn again
+ * from x, recording, with the RNG state it had the first time (same dropout masks), walks that sub-tape from the
+ * output's gradient and releases it. The gradients are those of calling fn directly, bit for bit when x feeds
+ * nothing but the segment (as in a chain of residual blocks). `arg` must live until the backward (the arena is
+ * fine). Without anything to record, it is fn(ctx, x, arg). */
+typedef lipt_tensor *(*lipt_segment_fn)(lipt_ctx *ctx, lipt_tensor *x, void *arg);
+lipt_tensor *lipt_recompute(lipt_ctx *ctx, lipt_segment_fn fn, lipt_tensor *x, void *arg);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,11 @@
 /* Bump arena for activations and the tape. */
+#define _DEFAULT_SOURCE /* MAP_NORESERVE, MAP_ANONYMOUS, _SC_PHYS_PAGES */
 #include "lipt/arena.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "lipt/core.h"
 
@@ -10,7 +13,38 @@ struct lipt_arena_block {
     lipt_arena_block *next;  /* older block */
     size_t size, used;
     unsigned char *mem;
+    int mapped;              /* mem is a reservation from block_reserve (munmap), not malloc */
 };
+
+/* Arenas that start at least this large (a training step's) reserve address space instead of a malloc'd block. */
+#define ARENA_RESERVE_MIN ((size_t)16 << 20)
+
+/* One block as large as the machine's RAM, reserved but not committed: pages become resident only when the bump
+ * pointer first reaches them, so the resident memory of an arena is its high-water mark. A chain of doubling
+ * blocks instead leaves each outgrown block's touched tail resident, up to twice the peak in the first step
+ * (and for good when marks are released across blocks). NULL where the system refuses (strict overcommit, a
+ * small address space under a tool): the arena then grows by malloc'd blocks. */
+static lipt_arena_block *block_reserve(lipt_arena *a) {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return NULL;
+    const size_t size = (size_t)pages * (size_t)page;
+    void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mem == MAP_FAILED) return NULL;
+    lipt_arena_block *b = lipt_xmalloc(sizeof *b);
+    b->mem = mem; /* page-aligned */
+    b->size = size;
+    b->used = 0;
+    b->next = NULL;
+    b->mapped = 1;
+    a->capacity += size;
+    return b;
+}
+
+static void block_free(lipt_arena_block *b) {
+    if (b->mapped) munmap(b->mem, b->size);
+    else free(b->mem);
+    free(b);
+}
 
 static lipt_arena_block *block_new(lipt_arena *a, size_t size) {
     lipt_arena_block *b = lipt_xmalloc(sizeof *b);
@@ -18,6 +52,7 @@ static lipt_arena_block *block_new(lipt_arena *a, size_t size) {
     b->size = size;
     b->used = 0;
     b->next = NULL;
+    b->mapped = 0;
     a->capacity += size;
     a->n_block_mallocs++;
     return b;
@@ -26,7 +61,8 @@ static lipt_arena_block *block_new(lipt_arena *a, size_t size) {
 void lipt_arena_init(lipt_arena *a, size_t initial_bytes) {
     memset(a, 0, sizeof *a);
     if (initial_bytes < 4096) initial_bytes = 4096;
-    a->head = block_new(a, initial_bytes);
+    a->head = initial_bytes >= ARENA_RESERVE_MIN ? block_reserve(a) : NULL;
+    if (!a->head) a->head = block_new(a, initial_bytes);
 }
 
 void *lipt_arena_alloc(lipt_arena *a, size_t bytes) {
@@ -71,7 +107,7 @@ void lipt_arena_reset(lipt_arena *a) {
         /* The step needed more than one block: replace them all by one that fits the peak. */
         size_t total = a->peak + a->peak / 8;
         lipt_arena_block *b = a->head;
-        while (b) { lipt_arena_block *n = b->next; free(b->mem); free(b); b = n; }
+        while (b) { lipt_arena_block *n = b->next; block_free(b); b = n; }
         a->capacity = 0;
         a->head = block_new(a, total);
     }
@@ -81,7 +117,7 @@ void lipt_arena_reset(lipt_arena *a) {
 
 void lipt_arena_free(lipt_arena *a) {
     lipt_arena_block *b = a->head;
-    while (b) { lipt_arena_block *n = b->next; free(b->mem); free(b); b = n; }
+    while (b) { lipt_arena_block *n = b->next; block_free(b); b = n; }
     memset(a, 0, sizeof *a);
 }
 

@@ -147,12 +147,24 @@ lipt_tensor *lipt_model_residual(lipt_ctx *ctx, const lipt_model *m, int layer, 
     return x;
 }
 
+/* One residual half-block, x + dropout(branch(x)) (then its norm), as a lipt_segment_fn over a lipt_branch_ref. */
+static lipt_tensor *half_block(lipt_ctx *ctx, lipt_tensor *x, void *branch_ref) {
+    const lipt_branch_ref *r = branch_ref;
+    const lipt_model *m = r->model;
+    lipt_tensor *g = lipt_model_branch(ctx, m, r->layer, r->which, x);
+    if (m->cfg.dropout > 0 && ctx->training) g = lipt_dropout(ctx, g, m->cfg.dropout);
+    return lipt_model_residual(ctx, m, r->layer, r->which, x, g);
+}
+
 lipt_tensor *lipt_model_block(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x) {
-    const float p = m->cfg.dropout;
     for (int which = LIPT_BRANCH_ATTN; which <= LIPT_BRANCH_FFN; which++) {
-        lipt_tensor *g = lipt_model_branch(ctx, m, layer, which, x);
-        if (p > 0 && ctx->training) g = lipt_dropout(ctx, g, p);
-        x = lipt_model_residual(ctx, m, layer, which, x, g);
+        if (ctx->recompute) { /* keep only the half-block's output; its inside is rerun in the backward */
+            lipt_branch_ref *r = lipt_arena_alloc(&ctx->arena, sizeof *r);
+            *r = (lipt_branch_ref){m, layer, which};
+            x = lipt_recompute(ctx, half_block, x, r);
+        } else {
+            x = half_block(ctx, x, &(lipt_branch_ref){m, layer, which});
+        }
     }
     return x;
 }
