@@ -7,7 +7,8 @@
 #
 # usage: bench/compare_rounds.sh [--rounds R] [--out DIR] [--lipt PATH] [--threads N] [--only "NAME ..."]
 #   names: dp l2 l2-tied contractive (bench configuration, with sampling and SGEMM),
-#          seq256 seq512 seq1024 width128 width512 (dp scaling; seq128 is the dp row)
+#          seq256 seq512 seq1024 width128 width512 (dp scaling; seq128 is the dp row),
+#          long128 long512 long1024 long2048 long4096 (dp, batch 1: long contexts; not in the default list)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=3 OUT=bench-rounds LIPT=build/lipt THREADS=2 ONLY=""
@@ -37,6 +38,13 @@ declare -A ARGS=(
   [width128]="--config models/ptb-dp.cfg $S --d_model 128 --d_ff 512"
   [width512]="--config models/ptb-dp.cfg $S --d_model 512 --d_ff 2048"
 )
+# long contexts: one sequence per step, d256 L4; fewer steps per run as a step grows
+L="--config models/ptb-dp.cfg --dropout 0 --batch 1 --runs 3 --warmup 1 --skip-sample --gemm-size 0"
+ARGS[long128]="$L --seq_len 128 --steps-per-run 16"
+ARGS[long512]="$L --seq_len 512 --steps-per-run 4"
+ARGS[long1024]="$L --seq_len 1024 --steps-per-run 2"
+ARGS[long2048]="$L --seq_len 2048 --steps-per-run 1"
+ARGS[long4096]="$L --seq_len 4096 --steps-per-run 1"
 NAMES=${ONLY:-"dp l2 l2-tied contractive seq256 seq512 seq1024 width128 width512"}
 for n in $NAMES; do
   [ -n "${ARGS[$n]:-}" ] || { echo "compare_rounds.sh: unknown configuration '$n' (see --help)" >&2; exit 2; }

@@ -49,6 +49,34 @@ START_TEST(test_arena_marks) {
 }
 END_TEST
 
+/* A large arena reserves address space: it grows past its initial size without a malloc'd block, and only
+ * what was written is resident. (Where the system refuses the reservation it falls back to blocks.) */
+START_TEST(test_arena_reservation) {
+    lipt_arena a;
+    lipt_arena_init(&a, (size_t)32 << 20);
+    const int reserved = a.n_block_mallocs == 0;
+    printf("arena of 32 MB: %s, capacity %zu MB\n", reserved ? "reserved address space" : "malloc'd block (fallback)",
+           a.capacity >> 20);
+    unsigned char *first = lipt_arena_alloc(&a, 1000);
+    memset(first, 7, 1000);
+    for (int i = 0; i < 12; i++) { /* 96 MB in all: past the initial size */
+        unsigned char *p = lipt_arena_alloc(&a, (size_t)8 << 20);
+        ck_assert(((uintptr_t)p & 63) == 0);
+        memset(p, i, (size_t)8 << 20);
+    }
+    if (reserved) ck_assert_uint_eq(a.n_block_mallocs, 0);
+    ck_assert_uint_ge(a.capacity, a.peak);
+    for (int i = 0; i < 1000; i++) ck_assert_uint_eq(first[i], 7);
+    lipt_arena_mark m = lipt_arena_get_mark(&a);
+    lipt_arena_alloc(&a, (size_t)40 << 20);
+    lipt_arena_release(&a, m);
+    lipt_arena_reset(&a);
+    unsigned char *again = lipt_arena_alloc(&a, 1000);
+    ck_assert_ptr_eq(again, first); /* reset starts over at the same place */
+    lipt_arena_free(&a);
+}
+END_TEST
+
 START_TEST(test_rng) {
     lipt_rng a, b;
     lipt_rng_seed(&a, 42);
@@ -187,6 +215,7 @@ int main(void) {
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_arena_alignment_and_growth);
     tcase_add_test(tc, test_arena_marks);
+    tcase_add_test(tc, test_arena_reservation);
     tcase_add_test(tc, test_rng);
     tcase_add_test(tc, test_params_slab);
     tcase_add_test(tc, test_tape_records_and_no_grad);
