@@ -24,7 +24,7 @@ static const cli_opt bench_opts[] = {
     {"gemm-size", CLI_INT, "N", "SGEMM reference: N x N x N (0: skip)", "1024"},
     {"seed", CLI_INT, "S", "seed of the synthetic tokens, dropout and sampling", "0"},
     {"recompute", CLI_FLAG, NULL, "training keeps only each half-block's output and reruns the rest in the backward "
-     "(less memory, about a third more compute; as lipt train --recompute)", NULL},
+     "(less memory, more compute; as lipt train --recompute)", NULL},
     {"skip-train", CLI_FLAG, NULL, "do not measure training", NULL},
     {"skip-eval", CLI_FLAG, NULL, "do not measure evaluation", NULL},
     {"skip-sample", CLI_FLAG, NULL, "do not measure sampling", NULL},

@@ -1,7 +1,7 @@
 /* Activation recomputation (lipt_recompute, lipt train --recompute): the same bits as the plain tape for every
- * model family (losses, gradients and weights after AdamW steps, dropout on, both attention kernels), less arena
- * memory, and the generic op: finite differences, an input used outside the segment, nesting, segments without
- * anything to record. */
+ * model family (losses, gradients and weights after AdamW steps, dropout on, both attention kernels), the same to
+ * float rounding with the feed-forward in pieces, less arena memory, and the generic op: finite differences, an
+ * input used outside the segment, nesting, segments without anything to record. */
 #include "testutil.h"
 
 #include <math.h>
@@ -20,14 +20,16 @@ typedef struct {
     size_t n, peak;    /* floats in the slab; arena high-water mark in bytes */
 } run_out;
 
-/* Three AdamW steps of `cfg` on fixed random batches, with or without recomputation. */
-static void run_steps(const lipt_config *cfg, int recompute, int tiled, run_out *o) {
+/* Three AdamW steps of `cfg` on fixed random batches, with or without recomputation (feed-forward pieces of
+ * `rows` tokens; 0: the default). */
+static void run_steps(const lipt_config *cfg, int recompute, int rows, int tiled, run_out *o) {
     lipt_error err = {0};
     lipt_model m;
     ck_assert_msg(lipt_model_init(&m, cfg, &err) == LIPT_OK, "model init: %s", err.msg);
     lipt_ctx ctx;
     lipt_ctx_init(&ctx, 4096, 7);
     ctx.recompute = recompute;
+    ctx.recompute_rows = rows;
     ctx.attn_tiled = tiled;
     lipt_adamw_config acfg = lipt_adamw_defaults();
     acfg.lr = 3e-3;
@@ -90,8 +92,8 @@ START_TEST(test_models_same_bits) {
         small(&cfg, cases[k].cfg, cases[k].kv);
         for (int tiled = 0; tiled <= 1; tiled++) {
             run_out a, b;
-            run_steps(&cfg, 0, tiled, &a);
-            run_steps(&cfg, 1, tiled, &b);
+            run_steps(&cfg, 0, 0, tiled, &a);
+            run_steps(&cfg, 1, 0, tiled, &b);
             for (int s = 0; s < 3; s++)
                 ck_assert_msg(a.loss[s] == b.loss[s], "%s tiled %d step %d: loss %.9g plain, %.9g recomputed",
                               cases[k].cfg, tiled, s, a.loss[s], b.loss[s]);
@@ -112,6 +114,44 @@ START_TEST(test_models_same_bits) {
 }
 END_TEST
 
+/* The feed-forward half in pieces (the batch is 2 sequences of 24 tokens): whole sequences (24 rows), runs within
+ * a sequence with a short last one (10 rows: 10, 10, 4), and single tokens. Same losses and gradients to float
+ * rounding (the weights' gradients are summed piece by piece), the same dropout masks. */
+START_TEST(test_models_in_pieces) {
+    static const char *const dropout[] = {"dropout", "0.2", NULL};
+    const struct { const char *cfg; const char *const *kv; } cases[] = {
+        {"models/ptb-dp.cfg", dropout},
+        {"models/ptb-l2-tied.cfg", NULL},
+        {"models/ptb-contractive.cfg", NULL},
+        {"models/ablation/e-coupling-dp.cfg", NULL},
+    };
+    const int rows[] = {24, 10, 1};
+    for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+        lipt_config cfg;
+        small(&cfg, cases[k].cfg, cases[k].kv);
+        run_out a;
+        run_steps(&cfg, 0, 0, -1, &a);
+        for (int i = 0; i < (int)(sizeof rows / sizeof rows[0]); i++) {
+            run_out b;
+            run_steps(&cfg, 1, rows[i], -1, &b);
+            const double eg = tu_max_rel_err_f(b.grad, a.grad, a.n, 1e-6);
+            const double ew = tu_max_rel_err_f(b.slab, a.slab, a.n, 1e-6);
+            printf("%-36s pieces of %2d: loss %.9f vs %.9f, gradient off %.2e, weights off %.2e\n", cases[k].cfg,
+                   rows[i], b.loss[2], a.loss[2], eg, ew);
+            for (int s = 0; s < 3; s++)
+                ck_assert_msg(fabs(a.loss[s] - b.loss[s]) <= 1e-6 * fabs(a.loss[s]), "%s rows %d step %d: loss %.9g vs %.9g",
+                              cases[k].cfg, rows[i], s, b.loss[s], a.loss[s]);
+            ck_assert_msg(eg < 1e-5, "%s rows %d: gradient off by %g", cases[k].cfg, rows[i], eg);
+            ck_assert_msg(ew < 1e-5, "%s rows %d: weights off by %g", cases[k].cfg, rows[i], ew);
+            free(b.slab);
+            free(b.grad);
+        }
+        free(a.slab);
+        free(a.grad);
+    }
+}
+END_TEST
+
 /* Deeper models: the memory kept between forward and backward no longer grows with the layers' insides. */
 START_TEST(test_memory_scales) {
     static const char *const deep[] = {"n_layers", "8", "d_model", "32", "n_heads", "4", "d_ff", "128", "seq_len", "64",
@@ -119,8 +159,8 @@ START_TEST(test_memory_scales) {
     lipt_config cfg;
     small(&cfg, "models/ptb-dp.cfg", deep);
     run_out a, b;
-    run_steps(&cfg, 0, -1, &a);
-    run_steps(&cfg, 1, -1, &b);
+    run_steps(&cfg, 0, 0, -1, &a);
+    run_steps(&cfg, 1, 0, -1, &b);
     printf("8 layers: arena peak %zu B plain, %zu B recomputed\n", a.peak, b.peak);
     ck_assert_msg(b.peak * 3 < a.peak, "recomputation keeps %zu of %zu bytes (expected < 1/3)", b.peak, a.peak);
     free(a.slab);
@@ -239,6 +279,7 @@ int main(void) {
     tcase_add_test(tc, test_op_gradients);
     tcase_add_test(tc, test_op_without_grad);
     tcase_add_test(tc, test_models_same_bits);
+    tcase_add_test(tc, test_models_in_pieces);
     tcase_add_test(tc, test_memory_scales);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -44,8 +44,8 @@ static const cli_opt train_opts[] = {
     {"seed", CLI_INT, "S", "data order and dropout seed (init: the config's init_seed)", "0"},
     {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS (default LIPT_THREADS or all cores)", NULL},
     {"recompute", CLI_FLAG, NULL, "keep only each half-block's output between forward and backward and rerun its "
-     "inside in the backward: activation memory of 2 residual streams per layer plus one half-block, for about a "
-     "third more compute; the same results bit for bit (long contexts: docs/PERFORMANCE.md)", NULL},
+     "inside in the backward (the feed-forward in pieces of 1024 tokens): less memory for about a third more compute; "
+     "the same results, bit for bit up to 1024 tokens per step (long contexts: docs/PERFORMANCE.md)", NULL},
     {"eval-every", CLI_INT, "N", "evaluate on the validation subset every N steps (0: only at the end)", "200"},
     {"eval-symbols", CLI_INT, "N", "validation symbols per periodic evaluation (0: all)", "200000"},
     {"final-eval", CLI_STRING, "SPLITS", "full evaluation at the end: valid,test | valid | test | none", "valid,test"},

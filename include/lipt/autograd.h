@@ -95,6 +95,8 @@ struct lipt_ctx {
                             * matrix, 1 always tiled; lipt_ctx_init reads it from env LIPT_ATTN_TILED=auto|0|1 */
     int recompute;         /* set: lipt_model_block runs each residual half-block through lipt_recompute, keeping
                             * only the half-blocks' outputs between forward and backward (memory for compute) */
+    int recompute_rows;    /* with recompute: the feed-forward half-block (row-wise) runs in pieces of this many
+                            * tokens; 0: LIPT_RECOMPUTE_ROWS */
 };
 
 void lipt_ctx_init(lipt_ctx *ctx, size_t arena_bytes, uint64_t seed);
@@ -137,6 +139,13 @@ void lipt_backward_seeded(lipt_ctx *ctx, lipt_tensor *out, const float *seed);
  * fine). Without anything to record, it is fn(ctx, x, arg). */
 typedef lipt_tensor *(*lipt_segment_fn)(lipt_ctx *ctx, lipt_tensor *x, void *arg);
 lipt_tensor *lipt_recompute(lipt_ctx *ctx, lipt_segment_fn fn, lipt_tensor *x, void *arg);
+/* The same for a row-wise fn (each row of D = x's last dim depends on that row alone, e.g. a feed-forward block):
+ * forward and backward run on pieces of at most chunk_rows rows, so the segment's inside never exists for more
+ * than one piece. Pieces are whole sequences [k, T, D] when a sequence fits, else runs [1, n, D] of one sequence.
+ * With more than one piece the weights' gradients are summed piece by piece: float rounding away from the plain
+ * tape's, no longer bit for bit. chunk_rows <= 0 or x not larger: lipt_recompute. */
+lipt_tensor *lipt_recompute_rows(lipt_ctx *ctx, lipt_segment_fn fn, lipt_tensor *x, void *arg, int chunk_rows);
+#define LIPT_RECOMPUTE_ROWS 1024
 
 #ifdef __cplusplus
 }

@@ -161,7 +161,10 @@ lipt_tensor *lipt_model_block(lipt_ctx *ctx, const lipt_model *m, int layer, lip
         if (ctx->recompute) { /* keep only the half-block's output; its inside is rerun in the backward */
             lipt_branch_ref *r = lipt_arena_alloc(&ctx->arena, sizeof *r);
             *r = (lipt_branch_ref){m, layer, which};
-            x = lipt_recompute(ctx, half_block, x, r);
+            /* the feed-forward half is token-wise: it runs in pieces, so its d_ff-wide insides are bounded too */
+            const int rows = ctx->recompute_rows > 0 ? ctx->recompute_rows : LIPT_RECOMPUTE_ROWS;
+            x = which == LIPT_BRANCH_FFN ? lipt_recompute_rows(ctx, half_block, x, r, rows)
+                                         : lipt_recompute(ctx, half_block, x, r);
         } else {
             x = half_block(ctx, x, &(lipt_branch_ref){m, layer, which});
         }
