@@ -201,6 +201,45 @@ static void activation_threads_bitwise(int lipswish) {
     tu_free(X);
     tu_free(Beta);
 }
+/* The interleaved forms (LIPT_VIL vectors at a time, used by the GELU, its backward and the softmax rows) give the
+ * bits of the one-vector forms, lane by lane, over a dense sweep with the special values mixed in; and the GELU's
+ * interleaved main loop the bits of its one-vector tail loop. */
+START_TEST(test_interleaved_bitwise) {
+    const float special[] = {0.0f, -0.0f, NAN, INFINITY, -INFINITY, -88.0f, 89.0f, -1e30f, 1e30f, 1e-40f};
+    const int ns = (int)(sizeof special / sizeof special[0]);
+    long checked = 0;
+    for (int base = 0; base < 40000; base += LIPT_VIL * LIPT_VW) {
+        lipt_vf x[LIPT_VIL], ex[LIPT_VIL], cd[LIPT_VIL];
+        for (int k = 0; k < LIPT_VIL; k++)
+            for (int l = 0; l < LIPT_VW; l++) {
+                const int i = base + k * LIPT_VW + l;
+                x[k][l] = i % 97 == 0 ? special[(i / 97) % ns] : (float)((i * 7919) % 40000) * 2.5e-3f - 50.0f;
+            }
+        memcpy(ex, x, sizeof x);
+        memcpy(cd, x, sizeof x);
+        lipt_vexp_n(ex, LIPT_VIL);
+        lipt_vnormal_cdf_n(cd, LIPT_VIL);
+        for (int k = 0; k < LIPT_VIL; k++) {
+            const lipt_vf e1 = lipt_vexp(x[k]), c1 = lipt_vnormal_cdf(x[k]);
+            ck_assert(memcmp(&e1, &ex[k], sizeof e1) == 0);
+            ck_assert(memcmp(&c1, &cd[k], sizeof c1) == 0);
+            checked += LIPT_VW;
+        }
+    }
+    ck_assert(checked >= 40000);
+    /* lipt_vgelu on n floats: the first n - n % (LIPT_VIL * LIPT_VW) through the interleaved loop; the same floats
+     * one at a time (n = 1, the tail loop) must agree */
+    enum { N = 3 * LIPT_VIL * LIPT_VW + 5 };
+    float in[N], y[N], c[N], y1, c1;
+    for (int i = 0; i < N; i++) in[i] = (float)(i - N / 2) * 0.37f;
+    lipt_vgelu(in, y, c, N);
+    for (int i = 0; i < N; i++) {
+        lipt_vgelu(in + i, &y1, &c1, 1);
+        ck_assert(memcmp(&y1, &y[i], sizeof y1) == 0 && memcmp(&c1, &c[i], sizeof c1) == 0);
+    }
+}
+END_TEST
+
 START_TEST(test_gelu_threads_bitwise) { activation_threads_bitwise(0); }
 END_TEST
 START_TEST(test_lipswish_threads_bitwise) { activation_threads_bitwise(1); }
@@ -217,6 +256,7 @@ int main(void) {
     tcase_add_test(tc, test_vgelu_tails);
     tcase_add_test(tc, test_vlipswish_tails);
     tcase_add_test(tc, test_vsoftmax_row);
+    tcase_add_test(tc, test_interleaved_bitwise);
     tcase_add_test(tc, test_gelu_threads_bitwise);
     tcase_add_test(tc, test_lipswish_threads_bitwise);
     suite_add_tcase(s, tc);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lipt/bounds.h"
+#include "ops/spectral_impl.h"
 
 static lipt_tensor *add_param(lipt_params *p, int layer, const char *field, int ndim, const int *shape, int flags) {
     char name[96];
@@ -243,24 +244,27 @@ void lipt_model_init_weights(lipt_model *m, uint64_t seed) {
 void lipt_model_refresh_norms(lipt_model *m, int iters) {
     const lipt_config *c = &m->cfg;
     if (iters <= 0 || !m->invertible) return;
-    lipt_ctx *ctx = &m->scratch;
-    lipt_no_grad_push(ctx);
+    /* Every matrix's power iteration at once (the blocks of all the layers in one parallel loop: most are too small
+     * to split on their own), with the same results as one lipt_spectral_norm per matrix. */
+    const int H = c->n_heads;
+    lipt_power_job *jobs = lipt_xmalloc(sizeof *jobs * 6 * (size_t)(c->n_layers > 0 ? c->n_layers : 1));
+    int n = 0;
     for (int l = 0; l < c->n_layers; l++) {
         lipt_layer *L = &m->layers[l];
-        lipt_spectral_norm(ctx, L->w1, L->sn1_u->data, L->sn1_v->data, 1, iters);
-        lipt_spectral_norm(ctx, L->w2, L->sn2_u->data, L->sn2_v->data, 1, iters);
+        jobs[n++] = (lipt_power_job){L->w1->data, L->w1->shape[0], L->w1->shape[1], 1, L->sn1_u->data, L->sn1_v->data};
+        jobs[n++] = (lipt_power_job){L->w2->data, L->w2->shape[0], L->w2->shape[1], 1, L->sn2_u->data, L->sn2_v->data};
         if (L->bv[0]) {
             /* the bound vectors only steer gradients (the values divided by are certified whatever their state):
              * advance them by power iteration alone, without computing the bound */
-            const int H = c->n_heads;
-            lipt_spectral_norm(ctx, L->wq, L->bv[0]->data, L->bv[1]->data, H, iters);
-            if (L->bv[6]) lipt_spectral_norm(ctx, L->wk, L->bv[6]->data, L->bv[7]->data, H, iters);
-            lipt_spectral_norm(ctx, L->wv, L->bv[2]->data, L->bv[3]->data, H, iters);
-            lipt_spectral_norm(ctx, L->wo, L->bv[4]->data, L->bv[5]->data, 1, iters);
+            const int D = L->wq->shape[0];
+            jobs[n++] = (lipt_power_job){L->wq->data, D, D, H, L->bv[0]->data, L->bv[1]->data};
+            if (L->bv[6]) jobs[n++] = (lipt_power_job){L->wk->data, D, D, H, L->bv[6]->data, L->bv[7]->data};
+            jobs[n++] = (lipt_power_job){L->wv->data, D, D, H, L->bv[2]->data, L->bv[3]->data};
+            jobs[n++] = (lipt_power_job){L->wo->data, D, D, 1, L->bv[4]->data, L->bv[5]->data};
         }
-        lipt_ctx_reset(ctx);
     }
-    lipt_no_grad_pop(ctx);
+    lipt_spectral_power_jobs(jobs, n, iters);
+    free(jobs);
 }
 
 void lipt_model_layer_lipschitz(lipt_model *m, int layer, int gram_iters, lipt_layer_lipschitz *out) {

@@ -95,7 +95,21 @@ void lipt_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
 #pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (size_t c = 0; c < nchunk; c++) {
         const size_t end = c * ACT_CHUNK + act_chunk_len(n, c);
-        for (size_t i = c * ACT_CHUNK; i < end; i += LIPT_VW) {
+        size_t i = c * ACT_CHUNK;
+        for (; i + LIPT_VIL * LIPT_VW <= end; i += LIPT_VIL * LIPT_VW) { /* LIPT_VIL vectors' exps interleaved */
+            lipt_vf v[LIPT_VIL], e[LIPT_VIL];
+            LIPT_EACH(LIPT_VIL) {
+                v[k] = lipt_vload(xi + i + k * LIPT_VW);
+                e[k] = v[k] * v[k] * -0.5f;
+            }
+            lipt_vexp_n(e, LIPT_VIL);
+            LIPT_EACH(LIPT_VIL) {
+                const size_t o = i + k * LIPT_VW;
+                const lipt_vf r = lipt_vload(g + o) * (lipt_vload(cdf + o) + v[k] * ACT_INV_SQRT_2PI * e[k]);
+                lipt_vstore(dx + o, lipt_vload(dx + o) + r);
+            }
+        }
+        for (; i < end; i += LIPT_VW) {
             const size_t len = lipt_vlanes(i, end);
             const lipt_vf v = lipt_vload_n(xi + i, len), gv = lipt_vload_n(g + i, len);
             const lipt_vf r = gv * (lipt_vload_n(cdf + i, len) + v * ACT_INV_SQRT_2PI * lipt_vexp(v * v * -0.5f));

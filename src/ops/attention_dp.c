@@ -72,7 +72,10 @@ static void softmax_grad_rows(const float *P, float *G, int T, int i0, int i1, i
         double c = 0;
         for (int j = 0; j < n; j++) c += (double)p[j] * g[j];
         const float cf = (float)c;
-        for (int j = 0; j < n; j++) g[j] = p[j] * (g[j] - cf);
+        for (int j = 0; j < n; j += LIPT_VW) {
+            const size_t len = lipt_vlanes((size_t)j, (size_t)n);
+            lipt_vstore_n(g + j, lipt_vload_n(p + j, len) * (lipt_vload_n(g + j, len) - cf), len);
+        }
         for (int j = n; j < nc; j++) g[j] = 0.0f;
     }
 }

@@ -3,13 +3,16 @@
 #include "lipt/ops.h"
 
 #include <math.h>
+#include <omp.h>
+#include <string.h>
 
 #include "ops/reduce_impl.h"
+#include "ops/vmath.h"
 
 /* Below this many elements a loop runs on one thread: a parallel region costs more than it saves. */
 #define EW_PAR_MIN ((size_t)1 << 15)
-/* Columns per block in the broadcast reduction: one block's double accumulators stay in registers/L1. */
-#define EW_RED_COLS 64
+/* Columns per block (at most) in the broadcast reduction: one block's double accumulators stay in L1. */
+#define EW_RED_COLS 512
 
 /* ---------------------------------------------------------------- broadcasting */
 
@@ -27,52 +30,80 @@ static void check_broadcast(const char *op, const lipt_tensor *a, const lipt_ten
                lipt_shape_str(b, sb, sizeof sb), lipt_shape_str(a, sa, sizeof sa));
 }
 
-static inline float apply(lipt_op_id op, float x, float y) {
+/* The loops below are written with vector types (gcc -O2 vectorises none of them by itself: they would need
+ * runtime alias checks), LIPT_VW elements at a time, tails through the same code on zero-padded lanes; every
+ * element goes through the scalar formula's operations in its order, so the bits are those of a scalar loop.
+ * EW_VLOOP(n) runs its body for v = 0, 1, ... over the vectors of n elements with i = v * LIPT_VW and len lanes. */
+#define EW_NV(n) (((n) + LIPT_VW - 1) / LIPT_VW)
+
+static inline lipt_vf apply_v(lipt_op_id op, lipt_vf x, lipt_vf y) {
     return op == LIPT_OP_ADD ? x + y : op == LIPT_OP_SUB ? x - y : x * y;
+}
+
+/* o[j] = x[j] (op) y[j] for j < n, one thread (y may be a broadcast row). */
+static inline void binary_row(lipt_op_id op, float *o, const float *x, const float *y, size_t n) {
+    for (size_t j = 0; j < n; j += LIPT_VW) {
+        const size_t len = lipt_vlanes(j, n);
+        lipt_vstore_n(o + j, apply_v(op, lipt_vload_n(x + j, len), lipt_vload_n(y + j, len)), len);
+    }
 }
 
 /* o[i] = x[i] (op) y[i mod P]; the three cases keep the inner loops free of divisions. */
 static void binary_kernel(lipt_op_id op, float *o, const float *x, const float *y, size_t n, size_t P) {
     if (P == n) {
+        const size_t nv = EW_NV(n);
 #pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
-        for (size_t i = 0; i < n; i++) o[i] = apply(op, x[i], y[i]);
+        for (size_t v = 0; v < nv; v++) {
+            const size_t i = v * LIPT_VW, len = lipt_vlanes(i, n);
+            lipt_vstore_n(o + i, apply_v(op, lipt_vload_n(x + i, len), lipt_vload_n(y + i, len)), len);
+        }
     } else if (P == 1) {
         const float s = y[0];
+        const size_t nv = EW_NV(n);
 #pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
-        for (size_t i = 0; i < n; i++) o[i] = apply(op, x[i], s);
+        for (size_t v = 0; v < nv; v++) {
+            const size_t i = v * LIPT_VW, len = lipt_vlanes(i, n);
+            lipt_vstore_n(o + i, apply_v(op, lipt_vload_n(x + i, len), lipt_vset1(s)), len);
+        }
     } else {
         const size_t rows = n / P;
 #pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
-        for (size_t r = 0; r < rows; r++)
-            for (size_t j = 0; j < P; j++) o[r * P + j] = apply(op, x[r * P + j], y[j]);
+        for (size_t r = 0; r < rows; r++) binary_row(op, o + r * P, x + r * P, y, P);
     }
 }
 
 /* d[i] += g[i] * y[i mod P] */
 static void mul_acc(float *d, const float *g, const float *y, size_t n, size_t P) {
-    if (P == n) {
-#pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
-        for (size_t i = 0; i < n; i++) d[i] += g[i] * y[i];
-    } else if (P == 1) {
+    if (P == n || P == 1) {
+        const size_t nv = EW_NV(n);
         const float s = y[0];
 #pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
-        for (size_t i = 0; i < n; i++) d[i] += g[i] * s;
+        for (size_t v = 0; v < nv; v++) {
+            const size_t i = v * LIPT_VW, len = lipt_vlanes(i, n);
+            const lipt_vf yv = P == 1 ? lipt_vset1(s) : lipt_vload_n(y + i, len);
+            lipt_vstore_n(d + i, lipt_vload_n(d + i, len) + lipt_vload_n(g + i, len) * yv, len);
+        }
     } else {
         const size_t rows = n / P;
 #pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
         for (size_t r = 0; r < rows; r++)
-            for (size_t j = 0; j < P; j++) d[r * P + j] += g[r * P + j] * y[j];
+            for (size_t j = 0; j < P; j += LIPT_VW) {
+                const size_t len = lipt_vlanes(j, P), o = r * P + j;
+                const lipt_vf t = lipt_vload_n(g + o, len) * lipt_vload_n(y + j, len);
+                lipt_vstore_n(d + o, lipt_vload_n(d + o, len) + t, len);
+            }
     }
 }
 
 /* d[i] += sign * g[i] (* w[i] when w is given) */
 static void ew_acc(float *d, const float *g, const float *w, size_t n, float sign) {
-    if (w) {
+    const size_t nv = EW_NV(n);
 #pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
-        for (size_t i = 0; i < n; i++) d[i] += sign * g[i] * w[i];
-    } else {
-#pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
-        for (size_t i = 0; i < n; i++) d[i] += sign * g[i];
+    for (size_t v = 0; v < nv; v++) {
+        const size_t i = v * LIPT_VW, len = lipt_vlanes(i, n);
+        lipt_vf t = sign * lipt_vload_n(g + i, len);
+        if (w) t = t * lipt_vload_n(w + i, len);
+        lipt_vstore_n(d + i, lipt_vload_n(d + i, len) + t, len);
     }
 }
 
@@ -89,22 +120,31 @@ void lipt_reduce_rows_acc(float *db, const float *g, const float *w, size_t rows
         db[0] += (float)(sign * s);
         return;
     }
-    /* column blocks: each thread owns whole columns, so no two threads write the same db[j] */
-    const size_t nblk = (P + EW_RED_COLS - 1) / EW_RED_COLS;
+    /* Column ranges: each thread owns whole columns, so no two threads write the same db[j], and each column is
+     * summed in row order whatever the split (the same bits on any thread count). A range streams the rows'
+     * contiguous segments with its sums in L1 (narrow blocks read at a stride of P floats, which for P = 1024 is
+     * 4 KiB: every row of a block in the same cache set). */
+    const int nthr = omp_get_max_threads();
+    size_t cols = (P + (size_t)nthr - 1) / (size_t)nthr;
+    cols = (cols + 2 * LIPT_VDW - 1) / (2 * LIPT_VDW) * (2 * LIPT_VDW);
+    if (cols > EW_RED_COLS) cols = EW_RED_COLS;
+    const size_t nblk = (P + cols - 1) / cols;
 #pragma omp parallel for if (rows * P >= EW_PAR_MIN && nblk > 1) schedule(static)
     for (size_t blk = 0; blk < nblk; blk++) {
-        const size_t j0 = blk * EW_RED_COLS, nj = P - j0 < EW_RED_COLS ? P - j0 : EW_RED_COLS;
-        double acc[EW_RED_COLS] = {0};
+        const size_t j0 = blk * cols, nj = P - j0 < cols ? P - j0 : cols, nv = nj / LIPT_VDW;
+        lipt_vdh acc[EW_RED_COLS / LIPT_VDW];
+        memset(acc, 0, sizeof acc);
         for (size_t r = 0; r < rows; r++) {
-            const float *gr = g + r * P + j0;
-            if (w) {
-                const float *wr = w + r * P + j0;
-                for (size_t j = 0; j < nj; j++) acc[j] += (double)gr[j] * wr[j];
-            } else {
-                for (size_t j = 0; j < nj; j++) acc[j] += gr[j];
+            const float *gr = g + r * P + j0, *wr = w ? w + r * P + j0 : NULL;
+            for (size_t k = 0; k < nv; k++) {
+                lipt_vdh t = lipt_vdh_loadf(gr + k * LIPT_VDW);
+                if (wr) t = t * lipt_vdh_loadf(wr + k * LIPT_VDW);
+                acc[k] += t;
             }
+            for (size_t j = nv * LIPT_VDW; j < nj; j++)
+                acc[j / LIPT_VDW][j % LIPT_VDW] += wr ? (double)gr[j] * wr[j] : gr[j];
         }
-        for (size_t j = 0; j < nj; j++) db[j0 + j] += (float)(sign * acc[j]);
+        for (size_t j = 0; j < nj; j++) db[j0 + j] += (float)(sign * acc[j / LIPT_VDW][j % LIPT_VDW]);
     }
 }
 
@@ -154,8 +194,12 @@ lipt_tensor *lipt_scale(lipt_ctx *ctx, lipt_tensor *a, float s) {
     const size_t n = a->numel;
     const float *x = a->data;
     float *o = out->data;
+    const size_t nv = EW_NV(n);
 #pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
-    for (size_t i = 0; i < n; i++) o[i] = s * x[i];
+    for (size_t k = 0; k < nv; k++) {
+        const size_t i = k * LIPT_VW, len = lipt_vlanes(i, n);
+        lipt_vstore_n(o + i, s * lipt_vload_n(x + i, len), len);
+    }
     lipt_node *node = lipt_record(ctx, LIPT_OP_SCALE, out, 1, (lipt_tensor *[]){a});
     if (node) node->farg[0] = s;
     return out;
@@ -177,8 +221,12 @@ static double sum_double(const float *x, size_t n) {
 
 /* da[i] += v for all i */
 static void fill_acc(float *da, size_t n, float v) {
+    const size_t nv = EW_NV(n);
 #pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
-    for (size_t i = 0; i < n; i++) da[i] += v;
+    for (size_t k = 0; k < nv; k++) {
+        const size_t i = k * LIPT_VW, len = lipt_vlanes(i, n);
+        lipt_vstore_n(da + i, lipt_vload_n(da + i, len) + v, len);
+    }
 }
 
 lipt_tensor *lipt_sum(lipt_ctx *ctx, lipt_tensor *a) {

@@ -3,50 +3,61 @@
 
 #include <math.h>
 #include <omp.h>
+#include <string.h>
 
 /* Elements below which a single thread is faster. */
 #define LN_PAR_MIN 16384
 
-/* Row sums in double with LN_LANES independent partial sums, added in a fixed order at the end: the same
- * accuracy as one running double sum, but the compiler can keep the lanes in vector registers (a single
- * accumulator is a serial chain it may not reorder). */
-#define LN_LANES 8
+#include "ops/vmath.h"
 
-static inline double row_sum(const float *x, int D) {
-    double acc[LN_LANES] = {0};
-    int j = 0;
-    for (; j + LN_LANES <= D; j += LN_LANES)
-        for (int l = 0; l < LN_LANES; l++) acc[l] += x[j + l];
-    double s = 0;
-    for (; j < D; j++) s += x[j];
-    for (int l = 0; l < LN_LANES; l++) s += acc[l];
+/* Row sums in double with LN_LANES independent partial sums, added in a fixed order at the end: the same
+ * accuracy as one running double sum, but the lanes live in vector registers (a single accumulator is a serial
+ * chain the compiler may not reorder). Lane l sums the elements j ≡ l (mod LN_LANES) of the row's full blocks; the
+ * tail is summed first, then the lanes in order. Every loop below is written with vector types (gcc -O2 does not
+ * vectorise these loops by itself), each element going through the scalar formula's operations in its order. */
+#define LN_LANES 8
+#define LN_NV (LN_LANES / LIPT_VDW) /* vectors per block of LN_LANES */
+
+static inline double lanes_total(double s, const lipt_vdh *acc) {
+    for (int l = 0; l < LN_LANES; l++) s += acc[l / LIPT_VDW][l % LIPT_VDW];
     return s;
 }
 
-static inline double row_sq_dev(const float *x, int D, double mu) {
-    double acc[LN_LANES] = {0};
+static inline double row_sum(const float *x, int D) {
+    lipt_vdh acc[LN_NV] = {{0}};
     int j = 0;
     for (; j + LN_LANES <= D; j += LN_LANES)
-        for (int l = 0; l < LN_LANES; l++) {
-            const double d = x[j + l] - mu;
-            acc[l] += d * d;
+        for (int k = 0; k < LN_NV; k++) acc[k] += lipt_vdh_loadf(x + j + k * LIPT_VDW);
+    double s = 0;
+    for (; j < D; j++) s += x[j];
+    return lanes_total(s, acc);
+}
+
+static inline double row_sq_dev(const float *x, int D, double mu) {
+    lipt_vdh acc[LN_NV] = {{0}};
+    int j = 0;
+    for (; j + LN_LANES <= D; j += LN_LANES)
+        for (int k = 0; k < LN_NV; k++) {
+            const lipt_vdh d = lipt_vdh_loadf(x + j + k * LIPT_VDW) - mu;
+            acc[k] += d * d;
         }
     double s = 0;
     for (; j < D; j++) s += (x[j] - mu) * (x[j] - mu);
-    for (int l = 0; l < LN_LANES; l++) s += acc[l];
-    return s;
+    return lanes_total(s, acc);
 }
 
 /* sum_j g_j and sum_j g_j xhat_j with g = dy * gamma (gamma may be NULL), xhat = (x - mu) rstd. */
 static inline void row_grad_sums(const float *gr, const float *W, const float *xr, int D, double mu, double rstd,
                                  double *sg_out, double *sgx_out) {
-    double ag[LN_LANES] = {0}, ax[LN_LANES] = {0};
+    lipt_vdh ag[LN_NV] = {{0}}, ax[LN_NV] = {{0}};
     int j = 0;
     for (; j + LN_LANES <= D; j += LN_LANES)
-        for (int l = 0; l < LN_LANES; l++) {
-            const double g = W ? (double)gr[j + l] * W[j + l] : gr[j + l];
-            ag[l] += g;
-            ax[l] += g * ((xr[j + l] - mu) * rstd);
+        for (int k = 0; k < LN_NV; k++) {
+            const int o = j + k * LIPT_VDW;
+            lipt_vdh g = lipt_vdh_loadf(gr + o);
+            if (W) g = g * lipt_vdh_loadf(W + o);
+            ag[k] += g;
+            ax[k] += g * ((lipt_vdh_loadf(xr + o) - mu) * rstd);
         }
     double sg = 0, sgx = 0;
     for (; j < D; j++) {
@@ -54,9 +65,27 @@ static inline void row_grad_sums(const float *gr, const float *W, const float *x
         sg += g;
         sgx += g * ((xr[j] - mu) * rstd);
     }
-    for (int l = 0; l < LN_LANES; l++) sg += ag[l], sgx += ax[l];
+    for (int l = 0; l < LN_LANES; l++) sg += ag[l / LIPT_VDW][l % LIPT_VDW], sgx += ax[l / LIPT_VDW][l % LIPT_VDW];
     *sg_out = sg;
     *sgx_out = sgx;
+}
+
+/* yr = (float)(((x - mu) rstd) * gamma + beta), gamma and beta optional. */
+static inline void row_normalise(const float *xr, const float *W, const float *Bv, int D, double mu, double rstd,
+                                 float *yr) {
+    int j = 0;
+    for (; j + LIPT_VDW <= D; j += LIPT_VDW) {
+        lipt_vdh h = (lipt_vdh_loadf(xr + j) - mu) * rstd;
+        if (W) h *= lipt_vdh_loadf(W + j);
+        if (Bv) h += lipt_vdh_loadf(Bv + j);
+        lipt_vdh_storef(yr + j, h);
+    }
+    for (; j < D; j++) {
+        double h = (xr[j] - mu) * rstd;
+        if (W) h *= W[j];
+        if (Bv) h += Bv[j];
+        yr[j] = (float)h;
+    }
 }
 
 /* saved: mean, saved2: rstd (float per row). iarg: 0 D. farg: 0 eps.
@@ -92,12 +121,7 @@ lipt_tensor *lipt_layernorm(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *gamma, l
         /* two-pass mean and variance in double: robust to a large common offset */
         const double mu = row_sum(xr, D) / D, var = row_sq_dev(xr, D, mu) / D;
         double rstd = 1.0 / sqrt(var + (double)eps);
-        for (int j = 0; j < D; j++) {
-            double h = (xr[j] - mu) * rstd;
-            if (W) h *= W[j];
-            if (Bv) h += Bv[j];
-            yr[j] = (float)h;
-        }
+        row_normalise(xr, W, Bv, D, mu, rstd, yr);
         if (mean_s) {
             mean_s[r] = (float)mu;
             rstd_s[r] = (float)rstd;
@@ -128,7 +152,18 @@ void lipt_layernorm_backward(lipt_ctx *ctx, lipt_node *node) {
             const float *xr = X + (size_t)r * D, *gr = G + (size_t)r * D;
             const double mu = mean_s[r], rstd = rstd_s[r];
             if (pg) {
-                for (int j = 0; j < D; j++) {
+                int j = 0;
+                for (; j + LIPT_VDW <= D; j += LIPT_VDW) {
+                    lipt_vdh a, b;
+                    memcpy(&a, pg + j, sizeof a);
+                    memcpy(&b, pb + j, sizeof b);
+                    const lipt_vdh g = lipt_vdh_loadf(gr + j);
+                    a += g * ((lipt_vdh_loadf(xr + j) - mu) * rstd);
+                    b += g;
+                    memcpy(pg + j, &a, sizeof a);
+                    memcpy(pb + j, &b, sizeof b);
+                }
+                for (; j < D; j++) {
                     pg[j] += (double)gr[j] * ((xr[j] - mu) * rstd);
                     pb[j] += gr[j];
                 }
@@ -140,7 +175,15 @@ void lipt_layernorm_backward(lipt_ctx *ctx, lipt_node *node) {
                 sg /= D;
                 sgx /= D;
                 float *dxr = dx + (size_t)r * D;
-                for (int j = 0; j < D; j++) {
+                int j = 0;
+                for (; j + LIPT_VDW <= D; j += LIPT_VDW) {
+                    lipt_vdh g = lipt_vdh_loadf(gr + j);
+                    if (W) g = g * lipt_vdh_loadf(W + j);
+                    const lipt_vdh xh = (lipt_vdh_loadf(xr + j) - mu) * rstd;
+                    const lipt_vfh upd = __builtin_convertvector(rstd * (g - sg - xh * sgx), lipt_vfh);
+                    lipt_vfh_store(dxr + j, lipt_vfh_load(dxr + j) + upd);
+                }
+                for (; j < D; j++) {
                     double g = W ? (double)gr[j] * W[j] : gr[j];
                     double xh = (xr[j] - mu) * rstd;
                     dxr[j] += (float)(rstd * (g - sg - xh * sgx));

@@ -3,21 +3,43 @@
  * Lipschitz-constrained networks more expressive than ReLU does at the same bound. And backward. */
 #include "lipt/ops.h"
 
+#include "ops/vmath.h"
+
+/* Both directions work on vectors of LIPT_VW floats, whole pairs (LIPT_VW is even; a vector starts at a multiple of
+ * LIPT_VW, so at a pair's first element): a lane's partner is the lane next to it, and a lane keeps its own value
+ * (forward) or gradient (backward) when the pair's order test u >= v (u the pair's first element) says so for its
+ * position. Even lanes hold u: the max goes there, u itself when u >= v. Odd lanes hold v: the min goes there, v
+ * itself when u >= v. These are exactly the scalar selections (ties keep the order, u first, so the backward routes
+ * each gradient to one input; a NaN makes the test false, as in the scalar code), without their unpredictable
+ * branches. */
+static inline lipt_vi pair_swap_idx(void) {
+    lipt_vi ix;
+    for (int i = 0; i < LIPT_VW; i++) ix[i] = i ^ 1;
+    return ix;
+}
+
+/* a's lanes and their partners sw: all ones where a lane keeps its own element */
+static inline lipt_vi keep_mask(lipt_vf a, lipt_vf sw) {
+    lipt_vi even;
+    for (int i = 0; i < LIPT_VW; i++) even[i] = i % 2 == 0 ? -1 : 0;
+    return (even & (a >= sw)) | (~even & (sw >= a));
+}
+
 lipt_tensor *lipt_maxmin(lipt_ctx *ctx, lipt_tensor *x) {
     char sx[64];
     LIPT_CHECK(x->ndim >= 1 && x->shape[x->ndim - 1] % 2 == 0, "maxmin: last dim of %s must be even",
                lipt_shape_str(x, sx, 64));
     lipt_tensor *out = lipt_tensor_like(ctx, x);
     lipt_record(ctx, LIPT_OP_MAXMIN, out, 1, (lipt_tensor *[]){x});
-    const size_t pairs = x->numel / 2;
+    const size_t n = x->numel, nv = (n + LIPT_VW - 1) / LIPT_VW;
     const float *a = x->data;
     float *y = out->data;
-#pragma omp parallel for schedule(static) if (pairs >= (1u << 16))
-    for (size_t p = 0; p < pairs; p++) {
-        const float u = a[2 * p], v = a[2 * p + 1];
-        /* ties keep the order (u first), so the backward below routes each gradient to one input */
-        y[2 * p] = u >= v ? u : v;
-        y[2 * p + 1] = u >= v ? v : u;
+    const lipt_vi ix = pair_swap_idx();
+#pragma omp parallel for schedule(static) if (n >= (1u << 17))
+    for (size_t b = 0; b < nv; b++) {
+        const size_t i = b * LIPT_VW, len = lipt_vlanes(i, n);
+        const lipt_vf av = lipt_vload_n(a + i, len), sw = __builtin_shuffle(av, ix);
+        lipt_vstore_n(y + i, lipt_vsel(keep_mask(av, sw), av, sw), len);
     }
     return out;
 }
@@ -26,11 +48,13 @@ void lipt_maxmin_backward(lipt_ctx *ctx, lipt_node *node) {
     float *dx = lipt_grad_of(ctx, node->in[0]);
     if (!dx) return;
     const float *a = node->in[0]->data, *g = node->out->grad;
-    const size_t pairs = node->out->numel / 2;
-#pragma omp parallel for schedule(static) if (pairs >= (1u << 16))
-    for (size_t p = 0; p < pairs; p++) {
-        const int keep = a[2 * p] >= a[2 * p + 1];
-        dx[2 * p] += keep ? g[2 * p] : g[2 * p + 1];
-        dx[2 * p + 1] += keep ? g[2 * p + 1] : g[2 * p];
+    const size_t n = node->out->numel, nv = (n + LIPT_VW - 1) / LIPT_VW;
+    const lipt_vi ix = pair_swap_idx();
+#pragma omp parallel for schedule(static) if (n >= (1u << 17))
+    for (size_t b = 0; b < nv; b++) {
+        const size_t i = b * LIPT_VW, len = lipt_vlanes(i, n);
+        const lipt_vf av = lipt_vload_n(a + i, len), gv = lipt_vload_n(g + i, len);
+        const lipt_vf r = lipt_vsel(keep_mask(av, __builtin_shuffle(av, ix)), gv, __builtin_shuffle(gv, ix));
+        lipt_vstore_n(dx + i, lipt_vload_n(dx + i, len) + r, len);
     }
 }

@@ -5,7 +5,12 @@
 #include <cblas.h>
 #include <float.h>
 #include <math.h>
+#include <omp.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "ops/spectral_impl.h"
+#include "ops/vmath.h"
 
 /* Work (multiply-adds) above which a loop is worth a thread team. */
 #define SPEC_PAR_WORK ((size_t)1 << 17)
@@ -30,29 +35,66 @@ static int normalise(double *x, int n) {
     return 1;
 }
 
-/* y[R] = W_b x, W_b the R×cb block at column offset c0 of a row-major [R, C] matrix. */
+/* The products of power iteration, in double. Each output element is summed in the order of the plain loop (so
+ * the bits are those of one running sum), but the loops work on several independent sums at a time: a single
+ * running sum in double waits one addition latency per element (gcc may not reorder it), which made these
+ * products latency-bound. */
+#define MV_ROWS 4 /* the loops below are written out for four rows */
+_Static_assert(MV_ROWS == 4, "block_mv and block_sigma spell out four rows");
+
+/* y[R] = W_b x, W_b the R×cb block at column offset c0 of a row-major [R, C] matrix: MV_ROWS rows at a time,
+ * each row's dot product in column order. */
 static void block_mv(const float *w, int R, int C, int c0, int cb, const double *x, double *y, int par) {
+    const int ng = (R + MV_ROWS - 1) / MV_ROWS;
 #pragma omp parallel for schedule(static) if (par && (size_t)R * cb >= SPEC_PAR_WORK)
-    for (int i = 0; i < R; i++) {
-        const float *row = w + (size_t)i * C + c0;
-        double s = 0;
-        for (int j = 0; j < cb; j++) s += (double)row[j] * x[j];
-        y[i] = s;
+    for (int gi = 0; gi < ng; gi++) {
+        const int i0 = gi * MV_ROWS;
+        if (i0 + MV_ROWS <= R) {
+            const float *r0 = w + (size_t)i0 * C + c0, *r1 = r0 + C, *r2 = r1 + C, *r3 = r2 + C;
+            double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            for (int j = 0; j < cb; j++) {
+                s0 += (double)r0[j] * x[j];
+                s1 += (double)r1[j] * x[j];
+                s2 += (double)r2[j] * x[j];
+                s3 += (double)r3[j] * x[j];
+            }
+            y[i0] = s0, y[i0 + 1] = s1, y[i0 + 2] = s2, y[i0 + 3] = s3;
+        } else {
+            for (int i = i0; i < R; i++) {
+                const float *row = w + (size_t)i * C + c0;
+                double s = 0;
+                for (int j = 0; j < cb; j++) s += (double)row[j] * x[j];
+                y[i] = s;
+            }
+        }
     }
 }
 
-/* y[cb] = W_bᵀ x, streaming rows; threads take column chunks so each writes its own slice of y. */
+/* Columns per chunk of block_mtv: the chunk's sums stay in vector registers. */
+#define MTV_CHUNK 32
+
+/* y[cb] = W_bᵀ x, streaming rows (each y[j] summed in row order); threads take column chunks so each writes its
+ * own slice of y. */
 static void block_mtv(const float *w, int R, int C, int c0, int cb, const double *x, double *y, int par) {
-    const int chunk = 64;
-    int n_chunks = (cb + chunk - 1) / chunk;
+    const int n_chunks = (cb + MTV_CHUNK - 1) / MTV_CHUNK;
 #pragma omp parallel for schedule(static) if (par && n_chunks > 1 && (size_t)R * cb >= SPEC_PAR_WORK)
     for (int k = 0; k < n_chunks; k++) {
-        int j0 = k * chunk, j1 = j0 + chunk < cb ? j0 + chunk : cb;
-        for (int j = j0; j < j1; j++) y[j] = 0;
-        for (int i = 0; i < R; i++) {
-            const float *row = w + (size_t)i * C + c0;
-            double ui = x[i];
-            for (int j = j0; j < j1; j++) y[j] += (double)row[j] * ui;
+        const int j0 = k * MTV_CHUNK, j1 = j0 + MTV_CHUNK < cb ? j0 + MTV_CHUNK : cb;
+        if (j1 - j0 == MTV_CHUNK) {
+            lipt_vdh acc[MTV_CHUNK / LIPT_VDW] = {{0}};
+            for (int i = 0; i < R; i++) {
+                const float *row = w + (size_t)i * C + c0 + j0;
+                const double ui = x[i];
+                for (int l = 0; l < MTV_CHUNK / LIPT_VDW; l++) acc[l] += lipt_vdh_loadf(row + l * LIPT_VDW) * ui;
+            }
+            memcpy(y + j0, acc, sizeof acc);
+        } else {
+            for (int j = j0; j < j1; j++) y[j] = 0;
+            for (int i = 0; i < R; i++) {
+                const float *row = w + (size_t)i * C + c0;
+                double ui = x[i];
+                for (int j = j0; j < j1; j++) y[j] += (double)row[j] * ui;
+            }
         }
     }
 }
@@ -83,10 +125,26 @@ static void power_block(const float *w, int R, int C, int b, int cb, float *u, f
     }
 }
 
-/* sigma_b = u_bᵀ W_b v_b with the stored float vectors, so that d sigma / dW = u vᵀ holds exactly. */
+/* sigma_b = u_bᵀ W_b v_b with the stored float vectors, so that d sigma / dW = u vᵀ holds exactly (the row dot
+ * products MV_ROWS at a time, each in column order, then summed in row order). */
 static double block_sigma(const float *w, int R, int C, int c0, int cb, const float *u, const float *v) {
     double s = 0;
-    for (int i = 0; i < R; i++) {
+    int i = 0;
+    for (; i + MV_ROWS <= R; i += MV_ROWS) {
+        const float *r0 = w + (size_t)i * C + c0, *r1 = r0 + C, *r2 = r1 + C, *r3 = r2 + C;
+        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        for (int j = 0; j < cb; j++) {
+            a0 += (double)r0[j] * v[j];
+            a1 += (double)r1[j] * v[j];
+            a2 += (double)r2[j] * v[j];
+            a3 += (double)r3[j] * v[j];
+        }
+        s += (double)u[i] * a0;
+        s += (double)u[i + 1] * a1;
+        s += (double)u[i + 2] * a2;
+        s += (double)u[i + 3] * a3;
+    }
+    for (; i < R; i++) {
         const float *row = w + (size_t)i * C + c0;
         double r = 0;
         for (int j = 0; j < cb; j++) r += (double)row[j] * v[j];
@@ -115,11 +173,63 @@ static void power_all(lipt_ctx *ctx, const float *w, int R, int C, int n_blocks,
     double *du = lipt_arena_alloc(&ctx->arena, (size_t)n_blocks * R * sizeof(double));
     double *dv = lipt_arena_alloc(&ctx->arena, (size_t)C * sizeof(double));
     int par_blocks = n_blocks > 1 && (size_t)R * C * (size_t)iters >= SPEC_PAR_WORK;
-#pragma omp parallel for schedule(static) if (par_blocks)
-    for (int b = 0; b < n_blocks; b++)
-        power_block(w, R, C, b, cb, u + (size_t)b * R, v + (size_t)b * cb, iters, du + (size_t)b * R,
-                    dv + (size_t)b * cb, !par_blocks);
+    if (par_blocks) {
+#pragma omp parallel for schedule(static)
+        for (int b = 0; b < n_blocks; b++)
+            power_block(w, R, C, b, cb, u + (size_t)b * R, v + (size_t)b * cb, iters, du + (size_t)b * R,
+                        dv + (size_t)b * cb, 0);
+    } else {
+        /* not inside a (one-thread) parallel region: the products' own loops then run on the thread pool, where
+         * from a nested region libgomp would start and end fresh threads for every one of them */
+        for (int b = 0; b < n_blocks; b++)
+            power_block(w, R, C, b, cb, u + (size_t)b * R, v + (size_t)b * cb, iters, du + (size_t)b * R,
+                        dv + (size_t)b * cb, 1);
+    }
     lipt_arena_release(&ctx->arena, mk);
+}
+
+static size_t job_block_size(const lipt_power_job *J) { return (size_t)J->R * (size_t)(J->C / J->n_blocks); }
+
+void lipt_spectral_power_jobs(const lipt_power_job *jobs, int n_jobs, int iters) {
+    if (iters <= 0 || n_jobs <= 0) return;
+    int n_tasks = 0, max_r = 0, max_cb = 0;
+    size_t work = 0;
+    for (int k = 0; k < n_jobs; k++) {
+        const lipt_power_job *J = &jobs[k];
+        LIPT_CHECK(J->w && J->u && J->v && J->R > 0 && J->C > 0 && J->n_blocks >= 1 && J->C % J->n_blocks == 0,
+                   "spectral_power_jobs: job %d: [%d, %d] in %d blocks", k, J->R, J->C, J->n_blocks);
+        n_tasks += J->n_blocks;
+        max_r = J->R > max_r ? J->R : max_r;
+        max_cb = J->C / J->n_blocks > max_cb ? J->C / J->n_blocks : max_cb;
+        work += (size_t)J->R * J->C;
+    }
+    /* (job, block) pairs, largest blocks first so that a dynamic schedule ends evenly */
+    int *task = lipt_xmalloc(sizeof(int) * 2 * (size_t)n_tasks);
+    int t = 0;
+    for (int k = 0; k < n_jobs; k++)
+        for (int b = 0; b < jobs[k].n_blocks; b++, t++) task[2 * t] = k, task[2 * t + 1] = b;
+    for (int a = 1; a < n_tasks; a++) { /* insertion sort by block size, descending; stable */
+        const int k = task[2 * a], b = task[2 * a + 1];
+        const size_t sz = job_block_size(&jobs[k]);
+        int c = a;
+        while (c > 0 && job_block_size(&jobs[task[2 * c - 2]]) < sz) {
+            task[2 * c] = task[2 * c - 2], task[2 * c + 1] = task[2 * c - 1];
+            c--;
+        }
+        task[2 * c] = k, task[2 * c + 1] = b;
+    }
+#pragma omp parallel if (n_tasks > 1 && work * (size_t)iters >= SPEC_PAR_WORK)
+    {
+        double *du = lipt_xmalloc(sizeof(double) * ((size_t)max_r + (size_t)max_cb)), *dv = du + max_r;
+#pragma omp for schedule(dynamic, 1)
+        for (int a = 0; a < n_tasks; a++) {
+            const lipt_power_job *J = &jobs[task[2 * a]];
+            const int b = task[2 * a + 1], cb = J->C / J->n_blocks;
+            power_block(J->w, J->R, J->C, b, cb, J->u + (size_t)b * J->R, J->v + (size_t)b * cb, iters, du, dv, 0);
+        }
+        free(du);
+    }
+    free(task);
 }
 
 /* Backward state of both ops: the persistent vectors move on at the next call, and backward needs the ones used
@@ -178,18 +288,20 @@ void lipt_spectral_norm_backward(lipt_ctx *ctx, lipt_node *node) { uv_backward(c
  * Why the returned double is >= the exact sigma of the float block A (m×n after choosing the smaller Gram side,
  * n <= m), assuming IEEE double with round-to-nearest, u = 2^-53.  Notation: rho = spectral radius; for a
  * symmetric X, rho(X) = ‖X‖₂ <= ‖X‖_F and Weyl gives rho(X) <= rho(X + Y) + ‖Y‖₂ for symmetric Y.
- *  - H_0 = fl(AᵀA) (dsyrk, one triangle mirrored: symmetric).  The float entries are exact in double; any order
+ *  - H_0 = fl(AᵀA) (gram_upper: dsyrk, or two dsyrk and a dgemm; the upper triangle mirrored: symmetric).  The
+ *    float entries are exact in double; any order
  *    of an m-term dot product, with or without FMA, errs by <= gamma_m Σ|a||b| (gamma_k = k u / (1 - k u)), so
  *    ‖H_0 - AᵀA‖₂ <= gamma_m ‖|A|ᵀ|A|‖_F <= gamma_m ‖A‖_F² =: e_0 and sigma² <= rho(H_0) + e_0.
  *  - Step k: H'_k = 2^-e_k H_k (exact but for subnormal results, each off by <= 2^-1075: ‖D_k‖₂ <= n 2^-1075),
- *    H_{k+1} = fl(H'_k H'_k) (dsyrk again, symmetric), F_k = H_{k+1} - H'_k² with ‖F_k‖₂ <= gamma_n ‖H'_k‖_F²
+ *    H_{k+1} = fl(H'_k H'_k) (gram_upper again, symmetric), F_k = H_{k+1} - H'_k² with ‖F_k‖₂ <= gamma_n ‖H'_k‖_F²
  *    + n² 2^-1073 (the last term: products that underflow).  Hence
  *        rho(H_k) <= 2^e_k (rho(H'_k) + ‖D_k‖₂),   rho(H'_k) <= sqrt(rho(H_{k+1}) + ‖F_k‖₂),
  *    and at the end rho(H_t) <= ‖H_t‖_F.  Nesting these from k = t-1 down to 0 gives the bound; without the error
  *    terms it is ‖H_0^(2^t)‖_F^(1/2^(t+1)), the Gram iteration bound itself.
  *  - Each scalar step (sum of squares, product, sum, sqrt) is rounded once to nearest and then moved up one ulp
- *    (up()), which is >= the exact result; sums of N squares are inflated by 1/(1 - gamma_N) <= 1 + 2 gamma_N plus
- *    an underflow slack.  ldexp by 2^e_k is exact unless the result is subnormal (then moved up too).
+ *    (up()), which is >= the exact result; sums of N squares (taken in lanes, an order whose error is bounded as
+ *    any other's) are inflated by 1/(1 - gamma_N) <= 1 + 2 gamma_N plus an underflow slack.  ldexp by 2^e_k is
+ *    exact unless the result is subnormal (then moved up too).
  * Rescaling so that ‖H'_k‖_F is in [1/2, 1) keeps every H_k for k >= 1 near unit size (rho(H'_k) >= 1/(2 sqrt n)),
  * so neither the matrices nor the nested bound overflow or underflow for any t; H_0 itself is at most
  * m (2^128)² <= 2^288 and at least 2^-298 when nonzero, far inside double's range.
@@ -211,46 +323,149 @@ static double gamma_up(double k) {
 /* Absolute slack for N underflowing terms, each off by at most a (doubled) half unit of 2^-1074. */
 static double tiny_slack(double N) { return ldexp(N, -1070); }
 
-/* An upper bound of the exact Σ x_i² of n*n doubles (recursive sum in double: error <= gamma_N of the sum). */
-static double sumsq_up(const double *x, size_t N) {
-    double s = 0;
-    for (size_t i = 0; i < N; i++) s += x[i] * x[i];
+/* An upper bound of the exact Σ x_i² of N doubles from s, that sum computed in double in any order (the error of
+ * any order of summation of N nonnegative terms is <= gamma_N of the sum). */
+static double sumsq_bound(double s, size_t N) {
     return up(up(s * up(1 + 2 * gamma_up((double)N))) + tiny_slack((double)N));
 }
 
-/* The upper triangle of the row-major n×n C, written by dsyrk, copied to the lower one. */
-static void mirror_upper(double *c, int n) {
-    for (int i = 1; i < n; i++)
-        for (int j = 0; j < i; j++) c[(size_t)i * n + j] = c[(size_t)j * n + i];
+/* Lanes of the sums of squares below: four vectors of doubles. */
+#define SPEC_VD LIPT_VDW
+#define SPEC_LANES (4 * SPEC_VD)
+
+/* Σ x_i² of N doubles, in SPEC_LANES lanes (each a recursive sum of every SPEC_LANES-th square) added lane by lane,
+ * the tail last: a summation order whose error is bounded as any other's (sumsq_bound), and which does not wait on
+ * one addition per element. With sc != 1, x is first scaled in place by sc (a power of two here). */
+static double scale_sumsq(double *x, size_t N, double sc) {
+    lipt_vdh a[4] = {{0}};
+    size_t i = 0;
+    for (; i + SPEC_LANES <= N; i += SPEC_LANES)
+        for (int k = 0; k < 4; k++) {
+            lipt_vdh v;
+            memcpy(&v, x + i + k * SPEC_VD, sizeof v);
+            if (sc != 1) {
+                v *= sc;
+                memcpy(x + i + k * SPEC_VD, &v, sizeof v);
+            }
+            a[k] += v * v;
+        }
+    double s = 0;
+    for (int k = 0; k < 4; k++)
+        for (int l = 0; l < SPEC_VD; l++) s += a[k][l];
+    for (; i < N; i++) {
+        if (sc != 1) x[i] *= sc;
+        s += x[i] * x[i];
+    }
+    return s;
 }
 
-double lipt_spectral_ub(lipt_ctx *ctx, const float *w, int R, int C, int c0, int cb, int gram_iters) {
-    LIPT_CHECK(R > 0 && cb > 0 && c0 >= 0 && c0 + cb <= C, "spectral_ub: block [%d, %d) x %d rows outside [%d, %d]",
-               c0, c0 + cb, R, R, C);
-    LIPT_CHECK(gram_iters >= 0, "spectral_ub: gram_iters %d < 0", gram_iters);
-    const int rows = cb > R; /* Gram matrix of the smaller side: W_b W_bᵀ when the block is wide */
-    const int n = rows ? R : cb, m = rows ? cb : R, t = gram_iters;
-    const size_t nn = (size_t)n * n;
+/* The upper triangle of the row-major n×n C, written by dsyrk, copied to the lower one (in tiles: a column of
+ * the upper triangle is read with stride n). */
+static void mirror_upper(double *c, int n) {
+    enum { TILE = 32 };
+    for (int i0 = 0; i0 < n; i0 += TILE) {
+        const int i1 = i0 + TILE < n ? i0 + TILE : n;
+        for (int j0 = 0; j0 <= i0; j0 += TILE)
+            for (int i = i0; i < i1; i++) {
+                const int j1 = j0 + TILE < i ? j0 + TILE : i;
+                for (int j = j0; j < j1; j++) c[(size_t)i * n + j] = c[(size_t)j * n + i];
+            }
+    }
+}
 
-    lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
-    double *a = lipt_arena_alloc(&ctx->arena, (size_t)R * cb * sizeof(double));
-    double *g = lipt_arena_alloc(&ctx->arena, nn * sizeof(double));
-    double *h = lipt_arena_alloc(&ctx->arena, nn * sizeof(double));
-    int *ek = lipt_arena_alloc(&ctx->arena, (size_t)(t + 1) * sizeof(int));
-    double *fk = lipt_arena_alloc(&ctx->arena, (size_t)(t + 1) * sizeof(double));
-
-    /* The block in double (exact), its squared Frobenius norm (float squares are exact in double). */
-    int finite = 1;
-    double fa = 0;
+/* The R×cb block at column offset c0 of the row-major [R, C] w into a (row stride cb), exactly, and Σ a² (float
+ * squares are exact in double; summed in lanes as scale_sumsq). The sum is finite iff every entry is: a float's
+ * square cannot overflow a double, nor can a sum of fewer than 2^800 of them. */
+static double block_to_double(const float *w, int R, int C, int c0, int cb, double *a) {
+    lipt_vdh acc[2] = {{0}};
+    double s = 0;
     for (int i = 0; i < R; i++) {
         const float *row = w + (size_t)i * C + c0;
         double *ar = a + (size_t)i * cb;
-        for (int j = 0; j < cb; j++) {
-            finite &= isfinite(row[j]) != 0;
+        int j = 0;
+        for (; j + 2 * SPEC_VD <= cb; j += 2 * SPEC_VD)
+            for (int k = 0; k < 2; k++) {
+                lipt_vfh v;
+                memcpy(&v, row + j + k * SPEC_VD, sizeof v);
+                const lipt_vdh dv = __builtin_convertvector(v, lipt_vdh);
+                memcpy(ar + j + k * SPEC_VD, &dv, sizeof dv);
+                acc[k] += dv * dv;
+            }
+        for (; j < cb; j++) {
             ar[j] = row[j];
-            fa += ar[j] * ar[j];
+            s += ar[j] * ar[j];
         }
     }
+    for (int k = 0; k < 2; k++)
+        for (int l = 0; l < SPEC_VD; l++) s += acc[k][l];
+    return s;
+}
+
+/* Gram matrices of at least this order are formed in three products (gram_upper). */
+#define GRAM_SPLIT_MIN 128
+
+/* The upper triangle of the n×n row-major C = op(A) op(A)ᵀ, op(A) = A [n×m] (trans 0) or Aᵀ with A [m×n] (trans 1),
+ * row stride lda; C's other entries are left alone.
+ * From order GRAM_SPLIT_MIN on it is three products: with h = n/2 and A_1, A_2 the first h and the other n - h rows
+ * of op(A), the diagonal blocks' triangles A_1 A_1ᵀ and A_2 A_2ᵀ (dsyrk, one task) and the off-diagonal block
+ * A_1 A_2ᵀ (dgemm, the other task, of the same work): each on one thread, the two tasks side by side when threads
+ * allow. OpenBLAS's own threading of dsyrk at these orders gained nothing on two threads (1.0 ms either way for
+ * n = 256 on the bench machine), and its waiting threads spun in sched_yield. Which product forms an entry depends
+ * only on n, so the result does not depend on the thread count. Every entry is a dot product of m terms in double,
+ * which is all the error analysis of lipt_spectral_ub assumes (any order, with or without FMA). Each task zeroes what
+ * it writes first: beta = 0 should make BLAS ignore C, and zeroing makes that independent of the implementation. */
+static void gram_upper(int trans, int n, int m, const double *a, int lda, double *c) {
+    const CBLAS_TRANSPOSE op = trans ? CblasTrans : CblasNoTrans;
+    if (n < GRAM_SPLIT_MIN) {
+        for (int i = 0; i < n; i++) memset(c + (size_t)i * n + i, 0, (size_t)(n - i) * sizeof(double));
+        cblas_dsyrk(CblasRowMajor, CblasUpper, op, n, m, 1.0, a, lda, 0.0, c, n);
+        return;
+    }
+    const int h = n / 2;
+    const double *a1 = a, *a2 = trans ? a + h : a + (size_t)h * lda;
+    const int par = !omp_in_parallel() && omp_get_max_threads() > 1 && lipt_blas_nests_safely();
+#pragma omp parallel for schedule(static) num_threads(2) if (par)
+    for (int task = 0; task < 2; task++) {
+        if (task == 0) { /* C[0:h, h:n] = A_1 A_2ᵀ */
+            for (int i = 0; i < h; i++) memset(c + (size_t)i * n + h, 0, (size_t)(n - h) * sizeof(double));
+            cblas_dgemm(CblasRowMajor, op, trans ? CblasNoTrans : CblasTrans, h, n - h, m, 1.0, a1, lda, a2, lda,
+                        0.0, c + h, n);
+        } else { /* the triangles of C[0:h, 0:h] and C[h:n, h:n] */
+            for (int i = 0; i < h; i++) memset(c + (size_t)i * n + i, 0, (size_t)(h - i) * sizeof(double));
+            for (int i = h; i < n; i++) memset(c + (size_t)i * n + i, 0, (size_t)(n - i) * sizeof(double));
+            cblas_dsyrk(CblasRowMajor, CblasUpper, op, h, m, 1.0, a1, lda, 0.0, c, n);
+            cblas_dsyrk(CblasRowMajor, CblasUpper, op, n - h, m, 1.0, a2, lda, 0.0, c + (size_t)h * n + h, n);
+        }
+    }
+}
+
+/* lipt_spectral_ub's scratch: the block in double, two Gram matrices, the exponents and error terms of each level. */
+typedef struct {
+    double *a, *g, *h, *fk;
+    int *ek;
+} ub_scratch;
+
+static ub_scratch ub_scratch_alloc(lipt_arena *ar, int R, int cb, int t) {
+    const size_t n = (size_t)(cb > R ? R : cb);
+    ub_scratch s;
+    s.a = lipt_arena_alloc(ar, (size_t)R * cb * sizeof(double));
+    s.g = lipt_arena_alloc(ar, n * n * sizeof(double));
+    s.h = lipt_arena_alloc(ar, n * n * sizeof(double));
+    s.ek = lipt_arena_alloc(ar, (size_t)(t + 1) * sizeof(int));
+    s.fk = lipt_arena_alloc(ar, (size_t)(t + 1) * sizeof(double));
+    return s;
+}
+
+static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int gram_iters, ub_scratch sc_) {
+    const int rows = cb > R; /* Gram matrix of the smaller side: W_b W_bᵀ when the block is wide */
+    const int n = rows ? R : cb, m = rows ? cb : R, t = gram_iters;
+    const size_t nn = (size_t)n * n;
+    double *a = sc_.a, *g = sc_.g, *h = sc_.h, *fk = sc_.fk;
+    int *ek = sc_.ek;
+
+    /* The block in double (exact), its squared Frobenius norm (float squares are exact in double). */
+    const double fa = block_to_double(w, R, C, c0, cb, a);
+    const int finite = isfinite(fa) != 0;
     double result;
     if (!finite) {
         result = INFINITY;
@@ -259,31 +474,26 @@ double lipt_spectral_ub(lipt_ctx *ctx, const float *w, int R, int C, int c0, int
     } else {
         const double tiny = tiny_slack((double)nn);
         const double gam_n = gamma_up(n);
-        const double fa_up = up(up(fa * up(1 + 2 * gamma_up((double)R * cb))) + tiny_slack((double)R * cb));
+        const double fa_up = sumsq_bound(fa, (size_t)R * cb);
         const double e0 = up(up(gamma_up(m) * fa_up) + tiny);
-        /* beta = 0 should make BLAS ignore C; zeroing it makes that independent of the implementation */
-        memset(g, 0, nn * sizeof(double));
-        cblas_dsyrk(CblasRowMajor, CblasUpper, rows ? CblasNoTrans : CblasTrans, n, m, 1.0, a, cb, 0.0, g, n);
+        gram_upper(!rows, n, m, a, cb, g);
         mirror_upper(g, n);
         for (int k = 0; k < t; k++) {
             /* H'_k = H_k / 2^e with 2^e just above ‖H_k‖_F (a power of two: exact) */
-            double s = 0;
-            for (size_t i = 0; i < nn; i++) s += g[i] * g[i];
+            const double s = scale_sumsq(g, nn, 1.0);
             int e = 0;
             if (s > 0 && isfinite(s)) frexp(sqrt(s), &e);
             const double sc = ldexp(1.0, -e);
-            for (size_t i = 0; i < nn; i++) g[i] *= sc;
             ek[k] = e;
-            fk[k] = up(up(gam_n * sumsq_up(g, nn)) + tiny);
-            memset(h, 0, nn * sizeof(double));
-            cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, n, n, 1.0, g, n, 0.0, h, n); /* H'H'ᵀ = H'² */
+            fk[k] = up(up(gam_n * sumsq_bound(scale_sumsq(g, nn, sc), nn)) + tiny);
+            gram_upper(0, n, n, g, n, h); /* H'H'ᵀ = H'² */
             mirror_upper(h, n);
             double *tmp = g;
             g = h;
             h = tmp;
         }
         /* c bounds rho(H_k), from k = t back to 0 */
-        double c = up(sqrt(sumsq_up(g, nn)));
+        double c = up(sqrt(sumsq_bound(scale_sumsq(g, nn, 1.0), nn)));
         for (int k = t - 1; k >= 0; k--) {
             c = up(sqrt(up(c + fk[k])));    /* >= rho(H'_k) */
             c = up(c + tiny);                /* >= rho(H_k) / 2^e_k, the scaling's underflow */
@@ -293,8 +503,21 @@ double lipt_spectral_ub(lipt_ctx *ctx, const float *w, int R, int C, int c0, int
         result = up(sqrt(up(c + e0)));       /* sigma² <= rho(H_0) + e_0 */
         if (isnan(result)) result = INFINITY;
     }
-    lipt_arena_release(&ctx->arena, mk);
     return result;
+}
+
+static void check_ub_args(int R, int C, int c0, int cb, int gram_iters) {
+    LIPT_CHECK(R > 0 && cb > 0 && c0 >= 0 && c0 + cb <= C, "spectral_ub: block [%d, %d) x %d rows outside [%d, %d]",
+               c0, c0 + cb, R, R, C);
+    LIPT_CHECK(gram_iters >= 0, "spectral_ub: gram_iters %d < 0", gram_iters);
+}
+
+double lipt_spectral_ub(lipt_ctx *ctx, const float *w, int R, int C, int c0, int cb, int gram_iters) {
+    check_ub_args(R, C, c0, cb, gram_iters);
+    lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
+    const double r = spectral_ub_core(w, R, C, c0, cb, gram_iters, ub_scratch_alloc(&ctx->arena, R, cb, gram_iters));
+    lipt_arena_release(&ctx->arena, mk);
+    return r;
 }
 
 /* Upper bound for a float output: the nearest float may lie below. */
@@ -314,9 +537,20 @@ lipt_tensor *lipt_spectral_norm_ub(lipt_ctx *ctx, lipt_tensor *w, float *u, floa
     lipt_node *node = lipt_record(ctx, LIPT_OP_SPECTRAL_NORM_UB, out, 1, (lipt_tensor *[]){w});
 
     power_all(ctx, w->data, R, C, n_blocks, u, v, power_iters);
-    /* one block at a time: the BLAS calls inside thread themselves */
-    for (int b = 0; b < n_blocks; b++)
-        out->data[b] = float_up(lipt_spectral_ub(ctx, w->data, R, C, b * cb, cb, gram_iters));
+    if (n_blocks == 1) {
+        out->data[0] = float_up(lipt_spectral_ub(ctx, w->data, R, C, 0, cb, gram_iters));
+    } else {
+        /* the blocks side by side, each on one thread (a block's own products are too small to split well) */
+        check_ub_args(R, C, 0, cb, gram_iters);
+        lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
+        ub_scratch *sc = lipt_arena_alloc(&ctx->arena, (size_t)n_blocks * sizeof *sc);
+        for (int b = 0; b < n_blocks; b++) sc[b] = ub_scratch_alloc(&ctx->arena, R, cb, gram_iters);
+        const int par = lipt_blas_nests_safely() && (size_t)R * cb * (size_t)(cb > R ? R : cb) >= SPEC_PAR_WORK;
+#pragma omp parallel for schedule(dynamic, 1) if (par)
+        for (int b = 0; b < n_blocks; b++)
+            out->data[b] = float_up(spectral_ub_core(w->data, R, C, b * cb, cb, gram_iters, sc[b]));
+        lipt_arena_release(&ctx->arena, mk);
+    }
 
     if (node) save_uv(ctx, node, u, v, n_blocks, R, C);
     return out;
