@@ -93,7 +93,8 @@ lipt_tensor *lipt_spectral_norm(lipt_ctx *ctx, lipt_tensor *w, float *u, float *
  * about (γ_max(R,cb) + γ_n) r / 2 relative: 2e-11 for 256×1024 blocks), so it is >= the exact sigma of the stored
  * float block (IEEE round-to-nearest assumed).  +inf if the block has a non-finite entry, 0 if it is all zero.  Scratch
  * (R·cb + 2 n²) doubles, n = min(R, cb), from ctx's arena, released before returning; cost about
- * (max(R, cb) / 2 + t n / 2) n² multiply-adds through cblas_dsyrk (for n >= 128 two dsyrk and a dgemm side by side, one thread each). */
+ * (max(R, cb) / 2 + t n / 2) n² multiply-adds through cblas_dsyrk (from n = 128 on: two dsyrk and a dgemm side
+ * by side). */
 double lipt_spectral_ub(lipt_ctx *ctx, const float *w, int R, int C, int c0, int cb, int gram_iters);
 /* Squarings that bring lipt_spectral_ub within 1e-3 of sigma in the worst case for rank <= 1024 (all singular values
  * equal): 1024^(1/2^(t+2)) <= 1.001 needs 2^(t+2) >= ln 1024 / ln 1.001 = 6935, so t = 11 (factor 1.00085; t = 10
