@@ -6,7 +6,8 @@
 # Resumable: a finished (configuration, round) JSON in the output directory is kept.
 #
 # usage: bench/compare_rounds.sh [--rounds R] [--out DIR] [--lipt PATH] [--threads N] [--only "NAME ..."]
-#   names: dp l2 l2-tied contractive (bench configuration, with sampling and SGEMM),
+#   names: dp l2 l2-tied contractive contractive-l2 (bench configuration, with sampling and SGEMM; contractive is
+#          lipt's invertible model, contractive-l2 the paper's),
 #          seq256 seq512 seq1024 width128 width512 (dp scaling; seq128 is the dp row),
 #          long128 long512 long1024 long2048 long4096 (dp, batch 1: long contexts; not in the default list)
 set -euo pipefail
@@ -32,6 +33,7 @@ declare -A ARGS=(
   [l2]="--config models/ptb-l2.cfg $B"
   [l2-tied]="--config models/ptb-l2-tied.cfg $B"
   [contractive]="--config models/ptb-contractive.cfg $B"
+  [contractive-l2]="--config models/ptb-contractive-l2.cfg $B"
   [seq256]="--config models/ptb-dp.cfg $S --seq_len 256"
   [seq512]="--config models/ptb-dp.cfg $S --seq_len 512"
   [seq1024]="--config models/ptb-dp.cfg $S --seq_len 1024"
