@@ -18,6 +18,23 @@ static inline lipt_vi pair_swap_idx(void) {
     return ix;
 }
 
+/* v with each pair of lanes swapped: gcc's __builtin_shuffle with the index vector; clang (the fuzz and sanitizer
+ * builds) has only __builtin_shufflevector, whose indices must be constants. */
+static inline lipt_vf pair_swap(lipt_vf v, lipt_vi ix) {
+#if defined(__clang__)
+    (void)ix;
+#if LIPT_VW == 16
+    return __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+#elif LIPT_VW == 8
+    return __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
+#else
+    return __builtin_shufflevector(v, v, 1, 0, 3, 2);
+#endif
+#else
+    return __builtin_shuffle(v, ix);
+#endif
+}
+
 /* a's lanes and their partners sw: all ones where a lane keeps its own element */
 static inline lipt_vi keep_mask(lipt_vf a, lipt_vf sw) {
     lipt_vi even;
@@ -38,7 +55,7 @@ lipt_tensor *lipt_maxmin(lipt_ctx *ctx, lipt_tensor *x) {
 #pragma omp parallel for schedule(static) if (n >= (1u << 17))
     for (size_t b = 0; b < nv; b++) {
         const size_t i = b * LIPT_VW, len = lipt_vlanes(i, n);
-        const lipt_vf av = lipt_vload_n(a + i, len), sw = __builtin_shuffle(av, ix);
+        const lipt_vf av = lipt_vload_n(a + i, len), sw = pair_swap(av, ix);
         lipt_vstore_n(y + i, lipt_vsel(keep_mask(av, sw), av, sw), len);
     }
     return out;
@@ -54,7 +71,7 @@ void lipt_maxmin_backward(lipt_ctx *ctx, lipt_node *node) {
     for (size_t b = 0; b < nv; b++) {
         const size_t i = b * LIPT_VW, len = lipt_vlanes(i, n);
         const lipt_vf av = lipt_vload_n(a + i, len), gv = lipt_vload_n(g + i, len);
-        const lipt_vf r = lipt_vsel(keep_mask(av, __builtin_shuffle(av, ix)), gv, __builtin_shuffle(gv, ix));
+        const lipt_vf r = lipt_vsel(keep_mask(av, pair_swap(av, ix)), gv, pair_swap(gv, ix));
         lipt_vstore_n(dx + i, lipt_vload_n(dx + i, len) + r, len);
     }
 }
