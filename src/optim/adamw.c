@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "ops/vmath.h"
+
 lipt_adamw_config lipt_adamw_defaults(void) {
     return (lipt_adamw_config){.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2};
 }
@@ -50,23 +52,25 @@ void lipt_adamw_step_lr(lipt_adamw *opt, lipt_params *p, double lr) {
     for (int k = 0; k < p->n; k++) {
         if (p->flags[k] & LIPT_PARAM_BUFFER) continue;
         const lipt_tensor *tk = p->list[k];
-        const long lo = (long)(tk->data - val), hi = lo + (long)tk->numel;
+        const long lo = (long)(tk->data - val), n = (long)tk->numel, nv = (n + LIPT_VW - 1) / LIPT_VW;
         const int decay = do_decay && !(p->flags[k] & LIPT_PARAM_NO_DECAY);
-        /* nowait: elements are independent, so threads may run ahead into the next tensor. */
+        /* LIPT_VW elements at a time, each lane the scalar formula's operations in its order (the same bits).
+         * nowait: elements are independent, so threads may run ahead into the next tensor. */
 #pragma omp for schedule(static) nowait
-        for (long i = lo; i < hi; i++) {
-            float g = grad[i];
-            float x = val[i];
+        for (long b = 0; b < nv; b++) {
+            const long i = lo + b * LIPT_VW;
+            const size_t len = lipt_vlanes((size_t)(b * LIPT_VW), (size_t)n);
+            const lipt_vf g = lipt_vload_n(grad + i, len);
+            lipt_vf x = lipt_vload_n(val + i, len), mi = lipt_vload_n(m + i, len), vi = lipt_vload_n(v + i, len);
             if (decay) x = x * decay_f;
-            float mi = m[i], vi = v[i];
             mi = w1_small ? mi + w1 * (g - mi) : g - (g - mi) * (1.0f - w1);
             vi = vi * b2;
             vi = vi + omb2 * g * g;
-            float denom = sqrtf(vi) / bc2_sqrt + eps;
+            const lipt_vf denom = lipt_vsqrt(vi) / bc2_sqrt + eps;
             x = x + neg_step * mi / denom;
-            m[i] = mi;
-            v[i] = vi;
-            val[i] = x;
+            lipt_vstore_n(m + i, mi, len);
+            lipt_vstore_n(v + i, vi, len);
+            lipt_vstore_n(val + i, x, len);
         }
     }
 }
