@@ -85,12 +85,15 @@ static float toy_step(lipt_ctx *ctx, toy_model *m, const int *ids, const int *tg
     return l;
 }
 
-START_TEST(test_step_allocates_nothing_when_warm) {
+/* Warm steps at a precision (bf16-emulated: the products' rounding scratch grows once per thread, then stays). */
+static void warm_steps(lipt_precision precision) {
     lipt_set_threads(2);
     toy_model m;
     toy_init(&m);
     lipt_ctx ctx;
     lipt_ctx_init(&ctx, 4096, 1); /* deliberately small: the arena must grow, then settle */
+    lipt_error err = {0};
+    ck_assert(lipt_ctx_set_precision(&ctx, precision, &err) == LIPT_OK);
     ctx.training = 1;
     int ids[B * T], tg[B * T];
     for (int i = 0; i < B * T; i++) { ids[i] = (i * 7) % V; tg[i] = (i * 5 + 1) % V; }
@@ -99,7 +102,8 @@ START_TEST(test_step_allocates_nothing_when_warm) {
     float l = 0;
     for (int s = 0; s < 5; s++) l = toy_step(&ctx, &m, ids, tg);
     size_t grew = n_allocs - before;
-    printf("warm steps: %zu heap allocations, arena %zu bytes peak, loss %.4f\n", grew, ctx.arena.peak, l);
+    printf("warm steps (%s): %zu heap allocations, arena %zu bytes peak, loss %.4f\n", lipt_precision_name(precision),
+           grew, ctx.arena.peak, l);
     ck_assert_msg(grew == 0, "%zu allocations during warm training steps", grew);
     ck_assert_uint_eq(ctx.arena.n_block_mallocs, blocks);
     /* sanity: the counter works (Check's own assertions allocate, so count right around one malloc) */
@@ -111,12 +115,18 @@ START_TEST(test_step_allocates_nothing_when_warm) {
     lipt_ctx_free(&ctx);
     lipt_params_free(&m.p);
 }
+
+START_TEST(test_step_allocates_nothing_when_warm) { warm_steps(LIPT_PRECISION_FLOAT32); }
+END_TEST
+
+START_TEST(test_emulated_step_allocates_nothing_when_warm) { warm_steps(LIPT_PRECISION_BF16_EMULATED); }
 END_TEST
 
 int main(void) {
     Suite *s = suite_create("alloc");
     TCase *tc = tcase_create("alloc");
     tcase_add_test(tc, test_step_allocates_nothing_when_warm);
+    tcase_add_test(tc, test_emulated_step_allocates_nothing_when_warm);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

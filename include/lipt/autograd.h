@@ -97,10 +97,16 @@ struct lipt_ctx {
                             * only the half-blocks' outputs between forward and backward (memory for compute) */
     int recompute_rows;    /* with recompute: the feed-forward half-block (row-wise) runs in pieces of this many
                             * tokens; 0: LIPT_RECOMPUTE_ROWS */
+    int precision;         /* lipt_precision of the model's matrix products (matmul, linear, attention); set it with
+                            * lipt_ctx_set_precision. Other contexts (bounds, Jacobians, inversion) keep float32 */
+    struct lipt_lowp *lowp; /* the low-precision products' per-thread scratch and oneDNN state (NULL for float32) */
 };
 
 void lipt_ctx_init(lipt_ctx *ctx, size_t arena_bytes, uint64_t seed);
 void lipt_ctx_free(lipt_ctx *ctx);
+/* The precision of the model's products in this context: LIPT_OK, or the error of lipt_precision_check (the context
+ * is then unchanged). Call outside parallel regions, before the context's first op at that precision. */
+lipt_status lipt_ctx_set_precision(lipt_ctx *ctx, lipt_precision p, lipt_error *err);
 /* End of a step: forget the tape and every activation (parameters are untouched). */
 void lipt_ctx_reset(lipt_ctx *ctx);
 

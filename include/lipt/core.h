@@ -74,6 +74,27 @@ int  lipt_get_threads(void);
  * (OpenBLAS built for OpenMP), so kernels may parallelise over heads around GEMMs. */
 int  lipt_blas_nests_safely(void);
 
+/* The arithmetic of the model's matrix products (the config key `precision`, --precision on train, eval, sample
+ * and bench). Only those products change: master weights, optimizer state, softmax, norms, losses, and every
+ * bound, certificate, Jacobian and inversion stay float32/float64. */
+typedef enum {
+    LIPT_PRECISION_FLOAT32 = 0,   /* "float32": OpenBLAS sgemm (the default) */
+    LIPT_PRECISION_BF16,          /* "bf16": operands converted to bf16, float32 accumulation and result, through
+                                   * oneDNN's matmul (needs a LIPT_DNNL build and a CPU with AVX512_BF16) */
+    LIPT_PRECISION_BF16_EMULATED, /* "bf16-emulated": operands rounded to bf16 (nearest even) in float32, then
+                                   * sgemm: bf16's numerics on any CPU, to measure their effect; not faster */
+    LIPT_PRECISION_COUNT
+} lipt_precision;
+/* "float32", "bf16", "bf16-emulated" ("?" outside the enum). */
+const char *lipt_precision_name(lipt_precision p);
+/* LIPT_OK when this build on this CPU can run p; else LIPT_ERR_ARG with what is missing (no oneDNN in the build,
+ * no AVX512_BF16 on the CPU) and the alternatives. Cheap after the first call for bf16 (a probe primitive). */
+lipt_status lipt_precision_check(lipt_precision p, lipt_error *err);
+/* Whether this build has oneDNN (LIPT_DNNL), and whether the CPU (and the OS) support AVX512_BF16 instructions
+ * (cpuid leaf 7 subleaf 1, EAX bit 5, with AVX-512 state enabled in XCR0). */
+int  lipt_have_dnnl(void);
+int  lipt_cpu_has_avx512_bf16(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/lowp.h"
+
 void lipt_ctx_init(lipt_ctx *ctx, size_t arena_bytes, uint64_t seed) {
     memset(ctx, 0, sizeof *ctx);
     lipt_arena_init(&ctx->arena, arena_bytes);
@@ -14,6 +16,7 @@ void lipt_ctx_init(lipt_ctx *ctx, size_t arena_bytes, uint64_t seed) {
 
 void lipt_ctx_free(lipt_ctx *ctx) {
     lipt_arena_free(&ctx->arena);
+    lipt_lowp_free(ctx->lowp);
     memset(ctx, 0, sizeof *ctx);
 }
 

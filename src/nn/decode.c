@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ops/attention_impl.h"
+#include "ops/bf16.h"
 #include "ops/gemm.h"
 #include "ops/vmath.h"
 
@@ -47,6 +48,8 @@ struct lipt_decoder {
     float *logits;       /* [B, V] */
     void *slab;
     size_t bytes;
+    lipt_ctx gemm;       /* the model's precision for the products (only its low-precision scratch is used) */
+    int lowp;            /* precision is not float32: the one-token attention rounds its operands to bf16 too */
 };
 
 /* ---------------------------------------------------------------- memory layout */
@@ -126,6 +129,13 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
     p.off = 0;
     layout(s, &p, cffn);
     s->bytes = sizeof *s + p.off;
+    lipt_ctx_init(&s->gemm, 4096, 0);
+    const lipt_status pst = lipt_ctx_set_precision(&s->gemm, c->precision, err);
+    if (pst != LIPT_OK) {
+        lipt_decoder_free(s);
+        return pst;
+    }
+    s->lowp = c->precision != LIPT_PRECISION_FLOAT32;
 
     /* Normalisers: the very ops the forward pass uses, on the same weights and vectors (no iterations). */
     lipt_ctx ctx;
@@ -160,7 +170,7 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
         }
         if (L->an_scale) /* as lipt_exp */
             for (int j = 0; j < D; j++) L->an_scale[j] = expf(W->an_s->data[j]);
-        if (s->tied) lipt_attn_l2_tied_M(W->wq->data, W->wv->data, D, H, L->M); /* as the forward's tied values */
+        if (s->tied) lipt_attn_l2_tied_M(&s->gemm, W->wq->data, W->wv->data, D, H, L->M); /* as the forward's */
         lipt_ctx_reset(&ctx);
     }
     lipt_no_grad_pop(&ctx);
@@ -171,6 +181,7 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
 
 void lipt_decoder_free(lipt_decoder *s) {
     if (!s) return;
+    lipt_ctx_free(&s->gemm);
     free(s->slab);
     free(s);
 }
@@ -260,9 +271,10 @@ static void activate(lipt_act_kind act, float beta, float *x, size_t n) {
     }
 }
 
-/* y = x W (+ b) over rows. */
-static void linear_rows(const float *x, int rows, int K, const float *w, int N, const float *b, float *y) {
-    lipt_gemm_gemv(0, 0, rows, N, K, 1.0f, x, K, w, N, 0.0f, y, N);
+/* y = x W (+ b) over rows, at the model's precision. */
+static void linear_rows(lipt_decoder *s, const float *x, int rows, int K, const float *w, int N, const float *b,
+                        float *y) {
+    lipt_gemm_gemv_p(&s->gemm, 0, 0, rows, N, K, 1.0f, x, K, w, N, 0.0f, y, N);
     if (b)
         for (int r = 0; r < rows; r++)
             for (int j = 0; j < N; j++) y[(size_t)r * N + j] += b[j];
@@ -276,7 +288,8 @@ static void softmax_row(float *row, int cnt, int nc, const float *kn) {
 }
 
 /* One query row (the newest position) of sequence b = bh / H, head h = bh % H against its nc cached rows:
- * plain loops, P·V accumulated in double. */
+ * plain loops, P·V accumulated in double; at a low precision q, k, P and v are rounded to bf16 as the products of the
+ * forward pass round them. */
 static void attend_one(lipt_decoder *s, const dec_layer *L, int bh, int nc, float alpha) {
     const int T = s->T, D = s->D, H = s->H, d = s->d, b = bh / H, h = bh % H;
     const float *qh = s->q + (size_t)b * D + (size_t)h * d;
@@ -285,7 +298,10 @@ static void attend_one(lipt_decoder *s, const dec_layer *L, int bh, int nc, floa
     for (int j = 0; j < nc; j++) {
         const float *kr = Kh + (size_t)j * D;
         float dot = 0;
-        for (int c = 0; c < d; c++) dot += qh[c] * kr[c];
+        if (s->lowp)
+            for (int c = 0; c < d; c++) dot += lipt_bf16_round(qh[c]) * lipt_bf16_round(kr[c]);
+        else
+            for (int c = 0; c < d; c++) dot += qh[c] * kr[c];
         row[j] = alpha * dot;
     }
     if (L->rel) { /* the query is window position nc - 1 (softmax_rows in attention_dp.c: row[j] += rel[i - j]) */
@@ -296,9 +312,12 @@ static void attend_one(lipt_decoder *s, const dec_layer *L, int bh, int nc, floa
     double *acc = s->acc + (size_t)b * D + (size_t)h * d;
     for (int c = 0; c < d; c++) acc[c] = 0;
     for (int j = 0; j < nc; j++) {
-        const double pj = row[j];
+        const double pj = s->lowp ? lipt_bf16_round(row[j]) : row[j];
         const float *vr = Vh + (size_t)j * D;
-        for (int c = 0; c < d; c++) acc[c] += pj * vr[c];
+        if (s->lowp)
+            for (int c = 0; c < d; c++) acc[c] += pj * lipt_bf16_round(vr[c]);
+        else
+            for (int c = 0; c < d; c++) acc[c] += pj * vr[c];
     }
     float *o = s->att + (size_t)b * D + (size_t)h * d;
     for (int c = 0; c < d; c++) o[c] = (float)acc[c];
@@ -329,7 +348,7 @@ static void attend(lipt_decoder *s, const dec_layer *L, int n) {
             const float *Kh = L->k + (size_t)b * T * D + (size_t)h * d, *Vh = L->v + (size_t)b * T * D + (size_t)h * d;
             const float *kn = s->l2 ? L->kn + ((size_t)b * H + h) * T : NULL;
             const float *rel = L->rel ? L->rel + (size_t)h * T : NULL;
-            lipt_gemm_gemv(0, 1, n, nc, d, alpha, qh, D, Kh, D, 0.0f, s->P, T);
+            lipt_gemm_gemv_p(&s->gemm, 0, 1, n, nc, d, alpha, qh, D, Kh, D, 0.0f, s->P, T);
             for (int i = 0; i < n; i++) {
                 float *row = s->P + (size_t)i * T;
                 const int pi = len + i; /* window position of the query */
@@ -337,7 +356,8 @@ static void attend(lipt_decoder *s, const dec_layer *L, int n) {
                     for (int j = 0; j <= pi; j++) row[j] += rel[pi - j];
                 softmax_row(row, pi + 1, nc, kn);
             }
-            lipt_gemm_gemv(0, 0, n, d, nc, 1.0f, s->P, T, Vh, D, 0.0f, s->att + (size_t)b * n * D + (size_t)h * d, D);
+            lipt_gemm_gemv_p(&s->gemm, 0, 0, n, d, nc, 1.0f, s->P, T, Vh, D, 0.0f,
+                             s->att + (size_t)b * n * D + (size_t)h * d, D);
         }
 }
 
@@ -373,25 +393,25 @@ static void run_block(lipt_decoder *s, const int *ids, int ld, int n, int want_l
             clip_rows(in, s->u, R, D, s->R);
             in = s->u;
         }
-        linear_rows(in, R, D, W->wq->data, D, NULL, s->q);
+        linear_rows(s, in, R, D, W->wq->data, D, NULL, s->q);
         for (int b = 0; b < B; b++) {
             const float *inb = in + (size_t)b * n * D, *qb = s->q + (size_t)b * n * D;
             float *kc = L->k + ((size_t)b * T + len) * D, *vc = L->v + ((size_t)b * T + len) * D;
             if (s->tied) {
                 memcpy(kc, qb, (size_t)n * D * sizeof(float));
                 for (int h = 0; h < H; h++)
-                    lipt_gemm_gemv(0, 0, n, d, d, 1.0f, qb + (size_t)h * d, D, L->M + (size_t)h * d * d, d, 0.0f,
-                                   vc + (size_t)h * d, D);
+                    lipt_gemm_gemv_p(&s->gemm, 0, 0, n, d, d, 1.0f, qb + (size_t)h * d, D, L->M + (size_t)h * d * d, d,
+                                     0.0f, vc + (size_t)h * d, D);
             } else {
-                lipt_gemm_gemv(0, 0, n, D, D, 1.0f, inb, D, W->wk->data, D, 0.0f, kc, D);
-                lipt_gemm_gemv(0, 0, n, D, D, 1.0f, inb, D, W->wv->data, D, 0.0f, vc, D);
+                lipt_gemm_gemv_p(&s->gemm, 0, 0, n, D, D, 1.0f, inb, D, W->wk->data, D, 0.0f, kc, D);
+                lipt_gemm_gemv_p(&s->gemm, 0, 0, n, D, D, 1.0f, inb, D, W->wv->data, D, 0.0f, vc, D);
             }
             if (s->l2) /* |k|²/s of the n new keys, per head */
                 for (int h = 0; h < H; h++)
                     lipt_attn_l2_key_norms(kc + (size_t)h * d, n, D, d, inv_s, L->kn + ((size_t)b * H + h) * T + len);
         }
         attend(s, L, n);
-        linear_rows(s->att, R, D, W->wo->data, D, NULL, s->g);
+        linear_rows(s, s->att, R, D, W->wo->data, D, NULL, s->g);
         const float fa = L->attn_factor, *bo = W->bo->data;
         for (int r = 0; r < R; r++) {
             float *gr = s->g + (size_t)r * D, *xr = s->x + (size_t)r * D;
@@ -409,9 +429,9 @@ static void run_block(lipt_decoder *s, const int *ids, int ld, int n, int want_l
             layernorm_rows(s->x, s->u, R, D, W->ln2_g->data, W->ln2_b->data, eps);
             in = s->u;
         }
-        linear_rows(in, R, D, L->w1, F, W->b1->data, s->h);
+        linear_rows(s, in, R, D, L->w1, F, W->b1->data, s->h);
         activate(c->activation, W->beta ? W->beta->data[0] : 1.0f, s->h, (size_t)R * F);
-        linear_rows(s->h, R, F, L->w2, D, W->b2->data, s->g);
+        linear_rows(s, s->h, R, F, L->w2, D, W->b2->data, s->g);
         for (size_t i = 0; i < (size_t)R * D; i++) s->x[i] = s->x[i] + s->g[i];
         if (post) post_norm(s->x, s->u, R, D, W->ln2_g->data, W->ln2_b->data, eps);
         if (L->an_scale) { /* ActNorm: lipt_mul by exp(log_scale), then lipt_add of the bias */
@@ -432,11 +452,11 @@ static void run_block(lipt_decoder *s, const int *ids, int ld, int n, int want_l
                        m->lnf_b->data, eps);
     if (m->head_w1) { /* as lipt_model_logits: GELU(ln W1 + b1) W + b */
         const int Fh = c->head_hidden;
-        linear_rows(s->lnrow, B, D, m->head_w1->data, Fh, m->head_b1->data, s->hrow);
+        linear_rows(s, s->lnrow, B, D, m->head_w1->data, Fh, m->head_b1->data, s->hrow);
         activate(LIPT_ACT_GELU, 1.0f, s->hrow, (size_t)B * Fh);
-        linear_rows(s->hrow, B, Fh, m->head_w->data, V, m->head_b->data, s->logits);
+        linear_rows(s, s->hrow, B, Fh, m->head_w->data, V, m->head_b->data, s->logits);
     } else {
-        linear_rows(s->lnrow, B, D, m->head_w->data, V, m->head_b->data, s->logits);
+        linear_rows(s, s->lnrow, B, D, m->head_w->data, V, m->head_b->data, s->logits);
     }
 }
 

@@ -80,8 +80,10 @@ static void softmax_grad_rows(const float *P, float *G, int T, int i0, int i1, i
     }
 }
 
-/* Returns the largest logit spread of the head's rows when want_spread (else 0). */
-static float head_forward(const lipt_attn_job *j, int bh, float *P, float *kn, float *out, int want_spread) {
+/* Returns the largest logit spread of the head's rows when want_spread (else 0). The products run at ctx's
+ * precision (from any thread: lipt_gemm_p keeps per-thread scratch). */
+static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, float *P, float *kn, float *out,
+                          int want_spread) {
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H;
     const size_t off = (size_t)b * T * D + (size_t)h * d;
     const float *qh = j->q + off, *kh = j->k + off, *vh = j->v + off;
@@ -93,11 +95,11 @@ static float head_forward(const lipt_attn_job *j, int bh, float *P, float *kn, f
     float spread = 0;
     for (int i0 = 0; i0 < T; i0 += rb) {
         const int i1 = i0 + rb < T ? i0 + rb : T, m = i1 - i0, nc = j->causal ? i1 : T;
-        lipt_gemm(0, 1, m, nc, d, alpha, qh + (size_t)i0 * D, D, kh, D, 0.0f, P + (size_t)i0 * T, T);
+        lipt_gemm_p(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * D, D, kh, D, 0.0f, P + (size_t)i0 * T, T);
         const float sp = softmax_rows(P, T, i0, i1, nc, j->causal, j->l2 ? kn : NULL,
                                       j->rel ? j->rel + (size_t)h * j->rel_stride : NULL, want_spread);
         if (sp > spread || sp != sp) spread = sp;
-        lipt_gemm(0, 0, m, d, nc, 1.0f, P + (size_t)i0 * T, T, vh, D, 0.0f, oh + (size_t)i0 * D, D);
+        lipt_gemm_p(ctx, 0, 0, m, d, nc, 1.0f, P + (size_t)i0 * T, T, vh, D, 0.0f, oh + (size_t)i0 * D, D);
     }
     return spread;
 }
@@ -117,7 +119,7 @@ void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float 
     for (int bh = 0; bh < BH; bh++) {
         const int tid = omp_get_thread_num();
         float *P = P_saved ? P_saved + (size_t)bh * TT : Pscr + (size_t)tid * TT;
-        const float sp = head_forward(j, bh, P, kn + (size_t)tid * j->T, out, want);
+        const float sp = head_forward(ctx, j, bh, P, kn + (size_t)tid * j->T, out, want);
         if (sp > spread || sp != sp) spread = sp;
     }
     if (want && (spread > ctx->attn_logit_spread || spread != spread)) ctx->attn_logit_spread = spread;
@@ -127,8 +129,8 @@ void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float 
 /* One (batch, head): with G = dL the logit gradient,
  *   dv = Pᵀ dO,  dP = dO vᵀ,  dq = a G k,  dk = a Gᵀ q  (a = 1/s for DP, 2/s for L2),
  *   and for L2 also dk_j -= a k_j Σ_i G_ij (from the -|k_j|² term). */
-static void head_backward(const lipt_attn_job *j, int bh, const float *P, const float *dout, float *G, double *cs,
-                          float *dq, float *dk, float *dv, double *drel_bh) {
+static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, const float *P, const float *dout, float *G,
+                          double *cs, float *dq, float *dk, float *dv, double *drel_bh) {
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H;
     const size_t off = (size_t)b * T * D + (size_t)h * d;
     const float *qh = j->q + off, *kh = j->k + off, *vh = j->v + off, *dOh = dout + off;
@@ -142,18 +144,18 @@ static void head_backward(const lipt_attn_job *j, int bh, const float *P, const 
         const int i1 = i0 + rb < T ? i0 + rb : T, m = i1 - i0, nc = j->causal ? i1 : T;
         const float *Pb = P + (size_t)i0 * T;
         const float *dOb = dOh + (size_t)i0 * D;
-        if (dvh) lipt_gemm(1, 0, nc, d, m, 1.0f, Pb, T, dOb, D, 1.0f, dvh, D);
+        if (dvh) lipt_gemm_p(ctx, 1, 0, nc, d, m, 1.0f, Pb, T, dOb, D, 1.0f, dvh, D);
         if (!need_g) continue;
         float *Gb = G + (size_t)i0 * T;
-        lipt_gemm(0, 1, m, nc, d, 1.0f, dOb, D, vh, D, 0.0f, Gb, T);
+        lipt_gemm_p(ctx, 0, 1, m, nc, d, 1.0f, dOb, D, vh, D, 0.0f, Gb, T);
         softmax_grad_rows(P, G, T, i0, i1, nc, j->causal);
         if (drel_bh) /* causal only: logit (i, j) got rel[i - j] */
             for (int i = i0; i < i1; i++) {
                 const float *g = G + (size_t)i * T;
                 for (int c = 0; c <= i; c++) drel_bh[i - c] += g[c];
             }
-        if (dqh) lipt_gemm(0, 0, m, d, nc, alpha, Gb, T, kh, D, 1.0f, dqh + (size_t)i0 * D, D);
-        if (dkh) lipt_gemm(1, 0, nc, d, m, alpha, Gb, T, qh + (size_t)i0 * D, D, 1.0f, dkh, D);
+        if (dqh) lipt_gemm_p(ctx, 0, 0, m, d, nc, alpha, Gb, T, kh, D, 1.0f, dqh + (size_t)i0 * D, D);
+        if (dkh) lipt_gemm_p(ctx, 1, 0, nc, d, m, alpha, Gb, T, qh + (size_t)i0 * D, D, 1.0f, dkh, D);
         if (need_cs) lipt_attn_l2_colsum(G, T, i0, i1, j->causal, cs);
     }
     if (need_cs) lipt_attn_l2_key_norm_grad(kh, T, D, d, a, cs, dkh);
@@ -175,8 +177,8 @@ void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *j, const float *
 #pragma omp parallel for schedule(static) if (lipt_attn_use_par(j))
     for (int bh = 0; bh < BH; bh++) {
         const int tid = omp_get_thread_num();
-        head_backward(j, bh, P + (size_t)bh * TT, dout, G ? G + (size_t)tid * TT : NULL, cs + (size_t)tid * j->T,
-                      dq, dk, dv, pr ? pr + (size_t)bh * j->T : NULL);
+        head_backward(ctx, j, bh, P + (size_t)bh * TT, dout, G ? G + (size_t)tid * TT : NULL,
+                      cs + (size_t)tid * j->T, dq, dk, dv, pr ? pr + (size_t)bh * j->T : NULL);
     }
     if (pr) lipt_attn_rel_grad_reduce(j, pr, drel);
     lipt_arena_release(&ctx->arena, mark);

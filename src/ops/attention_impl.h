@@ -21,11 +21,12 @@ typedef struct {
  * key_norms: kn[t] = |k_t|² / s for T key rows, in double then rounded (the term subtracted from logit (i, t));
  * colsum: cs[j] += Σ_i G_ij over the rows [i0, i1) of the logit gradient G (row stride T, causal: j <= i);
  * key_norm_grad: that term's part of the key gradient, dk_t -= a cs_t k_t (a = 2/s);
- * tied_M: M_h = W^{Q,h}ᵀ W^{V,h} / s for every head, M [H,d,d], wq and wv [D,D] (the tied values are Q_h M_h). */
+ * tied_M: M_h = W^{Q,h}ᵀ W^{V,h} / s for every head, M [H,d,d], wq and wv [D,D] (the tied values are Q_h M_h), a
+ * product of the model at ctx's precision. */
 void lipt_attn_l2_key_norms(const float *kh, int T, int D, int d, double inv_s, float *kn);
 void lipt_attn_l2_colsum(const float *G, int T, int i0, int i1, int causal, double *cs);
 void lipt_attn_l2_key_norm_grad(const float *kh, int T, int D, int d, double a, const double *cs, float *dkh);
-void lipt_attn_l2_tied_M(const float *wq, const float *wv, int D, int H, float *M);
+void lipt_attn_l2_tied_M(lipt_ctx *ctx, const float *wq, const float *wv, int D, int H, float *M);
 
 /* The untied attention op: attention_dp (l2 = 0) or attention_l2 (l2 = 1) of [B,T,D] q, k, v with H heads,
  * recorded on the tape under that op; and its backward. */

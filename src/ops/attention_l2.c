@@ -50,11 +50,12 @@ void lipt_attn_l2_key_norm_grad(const float *kh, int T, int D, int d, double a, 
     }
 }
 
-void lipt_attn_l2_tied_M(const float *wq, const float *wv, int D, int H, float *M) {
+void lipt_attn_l2_tied_M(lipt_ctx *ctx, const float *wq, const float *wv, int D, int H, float *M) {
     const int d = D / H;
     const float inv_s = (float)(1.0 / sqrt((double)d));
     for (int h = 0; h < H; h++)
-        lipt_gemm(1, 0, d, d, D, inv_s, wq + (size_t)h * d, D, wv + (size_t)h * d, D, 0.0f, M + (size_t)h * d * d, d);
+        lipt_gemm_p(ctx, 1, 0, d, d, D, inv_s, wq + (size_t)h * d, D, wv + (size_t)h * d, D, 0.0f,
+                    M + (size_t)h * d * d, d);
 }
 
 /* ---------------------------------------------------------------- ops */
@@ -68,13 +69,14 @@ void lipt_attention_l2_backward(lipt_ctx *ctx, lipt_node *node) { lipt_attn_qkv_
 
 /* Tied: keys are the queries, and values V_h = Q_h M_h (lipt_attn_l2_tied_M). VM holds V [B,T,D] (same layout
  * as q) then M [H,d,d]. */
-static void tied_values(const lipt_tensor *q, const lipt_tensor *wq, const lipt_tensor *wv, int H, float *VM) {
+static void tied_values(lipt_ctx *ctx, const lipt_tensor *q, const lipt_tensor *wq, const lipt_tensor *wv, int H,
+                        float *VM) {
     const int BT = q->shape[0] * q->shape[1], D = q->shape[2], d = D / H;
     float *V = VM, *M = VM + (size_t)BT * D;
-    lipt_attn_l2_tied_M(wq->data, wv->data, D, H, M);
+    lipt_attn_l2_tied_M(ctx, wq->data, wv->data, D, H, M);
     for (int h = 0; h < H; h++)
-        lipt_gemm(0, 0, BT, d, d, 1.0f, q->data + (size_t)h * d, D, M + (size_t)h * d * d, d, 0.0f, V + (size_t)h * d,
-                  D);
+        lipt_gemm_p(ctx, 0, 0, BT, d, d, 1.0f, q->data + (size_t)h * d, D, M + (size_t)h * d * d, d, 0.0f,
+                    V + (size_t)h * d, D);
 }
 
 /* saved: P [B,H,T,T] or (iarg 2 set) the tiled row stats [2,B,H,T]; saved2: V [B,T,D] then M [H,d,d].
@@ -95,7 +97,7 @@ lipt_tensor *lipt_attention_l2_tied(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *
     /* Without a tape V and M are scratch, released before returning (out was allocated before the mark). */
     lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
     float *VM = lipt_arena_alloc(&ctx->arena, ((size_t)B * T * D + (size_t)H * d * d) * sizeof(float));
-    tied_values(q, wq, wv, H, VM);
+    tied_values(ctx, q, wq, wv, H, VM);
     const lipt_attn_job job = {B, T, D, H, causal != 0, 1, q->data, q->data, VM, NULL, 0};
     int tiled;
     float *saved = lipt_attn_forward_op(ctx, &job, out->data, node != NULL, &tiled);
@@ -128,11 +130,13 @@ void lipt_attention_l2_tied_backward(lipt_ctx *ctx, lipt_node *node) {
     float *dM = (dwq || dwv) ? lipt_arena_alloc(&ctx->arena, (size_t)d * d * sizeof(float)) : NULL;
     for (int h = 0; h < H; h++) {
         const float *Mh = M + (size_t)h * d * d, *dVh = dV + (size_t)h * d;
-        if (dq) lipt_gemm(0, 1, BT, d, d, 1.0f, dVh, D, Mh, d, 1.0f, dq + (size_t)h * d, D);
+        if (dq) lipt_gemm_p(ctx, 0, 1, BT, d, d, 1.0f, dVh, D, Mh, d, 1.0f, dq + (size_t)h * d, D);
         if (!dM) continue;
-        lipt_gemm(1, 0, d, d, BT, 1.0f, q->data + (size_t)h * d, D, dVh, D, 0.0f, dM, d);
-        if (dwq) lipt_gemm(0, 1, D, d, d, inv_s, wv->data + (size_t)h * d, D, dM, d, 1.0f, dwq + (size_t)h * d, D);
-        if (dwv) lipt_gemm(0, 0, D, d, d, inv_s, wq->data + (size_t)h * d, D, dM, d, 1.0f, dwv + (size_t)h * d, D);
+        lipt_gemm_p(ctx, 1, 0, d, d, BT, 1.0f, q->data + (size_t)h * d, D, dVh, D, 0.0f, dM, d);
+        if (dwq)
+            lipt_gemm_p(ctx, 0, 1, D, d, d, inv_s, wv->data + (size_t)h * d, D, dM, d, 1.0f, dwq + (size_t)h * d, D);
+        if (dwv)
+            lipt_gemm_p(ctx, 0, 0, D, d, d, inv_s, wq->data + (size_t)h * d, D, dM, d, 1.0f, dwv + (size_t)h * d, D);
     }
     lipt_arena_release(&ctx->arena, mark);
 }

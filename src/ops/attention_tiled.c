@@ -67,9 +67,9 @@ static tile_scratch *scratch_alloc(lipt_ctx *ctx, int nthr, int T, int d) {
 /* S (row stride TILE_C) = the logits of rows [i0, i0 + m) × columns [j0, j0 + nc) of head slices qh, kh: alpha q·k,
  * then + rel[i - j] and - kn[j] on the unmasked entries, in the order of the materialising kernel (same bits per
  * entry as long as the GEMM rounds each dot product the same way). Masked entries are left as they are. */
-static void logits_tile(const float *qh, const float *kh, int D, int d, float alpha, int i0, int m, int j0, int nc,
-                        int causal, const float *relh, const float *kn, float *S) {
-    lipt_gemm(0, 1, m, nc, d, alpha, qh + (size_t)i0 * D, D, kh + (size_t)j0 * D, D, 0.0f, S, TILE_C);
+static void logits_tile(lipt_ctx *ctx, const float *qh, const float *kh, int D, int d, float alpha, int i0, int m,
+                        int j0, int nc, int causal, const float *relh, const float *kn, float *S) {
+    lipt_gemm_p(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * D, D, kh + (size_t)j0 * D, D, 0.0f, S, TILE_C);
     if (!relh && !kn) return;
     for (int r = 0; r < m; r++) {
         const int i = i0 + r, n = n_valid(i, j0, nc, causal);
@@ -118,8 +118,8 @@ static void prob_row(float *z, int n, int nc, float mx, float il) {
 
 /* One (batch, head) forward: out rows and, if st_m / st_il are given, each row's logit max and 1 / Σ e^(z - max).
  * Returns the largest logit spread of the head's rows when want_spread (else 0). */
-static float head_forward(const lipt_attn_job *j, int bh, float *out, float *st_m, float *st_il, tile_scratch *w,
-                          int want_spread) {
+static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, float *out, float *st_m, float *st_il,
+                          tile_scratch *w, int want_spread) {
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H;
     const size_t off = (size_t)b * T * D + (size_t)h * d;
     const float *qh = j->q + off, *kh = j->k + off, *vh = j->v + off;
@@ -139,7 +139,7 @@ static float head_forward(const lipt_attn_job *j, int bh, float *out, float *st_
         memset(w->acc, 0, (size_t)m * d * sizeof(float));
         for (int j0 = 0; j0 < ncol; j0 += TILE_C) {
             const int nc = j0 + TILE_C < ncol ? TILE_C : ncol - j0;
-            logits_tile(qh, kh, D, d, alpha, i0, m, j0, nc, j->causal, relh, kn, w->S);
+            logits_tile(ctx, qh, kh, D, d, alpha, i0, m, j0, nc, j->causal, relh, kn, w->S);
             for (int r = 0; r < m; r++) {
                 const int n = n_valid(i0 + r, j0, nc, j->causal);
                 float *z = w->S + (size_t)r * TILE_C;
@@ -169,7 +169,7 @@ static float head_forward(const lipt_attn_job *j, int bh, float *out, float *st_
                 w->mx[r] = mnew;
                 w->l[r] += exp_sum_row(z, n, nc, mnew);
             }
-            lipt_gemm(0, 0, m, d, nc, 1.0f, w->S, TILE_C, vh + (size_t)j0 * D, D, 1.0f, w->acc, d);
+            lipt_gemm_p(ctx, 0, 0, m, d, nc, 1.0f, w->S, TILE_C, vh + (size_t)j0 * D, D, 1.0f, w->acc, d);
         }
         for (int r = 0; r < m; r++) {
             const float inv = (float)(1.0 / w->l[r]);
@@ -200,7 +200,7 @@ void lipt_attn_forward_tiled(lipt_ctx *ctx, const lipt_attn_job *j, float *out, 
 #pragma omp parallel for schedule(static) reduction(max : spread) if (lipt_attn_use_par(j))
     for (int bh = 0; bh < BH; bh++) {
         float *sm = stats ? stats + (size_t)bh * T : NULL, *si = stats ? stats + ((size_t)BH + bh) * T : NULL;
-        const float sp = head_forward(j, bh, out, sm, si, w + omp_get_thread_num(), want);
+        const float sp = head_forward(ctx, j, bh, out, sm, si, w + omp_get_thread_num(), want);
         if (sp > spread || sp != sp) spread = sp;
     }
     if (want && (spread > ctx->attn_logit_spread || spread != spread)) ctx->attn_logit_spread = spread;
@@ -211,8 +211,9 @@ void lipt_attn_forward_tiled(lipt_ctx *ctx, const lipt_attn_job *j, float *out, 
  * (= Σ_j P_ij dP_ij), the logit gradient is G = P ⊙ (dP − Dr), dP = dO vᵀ; then as the materialising kernel:
  *   dv += Pᵀ dO,  dq += a G k,  dk += a Gᵀ q,  drel[i - j] += G_ij,  L2: dk_j -= a k_j Σ_i G_ij.
  * dq, dk, dv may alias: they are only ever added to, never read. */
-static void head_backward(const lipt_attn_job *j, int bh, const float *st_m, const float *st_il, const float *out,
-                          const float *dout, tile_scratch *w, float *dq, float *dk, float *dv, double *drel_bh) {
+static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, const float *st_m, const float *st_il,
+                          const float *out, const float *dout, tile_scratch *w, float *dq, float *dk, float *dv,
+                          double *drel_bh) {
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H;
     const size_t off = (size_t)b * T * D + (size_t)h * d;
     const float *qh = j->q + off, *kh = j->k + off, *vh = j->v + off, *dOh = dout + off, *oh = out + off;
@@ -237,13 +238,13 @@ static void head_backward(const lipt_attn_job *j, int bh, const float *st_m, con
         for (int j0 = 0; j0 < ncol; j0 += TILE_C) {
             const int nc = j0 + TILE_C < ncol ? TILE_C : ncol - j0;
             float *S = w->S, *G = w->G;
-            logits_tile(qh, kh, D, d, alpha, i0, m, j0, nc, j->causal, relh, kn, S);
+            logits_tile(ctx, qh, kh, D, d, alpha, i0, m, j0, nc, j->causal, relh, kn, S);
             for (int r = 0; r < m; r++)
                 prob_row(S + (size_t)r * TILE_C, n_valid(i0 + r, j0, nc, j->causal), nc, st_m[i0 + r],
                          st_il[i0 + r]);
-            if (dvh) lipt_gemm(1, 0, nc, d, m, 1.0f, S, TILE_C, dOb, D, 1.0f, dvh + (size_t)j0 * D, D);
+            if (dvh) lipt_gemm_p(ctx, 1, 0, nc, d, m, 1.0f, S, TILE_C, dOb, D, 1.0f, dvh + (size_t)j0 * D, D);
             if (!need_g) continue;
-            lipt_gemm(0, 1, m, nc, d, 1.0f, dOb, D, vh + (size_t)j0 * D, D, 0.0f, G, TILE_C);
+            lipt_gemm_p(ctx, 0, 1, m, nc, d, 1.0f, dOb, D, vh + (size_t)j0 * D, D, 0.0f, G, TILE_C);
             for (int r = 0; r < m; r++) {
                 const int i = i0 + r, n = n_valid(i, j0, nc, j->causal);
                 const float *p = S + (size_t)r * TILE_C, dr = w->dr[r];
@@ -255,8 +256,12 @@ static void head_backward(const lipt_attn_job *j, int bh, const float *st_m, con
                 if (need_cs)
                     for (int c = 0; c < n; c++) w->cs[j0 + c] += g[c];
             }
-            if (dqh) lipt_gemm(0, 0, m, d, nc, alpha, G, TILE_C, kh + (size_t)j0 * D, D, 1.0f, dqh + (size_t)i0 * D, D);
-            if (dkh) lipt_gemm(1, 0, nc, d, m, alpha, G, TILE_C, qh + (size_t)i0 * D, D, 1.0f, dkh + (size_t)j0 * D, D);
+            if (dqh)
+                lipt_gemm_p(ctx, 0, 0, m, d, nc, alpha, G, TILE_C, kh + (size_t)j0 * D, D, 1.0f, dqh + (size_t)i0 * D,
+                            D);
+            if (dkh)
+                lipt_gemm_p(ctx, 1, 0, nc, d, m, alpha, G, TILE_C, qh + (size_t)i0 * D, D, 1.0f, dkh + (size_t)j0 * D,
+                            D);
         }
     }
     if (need_cs) lipt_attn_l2_key_norm_grad(kh, T, D, d, a, w->cs, dkh);
@@ -274,7 +279,7 @@ void lipt_attn_backward_tiled(lipt_ctx *ctx, const lipt_attn_job *j, const float
     double *pr = drel ? lipt_arena_calloc(&ctx->arena, (size_t)BH * T * sizeof(double)) : NULL;
 #pragma omp parallel for schedule(static) if (lipt_attn_use_par(j))
     for (int bh = 0; bh < BH; bh++)
-        head_backward(j, bh, stats + (size_t)bh * T, stats + ((size_t)BH + bh) * T, out, dout,
+        head_backward(ctx, j, bh, stats + (size_t)bh * T, stats + ((size_t)BH + bh) * T, out, dout,
                       w + omp_get_thread_num(), dq, dk, dv, pr ? pr + (size_t)bh * T : NULL);
     if (pr) lipt_attn_rel_grad_reduce(j, pr, drel);
     lipt_arena_release(&ctx->arena, mark);

@@ -1,9 +1,13 @@
 /* Private: the one way lipt calls single-precision GEMM (CBLAS, row-major), for the kernels in src/ops/ and the
- * decoder. */
+ * decoder; and lipt_gemm_p, the same product at the precision of a context (--precision), which the model's own
+ * products (matmul, linear, attention, the decoder) go through. Bounds, spectral norms, Jacobians and inversion call
+ * lipt_gemm (or BLAS) directly: they never see bf16. */
 #ifndef LIPT_OPS_GEMM_H
 #define LIPT_OPS_GEMM_H
 
 #include <cblas.h>
+
+#include "ops/lowp.h"
 
 /* C = alpha op(A) op(B) + beta C with op(A) [M,K], op(B) [K,N], C [M,N] and row strides lda, ldb, ldc; op
  * transposes when ta / tb. An empty product (M or N <= 0) returns at once: BLAS would reject its strides. */
@@ -31,6 +35,26 @@ static inline void lipt_gemm_gemv(int ta, int tb, int M, int N, int K, float alp
         return;
     }
     lipt_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* lipt_gemm at ctx->precision: float32 is lipt_gemm itself (one branch), the others lipt_gemm_lowp (ops/lowp.h). */
+static inline void lipt_gemm_p(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                               int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    if (ctx->precision == LIPT_PRECISION_FLOAT32) lipt_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else lipt_gemm_lowp(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* lipt_gemm_packed at ctx->precision. */
+static inline void lipt_gemm_packed_p(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, const float *A,
+                                      const float *B, float *C, float beta) {
+    lipt_gemm_p(ctx, ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+}
+
+/* lipt_gemm_gemv at ctx->precision (the sgemv shortcut is float32's; the low precisions take lipt_gemm_lowp). */
+static inline void lipt_gemm_gemv_p(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                                    int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    if (ctx->precision == LIPT_PRECISION_FLOAT32) lipt_gemm_gemv(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else lipt_gemm_lowp(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 #endif

@@ -1,5 +1,5 @@
 /* matmul: 2-D, batched and linear (rows of an N-D tensor times a matrix), and the fused linear layer x w + b,
- * forward and backward, every product through lipt_gemm (ops/gemm.h). */
+ * forward and backward, every product through lipt_gemm_p (ops/gemm.h) at the context's precision. */
 #include "lipt/ops.h"
 
 #include <string.h>
@@ -53,8 +53,8 @@ lipt_tensor *lipt_matmul(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b, int ta, 
     lipt_tensor *out = lipt_tensor_new(ctx, out_nd, out_shape);
     size_t sa_ = (size_t)M * K, sb_ = (size_t)K * N, so = (size_t)M * N;
     for (int i = 0; i < batch; i++)
-        lipt_gemm_packed(ta, tb, M, N, K, a->data + i * sa_, b->data + (b->ndim == 3 ? i * sb_ : 0), out->data + i * so,
-                         0.0f);
+        lipt_gemm_packed_p(ctx, ta, tb, M, N, K, a->data + i * sa_, b->data + (b->ndim == 3 ? i * sb_ : 0),
+                           out->data + i * so, 0.0f);
     lipt_node *node = lipt_record(ctx, LIPT_OP_MATMUL, out, 2, (lipt_tensor *[]){a, b});
     if (node) {
         int *ia = node->iarg;
@@ -74,13 +74,13 @@ void lipt_matmul_backward(lipt_ctx *ctx, lipt_node *node) {
         const float *A = a->data + i * sa, *B = b->data + (b_batched ? i * sb : 0), *G = out->grad + i * so;
         /* C = op(A) op(B), G = dC.  d op(A) = G op(B)ᵀ;  d op(B) = op(A)ᵀ G. */
         if (da) {
-            if (!ta) lipt_gemm_packed(0, !tb, M, K, N, G, B, da + i * sa, 1.0f);   /* dA[M,K] += G[M,N] op(B)ᵀ */
-            else lipt_gemm_packed(tb, 1, K, M, N, B, G, da + i * sa, 1.0f);         /* dA[K,M] += op(B) Gᵀ */
+            if (!ta) lipt_gemm_packed_p(ctx, 0, !tb, M, K, N, G, B, da + i * sa, 1.0f);   /* dA[M,K] += G[M,N] op(B)ᵀ */
+            else lipt_gemm_packed_p(ctx, tb, 1, K, M, N, B, G, da + i * sa, 1.0f);         /* dA[K,M] += op(B) Gᵀ */
         }
         if (db) {
             float *DB = db + (b_batched ? i * sb : 0);
-            if (!tb) lipt_gemm_packed(!ta, 0, K, N, M, A, G, DB, 1.0f);             /* dB[K,N] += op(A)ᵀ G */
-            else lipt_gemm_packed(1, ta, N, K, M, G, A, DB, 1.0f);                  /* dB[N,K] += Gᵀ op(A) */
+            if (!tb) lipt_gemm_packed_p(ctx, !ta, 0, K, N, M, A, G, DB, 1.0f);             /* dB[K,N] += op(A)ᵀ G */
+            else lipt_gemm_packed_p(ctx, 1, ta, N, K, M, G, A, DB, 1.0f);                  /* dB[N,K] += Gᵀ op(A) */
         }
     }
 }
@@ -102,7 +102,7 @@ lipt_tensor *lipt_linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_ten
     /* the bias rows, then C += x w: one pass over the output fewer than a zeroed GEMM followed by an add */
 #pragma omp parallel for if ((size_t)M * N >= LINEAR_PAR_MIN) schedule(static)
     for (int r = 0; r < M; r++) memcpy(out->data + (size_t)r * N, b->data, (size_t)N * sizeof(float));
-    if (M > 0 && N > 0 && K > 0) lipt_gemm_packed(0, 0, M, N, K, x->data, w->data, out->data, 1.0f);
+    if (M > 0 && N > 0 && K > 0) lipt_gemm_packed_p(ctx, 0, 0, M, N, K, x->data, w->data, out->data, 1.0f);
     lipt_node *node = lipt_record(ctx, LIPT_OP_LINEAR, out, 3, (lipt_tensor *[]){x, w, b});
     if (node) {
         node->iarg[0] = M;
@@ -118,9 +118,9 @@ void lipt_linear_backward(lipt_ctx *ctx, lipt_node *node) {
     const float *G = node->out->grad;
     if (M == 0 || N == 0) return;
     float *dx = lipt_grad_of(ctx, x);
-    if (dx && K > 0) lipt_gemm_packed(0, 1, M, K, N, G, w->data, dx, 1.0f); /* dx[M,K] += G[M,N] wᵀ */
+    if (dx && K > 0) lipt_gemm_packed_p(ctx, 0, 1, M, K, N, G, w->data, dx, 1.0f); /* dx[M,K] += G[M,N] wᵀ */
     float *dw = lipt_grad_of(ctx, w);
-    if (dw && K > 0) lipt_gemm_packed(1, 0, K, N, M, x->data, G, dw, 1.0f); /* dw[K,N] += xᵀ G */
+    if (dw && K > 0) lipt_gemm_packed_p(ctx, 1, 0, K, N, M, x->data, G, dw, 1.0f); /* dw[K,N] += xᵀ G */
     float *db = lipt_grad_of(ctx, b);
     if (db) lipt_reduce_rows_acc(db, G, NULL, (size_t)M, (size_t)N, 1.0);
 }

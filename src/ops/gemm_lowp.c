@@ -1,0 +1,222 @@
+/* The low-precision products of ops/lowp.h: per-thread scratch in the context, bf16 rounding of the operands,
+ * bf16-emulated through sgemm and bf16 through oneDNN; lipt_ctx_set_precision and the precision checks (cpuid, a
+ * oneDNN probe). */
+#include "ops/lowp.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/bf16.h"
+#include "ops/gemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define LOWP_X86 1
+#endif
+
+/* Threads whose products can run at once in one context (the --threads limit). */
+#define LOWP_MAX_THREADS 1024
+/* Operands from this many elements are converted by several threads (outside a parallel region only). */
+#define LOWP_PACK_PAR_MIN ((size_t)1 << 16)
+
+typedef struct {
+    void *buf;       /* bf16-emulated: both rounded operands, 64-byte aligned */
+    size_t cap;      /* bytes in buf */
+    lipt_dnnl *dnnl; /* bf16: this thread's oneDNN state, made by its first product */
+    char pad[64 - 2 * sizeof(void *) - sizeof(size_t)]; /* one cache line per slot: no false sharing */
+} lowp_slot;
+
+struct lipt_lowp {
+    lowp_slot slot[LOWP_MAX_THREADS];
+};
+
+/* The calling thread's slot: its number in the innermost active parallel region (inactive nested regions number
+ * every thread 0, so omp_get_thread_num alone would let two threads share a slot). lipt runs one active level
+ * (lipt_set_threads), which is what makes the number unique. */
+static int thread_slot(void) {
+    LIPT_CHECK(omp_get_active_level() <= 1, "internal: a low-precision product inside %d nested active parallel "
+               "regions (lipt runs one)", omp_get_active_level());
+    for (int l = omp_get_level(); l >= 1; l--)
+        if (omp_get_team_size(l) > 1) {
+            const int t = omp_get_ancestor_thread_num(l);
+            LIPT_CHECK(t < LOWP_MAX_THREADS, "low-precision products support at most %d threads (thread %d)",
+                       LOWP_MAX_THREADS, t);
+            return t;
+        }
+    return 0;
+}
+
+void lipt_lowp_pack(lipt_pack_mode mode, const float *src, int rows, int cols, int ld, void *dst) {
+    const int par = rows > 1 && (size_t)rows * (size_t)cols >= LOWP_PACK_PAR_MIN && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (par)
+    for (int r = 0; r < rows; r++) {
+        const float *s = src + (size_t)r * ld;
+        if (mode == LIPT_PACK_F32) {
+            memcpy((float *)dst + (size_t)r * cols, s, (size_t)cols * sizeof(float));
+        } else if (mode == LIPT_PACK_ROUND) {
+            float *d = (float *)dst + (size_t)r * cols;
+            for (int c = 0; c < cols; c++) {
+                uint32_t u;
+                memcpy(&u, s + c, sizeof u);
+                u = lipt_bf16_round_bits(u);
+                memcpy(d + c, &u, sizeof u);
+            }
+        } else {
+            uint16_t *d = (uint16_t *)dst + (size_t)r * cols;
+            for (int c = 0; c < cols; c++) {
+                uint32_t u;
+                memcpy(&u, s + c, sizeof u);
+                d[c] = (uint16_t)(lipt_bf16_round_bits(u) >> 16);
+            }
+        }
+    }
+}
+
+void *lipt_lowp_reserve(void **buf, size_t *cap, size_t bytes) {
+    if (bytes > *cap) {
+        const size_t grown = *cap + *cap / 2, want = bytes > grown ? bytes : grown;
+        free(*buf);
+        *buf = lipt_xaligned(want);
+        *cap = want;
+    }
+    return *buf;
+}
+
+/* floats rounded up to a whole cache line */
+static size_t line_floats(size_t n) { return (n + 15) & ~(size_t)15; }
+
+void lipt_gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                    const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    LIPT_CHECK(ctx->lowp, "internal: a %s product in a context without lipt_ctx_set_precision",
+               lipt_precision_name((lipt_precision)ctx->precision));
+    lowp_slot *s = &ctx->lowp->slot[thread_slot()];
+    if (ctx->precision == LIPT_PRECISION_BF16) {
+        lipt_error err = {0};
+        if (!s->dnnl && lipt_dnnl_create(&s->dnnl, &err) != LIPT_OK) LIPT_DIE("--precision bf16: %s", err.msg);
+        if (lipt_dnnl_gemm(s->dnnl, LIPT_DNNL_BF16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, &err) !=
+            LIPT_OK)
+            LIPT_DIE("--precision bf16: %s", err.msg);
+        return;
+    }
+    LIPT_CHECK(ctx->precision == LIPT_PRECISION_BF16_EMULATED, "internal: lipt_gemm_lowp at precision %d",
+               ctx->precision);
+    /* op(A) [M,K] is stored as ra rows of ca; likewise B */
+    const int ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
+    const size_t na = line_floats((size_t)ra * ca);
+    float *a = lipt_lowp_reserve(&s->buf, &s->cap, (na + (size_t)rb * cb) * sizeof(float)), *b = a + na;
+    lipt_lowp_pack(LIPT_PACK_ROUND, A, ra, ca, lda, a);
+    lipt_lowp_pack(LIPT_PACK_ROUND, B, rb, cb, ldb, b);
+    lipt_gemm(ta, tb, M, N, K, alpha, a, ca > 0 ? ca : 1, b, cb > 0 ? cb : 1, beta, C, ldc);
+}
+
+void lipt_lowp_free(struct lipt_lowp *lp) {
+    if (!lp) return;
+    for (int i = 0; i < LOWP_MAX_THREADS; i++) {
+        free(lp->slot[i].buf);
+        lipt_dnnl_free(lp->slot[i].dnnl);
+    }
+    free(lp);
+}
+
+/* ---------------------------------------------------------------- the checks */
+
+int lipt_cpu_has_avx512_bf16(void) {
+#ifdef LOWP_X86
+    unsigned a, b, c, d;
+    /* the OS must save the AVX-512 state (XCR0: SSE, AVX, opmask, ZMM upper halves, ZMM16-31) */
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return 0; /* OSXSAVE */
+    unsigned xlo, xhi;
+    __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    (void)xhi;
+    if ((xlo & 0xE6u) != 0xE6u) return 0;
+    if ((unsigned)__get_cpuid_max(0, NULL) < 7u) return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    if (!(b & (1u << 16)) || a < 1) return 0; /* AVX512F, and subleaf 1 exists */
+    __cpuid_count(7, 1, a, b, c, d);
+    return (a >> 5) & 1u; /* AVX512_BF16 */
+#else
+    return 0;
+#endif
+}
+
+int lipt_have_dnnl(void) {
+#ifdef LIPT_HAVE_DNNL
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* The CPU's brand string, for messages. */
+static void cpu_name(char *buf, size_t n) {
+    snprintf(buf, n, "unknown CPU");
+#ifdef LOWP_X86
+    unsigned r[13] = {0};
+    if ((unsigned)__get_cpuid_max(0x80000000u, NULL) < 0x80000004u) return;
+    for (unsigned i = 0; i < 3; i++)
+        __get_cpuid(0x80000002u + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
+    const char *s = (const char *)r;
+    while (*s == ' ') s++;
+    if (*s) snprintf(buf, n, "%s", s);
+    for (size_t k = strlen(buf); k > 0 && buf[k - 1] == ' '; k--) buf[k - 1] = 0;
+#endif
+}
+
+/* The CPU-feature error; unimplemented: the CPU claims AVX512_BF16 but oneDNN has no bf16 matmul for it. */
+static lipt_status no_bf16_cpu(lipt_error *err, int unimplemented) {
+    char cpu[64];
+    cpu_name(cpu, sizeof cpu);
+    return lipt_fail(err, LIPT_ERR_ARG,
+                     "--precision bf16 needs a CPU with AVX512_BF16 (bf16 dot products; cpuid leaf 7 subleaf 1, EAX "
+                     "bit 5)%s: %s (%s)%s; use --precision bf16-emulated for bf16's numerics (not faster) or float32",
+                     unimplemented ? " that oneDNN runs bf16 matmuls on" : "",
+                     unimplemented ? "oneDNN reports dnnl_unimplemented for them on this CPU" : "this CPU", cpu,
+                     unimplemented ? "" : " lacks it");
+}
+
+/* oneDNN's own verdict on a small bf16 matmul, once per process: 1 runs, -1 unimplemented, -2 other failure. */
+static int probe_state;
+static char probe_msg[LIPT_ERRMSG_LEN];
+
+static lipt_status bf16_check(lipt_error *err) {
+    if (!lipt_have_dnnl()) return lipt_fail(err, LIPT_ERR_ARG, "%s", LIPT_NO_DNNL_MSG);
+    if (!lipt_cpu_has_avx512_bf16()) return no_bf16_cpu(err, 0);
+#pragma omp critical(lipt_bf16_probe)
+    if (probe_state == 0) {
+        lipt_error e = {0};
+        lipt_dnnl *d = NULL;
+        const float A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {0.5f, -1, 2, 0.25f, 1, -3};
+        float C[4] = {0};
+        lipt_status st = lipt_dnnl_create(&d, &e);
+        if (st == LIPT_OK) st = lipt_dnnl_gemm(d, LIPT_DNNL_BF16, 0, 0, 2, 2, 3, 1.0f, A, 3, B, 2, 0.0f, C, 2, &e);
+        lipt_dnnl_free(d);
+        probe_state = st == LIPT_OK ? 1 : st == LIPT_ERR_ARG ? -1 : -2;
+        snprintf(probe_msg, sizeof probe_msg, "%s", e.msg);
+    }
+    if (probe_state == -1) return no_bf16_cpu(err, 1);
+    if (probe_state == -2) return lipt_fail(err, LIPT_ERR_INTERNAL, "--precision bf16: %s", probe_msg);
+    return LIPT_OK;
+}
+
+lipt_status lipt_precision_check(lipt_precision p, lipt_error *err) {
+    switch (p) {
+    case LIPT_PRECISION_FLOAT32:
+    case LIPT_PRECISION_BF16_EMULATED: return LIPT_OK;
+    case LIPT_PRECISION_BF16: return bf16_check(err);
+    default: break;
+    }
+    return lipt_fail(err, LIPT_ERR_ARG, "precision %d is not one of: float32, bf16, bf16-emulated", (int)p);
+}
+
+lipt_status lipt_ctx_set_precision(lipt_ctx *ctx, lipt_precision p, lipt_error *err) {
+    const lipt_status st = lipt_precision_check(p, err);
+    if (st != LIPT_OK) return st;
+    if (p != LIPT_PRECISION_FLOAT32 && !ctx->lowp) {
+        ctx->lowp = lipt_xaligned(sizeof *ctx->lowp);
+        memset(ctx->lowp, 0, sizeof *ctx->lowp);
+    }
+    ctx->precision = (int)p;
+    return LIPT_OK;
+}

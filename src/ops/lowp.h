@@ -1,0 +1,61 @@
+/* Private: the low-precision matrix products behind lipt_gemm_p (ops/gemm.h) and the oneDNN matmul wrapper they use
+ * for --precision bf16. No BLAS or oneDNN header needed (the tests include it). */
+#ifndef LIPT_OPS_LOWP_H
+#define LIPT_OPS_LOWP_H
+
+#include <stdint.h>
+
+#include "lipt/autograd.h"
+
+/* The message of every bf16 request in a build without oneDNN. */
+#define LIPT_NO_DNNL_MSG                                                                                            \
+    "lipt was built without oneDNN (LIPT_DNNL=OFF or libdnnl-dev missing): --precision bf16 is unavailable; "        \
+    "bf16-emulated gives the numerics"
+
+/* C = alpha op(A) op(B) + beta C (as lipt_gemm) at ctx->precision, which must not be float32: the operands rounded to
+ * bf16 (bf16-emulated: into float32 scratch, then sgemm; bf16: converted to bf16 for oneDNN), float32 accumulation
+ * and result. Callable from inside an OpenMP region: each thread has its own scratch in ctx->lowp, grown when a
+ * product needs more and then reused (no allocation once warm). A oneDNN failure here, after the startup probe of
+ * lipt_ctx_set_precision passed, is not recoverable: it stops the process with oneDNN's status. */
+void lipt_gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                    const float *B, int ldb, float beta, float *C, int ldc);
+/* Frees what lipt_ctx_set_precision and the products allocated (lipt_ctx_free calls it). */
+void lipt_lowp_free(struct lipt_lowp *lp);
+
+/* rows x cols floats of src (row stride ld) into packed rows at dst (row stride cols), converted: */
+typedef enum {
+    LIPT_PACK_F32 = 0,   /* copied (float dst) */
+    LIPT_PACK_ROUND,     /* rounded to bf16, kept as float32 (float dst) */
+    LIPT_PACK_BF16       /* rounded to bf16, stored as its 16 bits (uint16_t dst) */
+} lipt_pack_mode;
+void lipt_lowp_pack(lipt_pack_mode mode, const float *src, int rows, int cols, int ld, void *dst);
+/* *buf (64-byte aligned, *cap bytes) grown to at least `bytes` (to 1.5 times its size at least, so that a thread's
+ * scratch settles after a few products), its old contents dropped; returns *buf. */
+void *lipt_lowp_reserve(void **buf, size_t *cap, size_t bytes);
+
+/* ---- the oneDNN matmul wrapper (src/ops/dnnl_gemm.c) ----
+ * One lipt_dnnl per thread (engine, stream, conversion scratch and a bounded cache of matmul primitives keyed by
+ * data type, transposes, shape, the destination's row stride, alpha and beta; least recently used evicted). The data
+ * type of the operands is a parameter so that the identical code runs with float32 operands on any CPU (the tests
+ * compare it with sgemm there); the model uses LIPT_DNNL_BF16. Without oneDNN in the build every call fails with
+ * LIPT_NO_DNNL_MSG. */
+typedef enum { LIPT_DNNL_F32 = 0, LIPT_DNNL_BF16 } lipt_dnnl_type;
+typedef struct lipt_dnnl lipt_dnnl;
+#define LIPT_DNNL_CACHE 48 /* primitives per thread: a model's products take a few dozen shapes */
+
+lipt_status lipt_dnnl_create(lipt_dnnl **out, lipt_error *err);
+void lipt_dnnl_free(lipt_dnnl *d);
+/* C = alpha op(A) op(B) + beta C, as lipt_gemm: A and B converted to `type` (packed copies; the transposes become
+ * the memory descriptors' strides), C float32 in place with row stride ldc (beta through a sum post-op, alpha
+ * through output scales). LIPT_ERR_ARG when oneDNN has no such matmul on this CPU (dnnl_unimplemented: bf16 without
+ * AVX512_BF16), LIPT_ERR_INTERNAL for its other failures. */
+lipt_status lipt_dnnl_gemm(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb, int M, int N, int K, float alpha,
+                           const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                           lipt_error *err);
+typedef struct {
+    long hits, misses, evictions; /* primitive cache lookups */
+    int entries;                  /* primitives held now */
+} lipt_dnnl_stats;
+void lipt_dnnl_get_stats(const lipt_dnnl *d, lipt_dnnl_stats *s);
+
+#endif
