@@ -18,10 +18,16 @@ Two parts (bench/README.md has the full description):
    of B non-overlapping windows of T); the PyTorch model loaded from the safetensors file must give the same loss
    on the same batch within 1e-4 (relative).
 
+With --bf16 the speed comparison is the bf16 one: lipt bench runs with --precision bf16 (unless the bench arguments
+choose another, e.g. -- --precision bf16-emulated on a CPU without AVX512_BF16) and PyTorch runs its forward passes
+(training, evaluation, sampling) under torch.autocast(device_type="cpu", dtype=torch.bfloat16), its backward
+following, and its GEMM reference on bf16 tensors.
+
 Usage (bench/compare_pytorch.sh installs python3-torch and builds lipt first):
-    /usr/bin/python3 bench/compare_pytorch.py --lipt build/lipt --threads 2 [--skip-agreement] [--skip-bench]
+    /usr/bin/python3 bench/compare_pytorch.py --lipt build/lipt --threads 2 [--bf16] [--skip-agreement] [--skip-bench]
         [--json FILE] [-- LIPT BENCH ARGS, e.g. --config models/ptb-dp.cfg --batch 32]
 """
+import contextlib
 import argparse
 import json
 import math
@@ -92,6 +98,9 @@ def torch_bench(spec: dict) -> dict:
     runs, warmup, steps = int(spec["runs"]), int(spec["warmup"]), int(spec["steps_per_run"])
     n_sample, gemm_n = int(spec["sample_tokens"]), int(spec["gemm_size"])
     wanted = {k: v is not None for k, v in spec["tokens_per_s"].items()}
+    bf16 = bool(spec.get("torch_autocast_bf16"))
+    # PyTorch's own bf16 mode on CPU: matmuls (and the ops autocast lists) in bf16, the rest float32
+    amp = (lambda: torch.autocast(device_type="cpu", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
 
     model = LiptTransformer(cfg)
     model.init_weights(cfg.init_seed)
@@ -121,7 +130,8 @@ def torch_bench(spec: dict) -> dict:
 
         def train_run():
             for ids, tg in batches:
-                _, loss = model(ids, tg)
+                with amp():
+                    _, loss = model(ids, tg)
                 opt.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, TRAIN_CLIP)
@@ -139,7 +149,8 @@ def torch_bench(spec: dict) -> dict:
         @torch.no_grad()
         def eval_run():
             for ids, tg in batches:
-                model(ids, tg)
+                with amp():
+                    model(ids, tg)
 
         med, sec, rates = timed(eval_run, B * T * steps)
         out["tokens_per_s"]["eval"], out["ms_per_step"]["eval"] = med, 1e3 * sec * B * T
@@ -157,7 +168,9 @@ def torch_bench(spec: dict) -> dict:
             win = [int(flat[run_no[0] % flat.numel()])]
             run_no[0] += 1
             for i in range(n_sample):
-                logits, _ = model(torch.tensor([win], dtype=torch.int64))
+                with amp():
+                    logits, _ = model(torch.tensor([win], dtype=torch.int64))
+                logits = logits.float()
                 tok = int(torch.multinomial(torch.softmax(logits[0, -1], -1), 1, generator=gen))
                 if i + 1 == n_sample:
                     break
@@ -172,9 +185,10 @@ def torch_bench(spec: dict) -> dict:
     hwm_peak = vm_hwm_mb()
     if gemm_n > 0:
         g = torch.Generator().manual_seed(11)
-        A = torch.rand(gemm_n, gemm_n, generator=g) * 2 - 1
-        Bm = torch.rand(gemm_n, gemm_n, generator=g) * 2 - 1
-        C = torch.empty(gemm_n, gemm_n)
+        dt = torch.bfloat16 if bf16 else torch.float32
+        A = (torch.rand(gemm_n, gemm_n, generator=g) * 2 - 1).to(dt)
+        Bm = (torch.rand(gemm_n, gemm_n, generator=g) * 2 - 1).to(dt)
+        C = torch.empty(gemm_n, gemm_n, dtype=dt)
         torch.mm(A, Bm, out=C)
         t0 = time.perf_counter()
         torch.mm(A, Bm, out=C)
@@ -190,6 +204,7 @@ def torch_bench(spec: dict) -> dict:
         out["gemm_gflops"] = median(rates)
         out["per_run"]["gemm_gflops"] = rates
     out["final_train_loss"] = last_loss[0]
+    out["autocast_bf16"] = bf16
     out["blas"] = loaded_blas()
     out["openblas_num_threads"] = os.environ.get("OPENBLAS_NUM_THREADS")
     out["peak_rss_mb"] = rss_sample
@@ -209,11 +224,16 @@ def run_cmd(cmd, **kw):
     return r.stdout
 
 
-def compare_speed(lipt: str, threads: int, bench_args) -> dict:
-    cmd = [lipt, "bench", "--json", "--threads", str(threads)] + list(bench_args)
+def compare_speed(lipt: str, threads: int, bench_args, bf16: bool = False) -> dict:
+    bench_args = list(bench_args)
+    if bf16 and not any(a == "--precision" or a.startswith("--precision=") for a in bench_args):
+        bench_args += ["--precision", "bf16"]
+    cmd = [lipt, "bench", "--json", "--threads", str(threads)] + bench_args
     print("== lipt:    " + " ".join(cmd), flush=True)
     lj = json.loads(run_cmd(cmd))
-    print("== PyTorch: the same benchmark in a fresh process (%s)" % sys.executable, flush=True)
+    print("== PyTorch: the same benchmark in a fresh process (%s)%s" % (
+        sys.executable, ", under torch.autocast(device_type='cpu', dtype=torch.bfloat16)" if bf16 else ""), flush=True)
+    lj["torch_autocast_bf16"] = bf16
     wcmd = [sys.executable, os.path.abspath(__file__), "--worker"]
     # torch.set_num_threads does not reach the pthread OpenBLAS that Debian's torch maps (it would run every GEMM
     # on all cores): its own variable must be set before the library loads
@@ -225,6 +245,8 @@ def compare_speed(lipt: str, threads: int, bench_args) -> dict:
           % (c["attention"], c["ffn"], c["activation"], c["n_layers"], c["d_model"], c["n_heads"], c["d_ff"],
              c["seq_len"], c["vocab_size"], lj["batch"], lj["threads"], tj["threads"], tj["torch_version"],
              lj["runs"], lj["warmup"], lj["steps_per_run"]))
+    print("precision: lipt %s; PyTorch %s" % (lj.get("precision", "float32"),
+                                             "bf16 autocast" if tj.get("autocast_bf16") else "float32"))
     rows = []
 
     def row(name, a, b, unit, note=""):
@@ -242,8 +264,13 @@ def compare_speed(lipt: str, threads: int, bench_args) -> dict:
         a = lt[k] * gf[k] if lt[k] is not None else None
         b = tt[k] * gf[k] if tt.get(k) is not None else None
         row(f"achieved GFLOP/s, {k}", a, b, "GFLOP/s", "same FLOP count for both (bench/README.md)")
-    row("SGEMM / torch.mm GFLOP/s", lj["gemm_gflops"], tj.get("gemm_gflops"), "GFLOP/s",
-        "N = %d" % lj["gemm_size"])
+    if tj.get("autocast_bf16"):
+        sgemm = "%.4g" % lj["gemm_gflops"] if lj["gemm_gflops"] is not None else "-"
+        row("GEMM GFLOP/s, bf16", lj.get("gemm_precision_gflops"), tj.get("gemm_gflops"), "GFLOP/s",
+            "lipt at its --precision, torch.mm on bf16 tensors; N = %d; lipt's SGEMM: %s" % (lj["gemm_size"], sgemm))
+    else:
+        row("SGEMM / torch.mm GFLOP/s", lj["gemm_gflops"], tj.get("gemm_gflops"), "GFLOP/s",
+            "N = %d" % lj["gemm_size"])
     lh, th = lj["vm_hwm_mb"], tj["vm_hwm_mb"]
     if lh["peak"] is not None and th["peak"] is not None:
         row("peak RSS (VmHWM)", lh["peak"], th["peak"], "MB", "whole process; PyTorch includes the torch import")
@@ -363,6 +390,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lipt", default=os.path.join(REPO, "build", "lipt"), help="the lipt binary")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads for both (default: all cores)")
+    ap.add_argument("--bf16", action="store_true", help="the bf16 comparison: lipt bench --precision bf16 (unless the "
+                    "bench arguments set --precision) against PyTorch under torch.autocast(device_type='cpu', "
+                    "dtype=torch.bfloat16)")
     ap.add_argument("--skip-bench", action="store_true", help="only the agreement check")
     ap.add_argument("--skip-agreement", action="store_true", help="only the speed comparison")
     ap.add_argument("--json", metavar="FILE", help="also write everything as JSON to FILE")
@@ -382,7 +412,7 @@ def main():
         ap.error(f"{lipt} is not an executable lipt binary (build it, or use --lipt)")
     report, rc = {}, 0
     if not a.skip_bench:
-        report["speed"] = compare_speed(lipt, a.threads, a.bench_args)
+        report["speed"] = compare_speed(lipt, a.threads, a.bench_args, a.bf16)
     if not a.skip_agreement:
         if a.workdir:
             os.makedirs(a.workdir, exist_ok=True)

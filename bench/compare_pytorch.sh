@@ -4,8 +4,10 @@
 # equivalent in turn with the same threads (speed, memory, ratio lipt/PyTorch), and the agreement of the loss of
 # `lipt export`ed weights loaded into PyTorch, for every variant. bench/README.md describes both parts.
 #
-# usage: bench/compare_pytorch.sh [--lipt PATH] [--threads N] [--skip-bench] [--skip-agreement] [--json FILE]
+# usage: bench/compare_pytorch.sh [--lipt PATH] [--threads N] [--bf16] [--skip-bench] [--skip-agreement] [--json FILE]
 #                                 [-- LIPT BENCH ARGS]       e.g.  -- --config models/ptb-dp.cfg --batch 32
+# --bf16: the bf16 comparison, lipt bench --precision bf16 against PyTorch under torch.autocast(device_type='cpu',
+#         dtype=torch.bfloat16); on a CPU without AVX512_BF16 add -- --precision bf16-emulated (numerics, not speed).
 # Environment: PYTHON (default /usr/bin/python3, the interpreter python3-torch installs into),
 #              BUILD_JOBS (parallel jobs when building lipt; default: all cores).
 set -euo pipefail
@@ -17,7 +19,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --lipt) LIPT=$2; shift 2 ;;
     --lipt=*) LIPT=${1#--lipt=}; shift ;;
-    --help|-h) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --help|-h) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) ARGS+=("$1"); shift ;;
   esac
 done

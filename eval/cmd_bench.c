@@ -12,6 +12,7 @@
 #include "lipt/model.h"
 #include "lipt/optim.h"
 #include "lipt/train.h"
+#include "ops/gemm.h"
 
 static const cli_opt bench_opts[] = {
     {"config", CLI_STRING, "FILE", "model config (key = value); any config key can also be given as --key value", NULL},
@@ -23,6 +24,8 @@ static const cli_opt bench_opts[] = {
     {"sample-tokens", CLI_INT, "N", "tokens generated in one sampling run (batch 1, after a 1-token prompt)", "64"},
     {"gemm-size", CLI_INT, "N", "SGEMM reference: N x N x N (0: skip)", "1024"},
     {"seed", CLI_INT, "S", "seed of the synthetic tokens, dropout and sampling", "0"},
+    CLI_OPT_PRECISION("the config's key precision, float32; with another precision the GEMM reference is also "
+                      "timed at it"),
     {"recompute", CLI_FLAG, NULL, "training keeps only each half-block's output and reruns the rest in the backward "
      "(less memory, more compute; as lipt train --recompute)", NULL},
     {"skip-train", CLI_FLAG, NULL, "do not measure training", NULL},
@@ -47,8 +50,9 @@ static const char *const bench_summary =
 #define BENCH_WD 0.0
 #define BENCH_CLIP 1.0
 
-enum { PH_TRAIN, PH_EVAL, PH_SAMPLE_CACHED, PH_SAMPLE_UNCACHED, PH_GEMM, N_PH };
-static const char *const ph_key[N_PH] = {"train", "eval", "sample_cached", "sample_uncached", "gemm_gflops"};
+enum { PH_TRAIN, PH_EVAL, PH_SAMPLE_CACHED, PH_SAMPLE_UNCACHED, PH_GEMM, PH_GEMM_P, N_PH };
+static const char *const ph_key[N_PH] = {"train", "eval", "sample_cached", "sample_uncached", "gemm_gflops",
+                                         "gemm_precision_gflops"};
 
 typedef struct {
     double *rate;      /* [runs]: tokens/s (GFLOP/s for the GEMM) of each timed run */
@@ -145,6 +149,10 @@ static lipt_status bench_train(bench *b, lipt_error *err) {
     lipt_ctx_init(&ctx, (size_t)64 << 20, b->seed * 2654435761u + 1);
     ctx.training = 1;
     ctx.recompute = b->recompute;
+    if (lipt_ctx_set_precision(&ctx, b->cfg.precision, err) != LIPT_OK) {
+        lipt_ctx_free(&ctx);
+        return err->status;
+    }
     lipt_adamw_config acfg = {BENCH_LR, BENCH_BETA1, BENCH_BETA2, BENCH_EPS, BENCH_WD};
     lipt_adamw opt;
     lipt_adamw_init(&opt, &acfg);
@@ -185,6 +193,10 @@ static lipt_status bench_eval(bench *b, lipt_error *err) {
     lipt_ctx ctx;
     lipt_ctx_init(&ctx, (size_t)32 << 20, 1);
     ctx.training = 0;
+    if (lipt_ctx_set_precision(&ctx, b->cfg.precision, err) != LIPT_OK) {
+        lipt_ctx_free(&ctx);
+        return err->status;
+    }
     lipt_no_grad_push(&ctx);
     int32_t *in = lipt_xmalloc(sizeof(int32_t) * (size_t)B * T), *tg = lipt_xmalloc(sizeof(int32_t) * (size_t)B * T);
     double *sec = lipt_xmalloc(sizeof(double) * (size_t)b->runs);
@@ -246,6 +258,7 @@ static lipt_status bench_sample(bench *b, int cached, lipt_error *err) {
         win = lipt_xmalloc(sizeof(int32_t) * (size_t)T);
         lipt_ctx_init(&ctx, (size_t)1 << 20, 1);
         ctx_ok = 1;
+        st = lipt_ctx_set_precision(&ctx, b->cfg.precision, err);
         lipt_no_grad_push(&ctx);
     }
     lipt_rng rng;
@@ -291,9 +304,11 @@ static lipt_status bench_sample(bench *b, int cached, lipt_error *err) {
     return st;
 }
 
-/* cblas_sgemm C = A B on N x N matrices with the same thread setting. A run repeats the call so that it lasts at
- * least about 50 ms (calibrated on the warm-up), which keeps small sizes above the timer's resolution. */
-static void bench_gemm(bench *b) {
+/* cblas_sgemm C = A B on N x N matrices with the same thread setting (into ph[PH_GEMM]); with ctx, the same product
+ * through lipt_gemm_p at ctx's precision instead (into ph[PH_GEMM_P]: the model's products at that precision, the
+ * operands' conversion included). A run repeats the call so that it lasts at least about 50 ms (calibrated on the
+ * warm-up), which keeps small sizes above the timer's resolution. */
+static void bench_gemm(bench *b, lipt_ctx *ctx) {
     const int N = b->gemm_n;
     const size_t nn = (size_t)N * N;
     float *A = lipt_xaligned(sizeof(float) * nn), *Bm = lipt_xaligned(sizeof(float) * nn),
@@ -308,8 +323,10 @@ static void bench_gemm(bench *b) {
     double *sec = lipt_xmalloc(sizeof(double) * (size_t)b->runs);
     for (int run = -(b->warmup > 0 ? b->warmup : 1); run < b->runs; run++) {
         double t0 = cli_now();
-        for (int k = 0; k < reps; k++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, A, N, Bm, N, 0.0f, Cm, N);
+        for (int k = 0; k < reps; k++) {
+            if (ctx) lipt_gemm_p(ctx, 0, 0, N, N, N, 1.0f, A, N, Bm, N, 0.0f, Cm, N);
+            else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, A, N, Bm, N, 0.0f, Cm, N);
+        }
         double dt = cli_now() - t0;
         if (run < 0) {
             double per = dt / reps;
@@ -319,7 +336,7 @@ static void bench_gemm(bench *b) {
             sec[run] = dt / reps;
         }
     }
-    measurement *m = &b->ph[PH_GEMM];
+    measurement *m = &b->ph[ctx ? PH_GEMM_P : PH_GEMM];
     for (int r = 0; r < b->runs; r++) m->rate[r] = flop / sec[r] * 1e-9;
     m->median = median_of(m->rate, b->runs);
     m->sec_median = median_of(sec, b->runs);
@@ -361,6 +378,7 @@ static void print_json(const bench *b, const double gf[2], double peak) {
     json_int(&j, "batch", b->B);
     json_int(&j, "seq_len", b->T);
     json_int(&j, "threads", lipt_get_threads());
+    json_str(&j, "precision", lipt_precision_name(b->cfg.precision));
     json_bool(&j, "blas_openmp", lipt_blas_nests_safely());
     json_bool(&j, "recompute", b->recompute);
     json_int(&j, "runs", b->runs);
@@ -391,6 +409,7 @@ static void print_json(const bench *b, const double gf[2], double peak) {
     json_num(&j, "eval", gf[1] * b->ph[PH_EVAL].median);
     json_obj_close(&j);
     json_num(&j, "gemm_gflops", gemm);
+    json_num(&j, "gemm_precision_gflops", b->ph[PH_GEMM_P].median); /* null at float32 */
     json_obj_open(&j, "fraction_of_gemm");
     json_num(&j, "train", gf[0] * b->ph[PH_TRAIN].median / gemm);
     json_num(&j, "eval", gf[1] * b->ph[PH_EVAL].median / gemm);
@@ -437,9 +456,10 @@ static void print_table(const bench *b, const double gf[2], double peak) {
            "%s parameters (%s non-embedding)\n",
            lipt_attn_name(c->attention), lipt_ffn_name(c->ffn), lipt_act_name(c->activation), c->n_layers, c->d_model,
            c->n_heads, c->d_ff, c->seq_len, c->vocab_size, np, nne);
-    printf("batch %d x %d tokens, %d threads (%s BLAS); median of %d runs after %d warm-up runs, %d steps per run%s\n",
-           b->B, b->T, lipt_get_threads(), lipt_blas_nests_safely() ? "OpenMP" : "non-OpenMP", b->runs, b->warmup,
-           b->steps, b->recompute ? "; training recomputes activations (--recompute)" : "");
+    printf("batch %d x %d tokens, %d threads (%s BLAS), %s matrix products; median of %d runs after %d warm-up runs, "
+           "%d steps per run%s\n", b->B, b->T, lipt_get_threads(), lipt_blas_nests_safely() ? "OpenMP" : "non-OpenMP",
+           lipt_precision_name(c->precision), b->runs, b->warmup, b->steps,
+           b->recompute ? "; training recomputes activations (--recompute)" : "");
     for (int p = 0; p < 2; p++) {
         const measurement *m = &b->ph[p];
         if (!isfinite(m->median)) continue;
@@ -458,6 +478,9 @@ static void print_table(const bench *b, const double gf[2], double peak) {
     }
     if (isfinite(gemm))
         printf("  %-17s %10.2f GFLOP/s (cblas_sgemm %d x %d x %d)\n", "SGEMM", gemm, b->gemm_n, b->gemm_n, b->gemm_n);
+    if (isfinite(b->ph[PH_GEMM_P].median))
+        printf("  %-17s %10.2f GFLOP/s (the same product at --precision %s, operand conversion included)\n",
+               "GEMM, precision", b->ph[PH_GEMM_P].median, lipt_precision_name(c->precision));
     printf("  %-17s %10.1f MB (ru_maxrss after the model phases; the SGEMM buffers come later and are not included)",
            "peak RSS", peak);
     if (isfinite(b->hwm_peak)) printf("; VmHWM %.1f MB", b->hwm_peak);
@@ -504,6 +527,8 @@ static int bench_main(cli_args *a, int argc, char **argv) {
             return cli_error(C, "--%s: %s (not a lipt bench option either: see lipt bench --help)", a->extra_key[i],
                              err.msg);
     if (lipt_config_validate(&b.cfg, &err) != LIPT_OK) return cli_fail(C, &err);
+    const int prc = cli_apply_precision(a, C, &b.cfg.precision);
+    if (prc) return prc;
     b.B = (int)batch;
     b.T = b.cfg.seq_len;
     b.runs = (int)runs;
@@ -548,7 +573,13 @@ static int bench_main(cli_args *a, int argc, char **argv) {
     b.rss_sample = peak_rss_mb();
     b.hwm_peak = vm_hwm_mb();
     const double peak = b.rss_sample;
-    if (b.gemm_n > 0) bench_gemm(&b);
+    if (b.gemm_n > 0) bench_gemm(&b, NULL);
+    if (b.gemm_n > 0 && b.cfg.precision != LIPT_PRECISION_FLOAT32) {
+        lipt_ctx gctx;
+        lipt_ctx_init(&gctx, 4096, 0);
+        if (lipt_ctx_set_precision(&gctx, b.cfg.precision, &err) == LIPT_OK) bench_gemm(&b, &gctx);
+        lipt_ctx_free(&gctx);
+    }
     if (cli_has(a, "skip-train") == 0 && !isfinite(b.last_loss))
         fprintf(stderr, "lipt bench: warning: the training loss became %g (the timings still stand)\n", b.last_loss);
     double fwd, train, gf[2];

@@ -18,7 +18,9 @@ static const cli_opt eval_opts_table[] = {
     {"batch", CLI_INT, "B", "windows per forward pass", "16"},
     {"max-symbols", CLI_INT, "N", "score only the first N symbols of the split (0: all)", "0"},
     {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS", NULL},
-    {"json", CLI_FLAG, NULL, "print one JSON object on stdout: split, parameters, symbols, nll, bpc, protocol, window, stride, seconds", NULL},
+    CLI_OPT_PRECISION("the checkpoint's"),
+    {"json", CLI_FLAG, NULL, "print one JSON object on stdout: split, parameters, symbols, nll, bpc, protocol, window, "
+     "stride, precision, seconds", NULL},
     {"quiet", CLI_FLAG, NULL, "no progress output", NULL},
 };
 
@@ -43,6 +45,8 @@ int cmd_eval(int argc, char **argv) {
     if (split < 0) return cli_error(C, "--split must be train, valid or test, got '%s'", split_name);
     if (batch < 1 || batch > 4096) return cli_error(C, "--batch must be in [1, 4096], got %ld", batch);
     if (maxsym < 0) return cli_error(C, "--max-symbols must be >= 0");
+    lipt_precision prec = LIPT_PRECISION_FLOAT32; /* an explicit --precision is checked before the model is read */
+    if (cli_has(&a, "precision") && (pr = cli_apply_precision(&a, C, &prec)) != 0) return pr;
     const char *ckpt = cli_str(&a, "ckpt");
     lipt_error err = {0};
     lipt_model m;
@@ -51,7 +55,8 @@ int cmd_eval(int argc, char **argv) {
     if (run_load_model(ckpt, &m, &vocab, &step, &err) != LIPT_OK) return cli_fail(C, &err);
     long Tl = cli_has(&a, "window") ? window : m.cfg.seq_len;
     long Sl = cli_has(&a, "stride") ? stride : Tl;
-    int rc = 0;
+    int rc = cli_apply_precision(&a, C, &m.cfg.precision); /* the checkpoint's, unless --precision */
+    if (rc) goto out_model;
     if (Tl < 1 || Tl > m.cfg.seq_len) { rc = cli_error(C, "--window must be in [1, seq_len = %d], got %ld", m.cfg.seq_len, Tl); goto out_model; }
     if (Sl < 1 || Sl > Tl) { rc = cli_error(C, "--stride must be in [1, window = %ld], got %ld", Tl, Sl); goto out_model; }
     const int T = (int)Tl, S = (int)Sl;
@@ -79,7 +84,9 @@ int cmd_eval(int argc, char **argv) {
     lipt_ctx ctx;
     lipt_ctx_init(&ctx, (size_t)32 << 20, 1);
     lipt_eval_result r;
-    if (lipt_evaluate(&ctx, &m, tok, n, &eo, &r, &err) != LIPT_OK) rc = cli_fail(C, &err);
+    if (lipt_ctx_set_precision(&ctx, m.cfg.precision, &err) != LIPT_OK ||
+        lipt_evaluate(&ctx, &m, tok, n, &eo, &r, &err) != LIPT_OK)
+        rc = cli_fail(C, &err);
     else if (cli_has(&a, "json")) {
         json_w j;
         json_begin(&j, stdout);
@@ -94,11 +101,14 @@ int cmd_eval(int argc, char **argv) {
         json_str(&j, "protocol", proto);
         json_int(&j, "window", T);
         json_int(&j, "stride", S);
+        json_str(&j, "precision", lipt_precision_name(m.cfg.precision));
         json_num(&j, "seconds", r.seconds);
         json_end(&j);
     } else {
-        printf("%s split of %s: %zu symbols, %s\nNLL %.4f nats/symbol, BPC %.4f  (%.1f s)\n", split_name, data, r.symbols,
-               proto, r.nll, r.bpc, r.seconds);
+        printf("%s split of %s: %zu symbols, %s%s%s\nNLL %.4f nats/symbol, BPC %.4f  (%.1f s)\n", split_name, data,
+               r.symbols, proto, m.cfg.precision != LIPT_PRECISION_FLOAT32 ? ", matrix products in " : "",
+               m.cfg.precision != LIPT_PRECISION_FLOAT32 ? lipt_precision_name(m.cfg.precision) : "", r.nll, r.bpc,
+               r.seconds);
     }
     lipt_ctx_free(&ctx);
     lipt_dataset_free(&ds);

@@ -21,9 +21,10 @@ static const cli_opt sample_opts[] = {
     {"seed", CLI_INT, "S", "sampling seed", "0"},
     {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS (default LIPT_THREADS or all cores)", NULL},
     {"no-cache", CLI_FLAG, NULL, "recompute the whole window with the full forward pass for every symbol (for comparison)", NULL},
+    CLI_OPT_PRECISION("the checkpoint's"),
     {"json", CLI_FLAG, NULL,
      "print one JSON object on stdout instead of the text: prompt, text, length, seconds, tokens_per_s, cached, "
-     "temperature, top_k, seed", NULL},
+     "temperature, top_k, seed, precision", NULL},
 };
 #define N_SAMPLE_OPTS ((int)(sizeof sample_opts / sizeof sample_opts[0]))
 
@@ -71,6 +72,9 @@ static int parse_sample_args(cli_args *a, const char *C, sample_args *o) {
     if (o->top_k < 0) return cli_error(C, "--top-k must be >= 0 (0: off), got %ld", o->top_k);
     const int trc = cli_apply_threads(a, C);
     if (trc) return trc;
+    lipt_precision p = LIPT_PRECISION_FLOAT32; /* an explicit --precision is checked before the model is read */
+    const int prc = cli_has(a, "precision") ? cli_apply_precision(a, C, &p) : 0;
+    if (prc) return prc;
     o->cached = !cli_has(a, "no-cache");
     o->json = cli_has(a, "json");
     o->ckpt = cli_str(a, "ckpt");
@@ -172,6 +176,10 @@ static int generate(const char *C, sample_run *r, lipt_error *err) {
         for (size_t i = 0; i < r->np; i++) window_push(win, &wlen, T, r->pids[i], &slides);
         lipt_ctx_init(&ctx, (size_t)1 << 20, (uint64_t)o->seed);
         ctx_ok = 1;
+        if (lipt_ctx_set_precision(&ctx, m->cfg.precision, err) != LIPT_OK) {
+            rc = cli_fail(C, err);
+            goto out;
+        }
         lipt_no_grad_push(&ctx);
     }
     for (long i = 0; i < o->length; i++) {
@@ -232,16 +240,17 @@ static void report(const sample_run *r) {
         json_num(&j, "temperature", o->temperature);
         json_int(&j, "top_k", o->top_k);
         json_int(&j, "seed", o->seed);
+        json_str(&j, "precision", lipt_precision_name(r->m.cfg.precision));
         json_end(&j);
     } else {
         const char last = length > 0 ? r->gen[length - 1] : r->ptext_out[r->plen ? r->plen - 1 : 0];
         if (r->tty && last != '\n') fputc('\n', stdout);
         fflush(stdout);
     }
-    fprintf(stderr, "lipt sample: %ld symbols in %.3f s: %.1f symbols/s (%s, %d threads; prompt %zu symbols, "
+    fprintf(stderr, "lipt sample: %ld symbols in %.3f s: %.1f symbols/s (%s, %d threads, %s; prompt %zu symbols, "
                     "window %d, %ld slides)\n",
-            length, r->seconds, rate, o->cached ? "cached" : "no cache", lipt_get_threads(), r->np, r->m.cfg.seq_len,
-            r->slides);
+            length, r->seconds, rate, o->cached ? "cached" : "no cache", lipt_get_threads(),
+            lipt_precision_name(r->m.cfg.precision), r->np, r->m.cfg.seq_len, r->slides);
 }
 
 int cmd_sample(int argc, char **argv) {
@@ -257,6 +266,11 @@ int cmd_sample(int argc, char **argv) {
     memset(&r, 0, sizeof r);
     r.o = &o;
     if (run_load_model(o.ckpt, &r.m, &r.vocab, NULL, &err) != LIPT_OK) return cli_fail(C, &err);
+    rc = cli_apply_precision(&a, C, &r.m.cfg.precision); /* the checkpoint's, unless --precision */
+    if (rc) {
+        lipt_model_free(&r.m);
+        return rc;
+    }
     /* default: a newline if the vocabulary has one, else a space, else its first symbol */
     char dflt[2] = {0, 0};
     const char *prompt = o.prompt;

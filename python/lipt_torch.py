@@ -87,10 +87,12 @@ class LiptConfig:
     coupling: int = 0          # 1: additive coupling blocks (pre-LN dp / l2 / l2-tied, ffn standard, even d_model)
     head_hidden: int = 0       # F > 0: the head is ln_f, then GELU(x W1h + b1h) W + b (head.w1 [D,F], head.b1 [F])
     norm: str = "pre"          # "pre": x + f(LN(x)); "post": LN(x + f(x)) (dp, l2, l2-tied without coupling)
+    precision: str = "float32"  # lipt's matrix products (float32, bf16, bf16-emulated); this module computes in its
+                                # own dtype (torch.autocast gives bf16 products)
 
     KEYS = ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn", "activation",
             "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps", "clip_radius", "rel_bias", "actnorm",
-            "gram_iters", "ffn_full_budget", "coupling", "head_hidden", "norm")
+            "gram_iters", "ffn_full_budget", "coupling", "head_hidden", "norm", "precision")
 
     def __post_init__(self):
         self.validate()
@@ -143,6 +145,8 @@ class LiptConfig:
             raise ValueError("ffn_full_budget and coupling are 0 or 1")
         if not 0 <= self.head_hidden <= 1 << 18:
             raise ValueError(f"head_hidden {self.head_hidden} outside [0, 2^18]")
+        if self.precision not in ("float32", "bf16", "bf16-emulated"):
+            raise ValueError(f"precision {self.precision!r} not in ('float32', 'bf16', 'bf16-emulated')")
         if self.norm not in ("pre", "post"):
             raise ValueError(f"norm {self.norm!r} not in ('pre', 'post')")
         if self.norm == "post" and (self.invertible or self.coupling):
@@ -178,7 +182,8 @@ class LiptConfig:
                 f"power_iters = {self.power_iters}\ninit_seed = {self.init_seed}\nln_eps = {g(self.ln_eps)}\n"
                 f"clip_radius = {g(self.clip_radius)}\nrel_bias = {self.rel_bias}\nactnorm = {self.actnorm}\n"
                 f"gram_iters = {self.gram_iters}\nffn_full_budget = {self.ffn_full_budget}\n"
-                f"coupling = {self.coupling}\nhead_hidden = {self.head_hidden}\nnorm = {self.norm}\n")
+                f"coupling = {self.coupling}\nhead_hidden = {self.head_hidden}\nnorm = {self.norm}\n"
+                f"precision = {self.precision}\n")
 
 
 def parameter_specs(cfg: LiptConfig) -> List[Tuple[str, Tuple[int, ...], str]]:

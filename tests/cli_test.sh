@@ -226,6 +226,59 @@ expect_error "a FIFO as --data" timeout 20 "$LIPT" data --data "$TMP/fifo"
 expect_error "a model past the size cap" "$LIPT" train --config "$CFG" --data "$DATA" --d_model 65536 --out "$TMP/huge" --quiet
 expect_error "an int config value past int range" "$LIPT" train --config "$CFG" --data "$DATA" --power_iters 2147483648 --quiet
 expect_error "a float config value that rounds out of range" "$LIPT" train --config "$CFG" --data "$DATA" --c 0.99999999999 --quiet
+# ---- --precision: bf16-emulated end to end (train, resume on the identical curve, eval, sample, bench, the config key),
+# an unknown value, and bf16 where it cannot run (no oneDNN in the build, or no AVX512_BF16 on the CPU)
+"$LIPT" train "${COMMON[@]}" --out "$TMP/emu" --steps 8 --eval-every 4 --precision bf16-emulated &&
+  "$LIPT" train "${COMMON[@]}" --out "$TMP/emuh" --steps 4 --eval-every 4 --precision bf16-emulated &&
+  "$LIPT" train --out "$TMP/emuh" --steps 8 --resume --quiet --threads 1
+if grep -qx "precision = bf16-emulated" "$TMP/emu/run.cfg" && diff <(nt "$TMP/emu/metrics.jsonl") <(nt "$TMP/emuh/metrics.jsonl") >/dev/null &&
+   ! diff <(nt "$TMP/emu/metrics.jsonl") <(nt "$TMP/run/metrics.jsonl" | head -"$(wc -l < "$TMP/emu/metrics.jsonl")") >/dev/null; then
+  pass "train --precision bf16-emulated: run.cfg records it, --resume keeps it (identical curve), the losses differ from float32's"
+else
+  fail "train --precision bf16-emulated: $(diff <(nt "$TMP/emu/metrics.jsonl") <(nt "$TMP/emuh/metrics.jsonl") | head -4)"
+fi
+e1=$("$LIPT" eval --ckpt "$TMP/emu/last.ckpt" --max-symbols 2000 --json --quiet)
+e2=$("$LIPT" eval --ckpt "$TMP/emu/last.ckpt" --max-symbols 2000 --json --quiet --precision float32)
+s1=$("$LIPT" sample --ckpt "$TMP/emu/last.ckpt" --length 20 --seed 3 --json 2>/dev/null)
+b1=$("$LIPT" bench --config "$CFG" --precision bf16-emulated --runs 1 --warmup 0 --steps-per-run 1 --sample-tokens 4       --gemm-size 64 --threads 1 --json 2>/dev/null)
+b2=$("$LIPT" bench --config "$CFG" --precision bf16-emulated --runs 1 --warmup 0 --steps-per-run 1 --sample-tokens 4       --gemm-size 64 --threads 1 --skip-sample 2>/dev/null)
+if echo "$e1" | grep -q '"precision":"bf16-emulated"' && echo "$e2" | grep -q '"precision":"float32"' &&
+   echo "$s1" | grep -q '"precision":"bf16-emulated"' && echo "$b1" | grep -q '"precision":"bf16-emulated"' &&
+   echo "$b1" | grep -q '"gemm_precision_gflops":[0-9]' && echo "$b2" | grep -q "bf16-emulated matrix products"; then
+  pass "eval, sample and bench report the precision (the checkpoint's by default; --precision float32 overrides)"
+else
+  fail "precision in reports: $e1 | $e2 | $s1 | $(echo "$b1" | head -c 300) | $(echo "$b2" | head -2)"
+fi
+printf 'precision = bf16-emulated\n' > "$TMP/emu.cfg"
+"$LIPT" train --config "$TMP/emu.cfg" --data "$DATA" --steps 1 --batch 2 --seq_len 16 --d_model 16 --n_heads 2 --d_ff 32 \
+  --n_layers 1 --out "$TMP/emu_key" --threads 1 --final-eval none --eval-every 0 2>"$TMP/emu_key.err" >/dev/null &&
+  grep -q "matrix products in bf16-emulated" "$TMP/emu_key.err" && pass "the config key precision" ||
+  fail "config key precision: $(cat "$TMP/emu_key.err")"
+expect_error "train --precision fp16" "$LIPT" train "${COMMON[@]}" --out "$TMP/p16" --steps 1 --precision fp16
+grep -q "not one of: float32, bf16, bf16-emulated" "$TMP/err" && pass "an unknown precision lists the valid ones" ||
+  fail "unknown precision: $(cat "$TMP/err")"
+printf 'd_model = 16\nprecision = half\n' > "$TMP/half.cfg"
+expect_error "precision = half in a config" "$LIPT" train --config "$TMP/half.cfg" --data "$DATA" --out "$TMP/ph"
+grep -q "half.cfg:2: precision = 'half' is not one of: float32, bf16, bf16-emulated" "$TMP/err" &&
+  pass "the config key's error names the file, the line and the valid values" || fail "config precision: $(cat "$TMP/err")"
+# what bf16 needs here: the message names the missing part; where both are present bf16 must run
+usage=$("$LIPT" --help)
+if echo "$usage" | grep -q "this build has no oneDNN"; then want="built without oneDNN"
+elif echo "$usage" | grep -q "this CPU lacks AVX512_BF16"; then want="AVX512_BF16"
+else want=""; fi
+if [ -n "$want" ]; then
+  for c in "train ${COMMON[*]} --out $TMP/b16 --steps 1" "eval --ckpt $TMP/emu/last.ckpt" "sample --ckpt $TMP/emu/last.ckpt" \
+           "bench --config $CFG --runs 1"; do
+    # shellcheck disable=SC2086
+    expect_error "$c --precision bf16" "$LIPT" $c --precision bf16
+    grep -q "$want" "$TMP/err" && pass "bf16 refused, naming: $want" || fail "bf16 error does not name $want: $(cat "$TMP/err")"
+  done
+  [ ! -e "$TMP/b16" ] && pass "train --precision bf16 stopped before any work (no run folder)" || fail "train bf16 made $TMP/b16"
+else
+  "$LIPT" train "${COMMON[@]}" --out "$TMP/b16" --steps 2 --precision bf16 && pass "train --precision bf16 (AVX512_BF16 here)" ||
+    fail "train --precision bf16 on a CPU with AVX512_BF16"
+fi
+
 printf 'steps = -4\n' > "$TMP/negsteps.cfg"
 "$LIPT" train --config "$TMP/negsteps.cfg" --data "$DATA" --out "$TMP/neg" --quiet 2>"$TMP/neg.err"
 grep -q "from the --config file" "$TMP/neg.err" && pass "a bad value from a config file is not blamed on a flag: $(cat "$TMP/neg.err")" ||

@@ -46,6 +46,8 @@ static const cli_opt train_opts[] = {
     {"recompute", CLI_FLAG, NULL, "keep only each half-block's output between forward and backward and rerun its "
      "inside in the backward (the feed-forward in pieces of 1024 tokens): less memory for about a third more compute; "
      "the same results, bit for bit up to 1024 tokens per step (long contexts: docs/PERFORMANCE.md)", NULL},
+    CLI_OPT_PRECISION("the config's key precision, float32; on --resume the checkpoint's, which --precision may "
+                      "change"),
     {"eval-every", CLI_INT, "N", "evaluate on the validation subset every N steps (0: only at the end)", "200"},
     {"eval-symbols", CLI_INT, "N", "validation symbols per periodic evaluation (0: all)", "200000"},
     {"final-eval", CLI_STRING, "SPLITS", "full evaluation at the end: valid,test | valid | test | none", "valid,test"},
@@ -239,6 +241,17 @@ static int merge_config(cli_args *ap, trainer *t, int *resume, const char *resum
     return 0;
 }
 
+/* --precision over the config's (or the resumed checkpoint's) key, checked against this build and CPU before any
+ * work. 0, or the exit status. */
+static int apply_precision(cli_args *ap, trainer *t, int resume, const char *resume_path, int quiet) {
+    const lipt_precision was = t->cfg.precision;
+    const int rc = cli_apply_precision(ap, "train", &t->cfg.precision);
+    if (!rc && resume && t->cfg.precision != was && !quiet)
+        fprintf(stderr, "note: the matrix products change from %s (the precision of %s) to %s\n",
+                lipt_precision_name(was), resume_path, lipt_precision_name(t->cfg.precision));
+    return rc;
+}
+
 /* Numeric options read and range-checked; 0, 2 (bad syntax, message printed) or the exit status. */
 /* Where an option's value came from, for messages: a value the user did not type must not be blamed on a flag. */
 static const char *origin(const cli_args *ap, const char *name) {
@@ -360,6 +373,7 @@ static int setup_model(trainer *t, train_settings *s, const char *data_spec, int
     lipt_ctx_init(&t->ctx, (size_t)64 << 20, ((uint64_t)s->seed * 2654435761u + 1) ^ rank_mix);
     t->ctx.recompute = s->recompute;
     t->ctx_ok = 1;
+    if (lipt_ctx_set_precision(&t->ctx, t->cfg.precision, &err) != LIPT_OK) return cli_fail(C, &err);
     /* every rank draws the whole global batch from the one seeded stream and keeps its slice */
     if (lipt_batcher_init(&t->batcher, t->ds.tok[LIPT_TRAIN], t->ds.len[LIPT_TRAIN], t->K * (int)s->batch,
                           t->cfg.seq_len, (uint64_t)s->seed, &err) != LIPT_OK)
@@ -462,9 +476,11 @@ static int setup_batches(trainer *t, train_settings *s) {
     const int K = t->K;
     if (!s->quiet)
         fprintf(stderr, "model: %s attention, %s ffn, %d layers, d_model %d, %d heads, d_ff %d, seq_len %d: %zu parameters; "
-                "%d threads%s\n", lipt_attn_name(t->cfg.attention), lipt_ffn_name(t->cfg.ffn), t->cfg.n_layers,
+                "%d threads%s%s%s\n", lipt_attn_name(t->cfg.attention), lipt_ffn_name(t->cfg.ffn), t->cfg.n_layers,
                 t->cfg.d_model, t->cfg.n_heads, t->cfg.d_ff, t->cfg.seq_len, lipt_params_count(&t->model.params),
-                lipt_get_threads(), s->recompute ? "; recomputing activations" : "");
+                lipt_get_threads(), s->recompute ? "; recomputing activations" : "",
+                t->cfg.precision != LIPT_PRECISION_FLOAT32 ? "; matrix products in " : "",
+                t->cfg.precision != LIPT_PRECISION_FLOAT32 ? lipt_precision_name(t->cfg.precision) : "");
     if (!s->quiet && K > 1)
         fprintf(stderr, "data parallel: %d ranks x batch %ld = global batch %ld; %d threads per rank\n", K, s->batch,
                 (long)K * s->batch, lipt_get_threads());
@@ -571,6 +587,7 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
     s.quiet = cli_has(ap, "quiet") || !t.lead;
     const int batch_given = cli_has(ap, "batch"); /* before the checkpoint's stored options fill in the rest */
     rc = merge_config(ap, &t, &resume, resume_path, &ck, &rx);
+    if (!rc) rc = apply_precision(ap, &t, resume, resume_path, s.quiet);
     if (!rc) rc = parse_settings(ap, &t, resume, &rx, resume_path, batch_given, &s);
     if (!rc) rc = setup_model(&t, &s, cli_str(ap, "data"), &resume, &ck, &rx, resume_path);
     if (!rc) rc = setup_files(&t, cli_has(ap, "force"));

@@ -14,6 +14,9 @@ static void usage(FILE *f) {
                "  LIPT_MAX_MODEL_GB (model memory cap, default 32), LIPT_MAX_CORPUS_GB (decompressed corpus cap, default 4),\n"
                "  LIPT_ATTN_TILED (auto: attention without the T x T matrix from seq_len 1024 on; 0 never, 1 always)\n");
     fprintf(f, "data parallel: mpirun -np K lipt train ... (%s)\n", lipt_dist_available() ? "this build has MPI" : "this build has no MPI");
+    fprintf(f, "bf16: --precision bf16 (%s, %s AVX512_BF16); --precision bf16-emulated: bf16's numerics, any CPU\n",
+            lipt_have_dnnl() ? "this build has oneDNN" : "this build has no oneDNN",
+            lipt_cpu_has_avx512_bf16() ? "this CPU has" : "this CPU lacks");
 }
 
 int main(int argc, char **argv) {

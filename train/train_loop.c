@@ -268,6 +268,7 @@ static void summary(const trainer *t, const train_settings *s, int json, double 
     json_int(&j, "steps", t->step);
     json_int(&j, "ranks", K);
     json_int(&j, "global_batch", (int64_t)t->G);
+    json_str(&j, "precision", lipt_precision_name(t->cfg.precision));
     json_num(&j, "tokens_per_second", (double)(t->step - t->first_step) * (double)t->G * t->T / fmax(train_s, 1e-9));
     json_num(&j, "comm_seconds_per_step", comm_per_step);
     json_num(&j, "train_seconds", train_s);

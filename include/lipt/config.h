@@ -61,6 +61,9 @@ typedef struct {
                                 * 0 divides both by max(1, σ/c) (bound c²) */
     lipt_norm_kind norm;       /* where the LayerNorms of a block sit (pre-LN or post-LN); not for the invertible
                                 * model or coupling blocks, whose branches must be residual maps x + g(x) */
+    lipt_precision precision;  /* the arithmetic of the model's matrix products (float32, bf16, bf16-emulated): how
+                                * the model runs, not what it is (no parameter depends on it), so train --resume, eval
+                                * and sample may change it; the drivers put it in their contexts */
 } lipt_config;
 
 /* Defaults: a small DP model (vocab 256, d_model 128, 4 heads, d_ff 512, 2 layers, seq_len 128, gelu,

@@ -195,6 +195,21 @@ int cli_apply_threads(const cli_args *a, const char *cmd) {
     return 0;
 }
 
+int cli_apply_precision(const cli_args *a, const char *cmd, lipt_precision *precision) {
+    const char *v = cli_has(a, "precision") ? cli_str(a, "precision") : NULL;
+    if (v) {
+        int k = 0;
+        char names[128] = "";
+        for (; k < LIPT_PRECISION_COUNT && strcmp(v, lipt_precision_name((lipt_precision)k)) != 0; k++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "",
+                     lipt_precision_name((lipt_precision)k));
+        if (k == LIPT_PRECISION_COUNT) return cli_error(cmd, "--precision '%s' is not one of: %s", v, names);
+        *precision = (lipt_precision)k;
+    }
+    lipt_error err = {0};
+    return lipt_precision_check(*precision, &err) == LIPT_OK ? 0 : cli_fail(cmd, &err);
+}
+
 int cli_split_index(const char *name) {
     static const char *const names[3] = {"train", "valid", "test"};
     for (int i = 0; i < 3; i++)

@@ -51,6 +51,18 @@ int cli_float(const cli_args *a, const char *name, double *out);
 
 /* Applies --threads N (OpenMP and OpenBLAS) when given: 0, or the exit status 2 after a one-line error. */
 int cli_apply_threads(const cli_args *a, const char *cmd);
+
+/* The --precision option of train, eval, sample and bench; `dflt` says where the value comes from without it. */
+#define CLI_OPT_PRECISION(dflt)                                                                                     \
+    {"precision", CLI_STRING, "P",                                                                                  \
+     "arithmetic of the model's matrix products: float32, bf16 (oneDNN; CPUs with AVX512_BF16) or bf16-emulated "    \
+     "(bf16's numerics on any CPU, not faster); softmax, norms, losses, weights and optimizer stay float32 "          \
+     "(default: " dflt ")",                                                                                        \
+     NULL}
+/* --precision P, when given, into cfg->precision (the config key precision); then whether this build and CPU can run
+ * cfg->precision at all, so that an impossible request fails before any work. 0, 2 (an unknown value, the valid ones
+ * listed) or 1 (unavailable here: what is missing and the alternatives), the message printed. */
+int cli_apply_precision(const cli_args *a, const char *cmd, lipt_precision *precision);
 /* "train" / "valid" / "test" -> 0 / 1 / 2 (the data layer's LIPT_TRAIN...), -1 otherwise. */
 int cli_split_index(const char *name);
 

@@ -120,7 +120,7 @@ VARIANTS = [
 # config text leaves out the newest generations while all their keys are at their defaults, so older files stay
 # byte-identical (lipt parses a missing key as its default); a file that sets a key has that generation and the
 # ones before it
-LATER_KEYS = (("ffn_full_budget", "coupling", "head_hidden"), ("norm",))
+LATER_KEYS = (("ffn_full_budget", "coupling", "head_hidden"), ("norm",), ("precision",))
 B, STEPS = 2, 3
 ADAMW = dict(lr=1e-2, beta1=0.9, beta2=0.98, eps=1e-8, weight_decay=0.1)
 INVERT = dict(tol=1e-6, max_iter=100)
