@@ -20,7 +20,8 @@ typedef struct {
     int used;
     prim_key key;
     dnnl_primitive_t prim;
-    dnnl_memory_t ma, mb, mc; /* memory objects without data: the handles are set before each execution */
+    dnnl_memory_t ma, mb, mc, ms; /* memory objects without data: the handles are set before each execution */
+    size_t scratch;               /* bytes of scratchpad it needs (ms is NULL when none) */
     unsigned long long last;  /* the lookup tick of its last use (least recently used is evicted) */
 } prim_entry;
 
@@ -32,6 +33,11 @@ struct lipt_dnnl {
     long hits, misses, evictions;
     void *buf; /* the converted operands, 64-byte aligned */
     size_t cap;
+    /* The primitives' scratchpad (user mode): one buffer per thread that grows to the largest need and is reused,
+     * so that the training loop's products allocate nothing once warm, whatever oneDNN's build does in its
+     * default library mode. */
+    void *scratch;
+    size_t scratch_cap;
 };
 
 static const char *status_name(dnnl_status_t s) {
@@ -76,6 +82,7 @@ static void entry_clear(prim_entry *e) {
     dnnl_memory_destroy(e->ma);
     dnnl_memory_destroy(e->mb);
     dnnl_memory_destroy(e->mc);
+    if (e->ms) dnnl_memory_destroy(e->ms);
     memset(e, 0, sizeof *e);
 }
 
@@ -85,6 +92,7 @@ void lipt_dnnl_free(lipt_dnnl *d) {
     dnnl_stream_destroy(d->stream);
     dnnl_engine_destroy(d->engine);
     free(d->buf);
+    free(d->scratch);
     free(d);
 }
 
@@ -118,6 +126,7 @@ static lipt_status entry_make(lipt_dnnl *d, const prim_key *k, float alpha, floa
     dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t pd = NULL;
     s = dnnl_primitive_attr_create(&attr);
+    if (s == dnnl_success) s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
     if (s == dnnl_success && alpha != 1.0f) s = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha);
     if (s == dnnl_success && beta != 0.0f) {
         s = dnnl_post_ops_create(&po);
@@ -138,16 +147,22 @@ static lipt_status entry_make(lipt_dnnl *d, const prim_key *k, float alpha, floa
                          v->major, v->minor, v->patch, k->type == LIPT_DNNL_BF16 ? "bf16" : "float32");
     }
     if (s != dnnl_success) return dnnl_failed(err, "creating the matmul's primitive descriptor", s);
+    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    dnnl_memory_desc_t sd;
+    e->scratch = smd ? dnnl_memory_desc_get_size(smd) : 0;
+    if (e->scratch) sd = *smd;
     s = dnnl_primitive_create(&e->prim, pd);
     dnnl_primitive_desc_destroy(pd);
     if (s != dnnl_success) return dnnl_failed(err, "creating the matmul primitive", s);
-    e->ma = e->mb = e->mc = NULL;
+    e->ma = e->mb = e->mc = e->ms = NULL;
     if ((s = dnnl_memory_create(&e->ma, &ma, d->engine, DNNL_MEMORY_NONE)) != dnnl_success ||
         (s = dnnl_memory_create(&e->mb, &mb, d->engine, DNNL_MEMORY_NONE)) != dnnl_success ||
-        (s = dnnl_memory_create(&e->mc, &mc, d->engine, DNNL_MEMORY_NONE)) != dnnl_success) {
+        (s = dnnl_memory_create(&e->mc, &mc, d->engine, DNNL_MEMORY_NONE)) != dnnl_success ||
+        (e->scratch && (s = dnnl_memory_create(&e->ms, &sd, d->engine, DNNL_MEMORY_NONE)) != dnnl_success)) {
         dnnl_primitive_destroy(e->prim);
         if (e->ma) dnnl_memory_destroy(e->ma);
         if (e->mb) dnnl_memory_destroy(e->mb);
+        if (e->mc) dnnl_memory_destroy(e->mc);
         return dnnl_failed(err, "creating memory objects", s);
     }
     e->key = *k;
@@ -187,9 +202,9 @@ static lipt_status entry_for(lipt_dnnl *d, const prim_key *k, float alpha, float
     return LIPT_OK;
 }
 
-lipt_status lipt_dnnl_gemm(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb, int M, int N, int K, float alpha,
-                           const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
-                           lipt_error *err) {
+lipt_status lipt_dnnl_gemm_pk(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb, int M, int N, int K, float alpha,
+                              const float *A, int lda, const void *Apk, const float *B, int ldb, const void *Bpk,
+                              float beta, float *C, int ldc, lipt_error *err) {
     if (M <= 0 || N <= 0) return LIPT_OK;
     if (K <= 0) { /* an empty sum: C = beta C, as BLAS (beta 0 overwrites, NaN included) */
         for (int i = 0; i < M; i++)
@@ -198,11 +213,13 @@ lipt_status lipt_dnnl_gemm(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb, in
     }
     const size_t elem = type == LIPT_DNNL_BF16 ? sizeof(uint16_t) : sizeof(float);
     const int ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
-    const size_t bytes_a = ((size_t)ra * ca * elem + 63) & ~(size_t)63;
-    char *a = lipt_lowp_reserve(&d->buf, &d->cap, bytes_a + (size_t)rb * cb * elem), *b = a + bytes_a;
+    /* scratch only for the operands that come unpacked */
+    const size_t bytes_a = Apk ? 0 : ((size_t)ra * ca * elem + 63) & ~(size_t)63, bytes_b = Bpk ? 0 : (size_t)rb * cb * elem;
+    char *buf = bytes_a + bytes_b ? lipt_lowp_reserve(&d->buf, &d->cap, bytes_a + bytes_b) : NULL;
     const lipt_pack_mode mode = type == LIPT_DNNL_BF16 ? LIPT_PACK_BF16 : LIPT_PACK_F32;
-    lipt_lowp_pack(mode, A, ra, ca, lda, a);
-    lipt_lowp_pack(mode, B, rb, cb, ldb, b);
+    void *a = (void *)Apk, *b = (void *)Bpk; /* oneDNN's handles are not const; it only reads them */
+    if (!Apk) lipt_lowp_pack(mode, A, ra, ca, lda, a = buf);
+    if (!Bpk) lipt_lowp_pack(mode, B, rb, cb, ldb, b = buf + bytes_a);
     prim_key k;
     memset(&k, 0, sizeof k);
     k.type = (int32_t)type;
@@ -220,13 +237,22 @@ lipt_status lipt_dnnl_gemm(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb, in
     dnnl_status_t s;
     if ((s = dnnl_memory_set_data_handle(e->ma, a)) != dnnl_success ||
         (s = dnnl_memory_set_data_handle(e->mb, b)) != dnnl_success ||
-        (s = dnnl_memory_set_data_handle(e->mc, C)) != dnnl_success)
+        (s = dnnl_memory_set_data_handle(e->mc, C)) != dnnl_success ||
+        (e->ms && (s = dnnl_memory_set_data_handle(
+                       e->ms, lipt_lowp_reserve(&d->scratch, &d->scratch_cap, e->scratch))) != dnnl_success))
         return dnnl_failed(err, "setting the data handles", s);
-    const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->ma}, {DNNL_ARG_WEIGHTS, e->mb}, {DNNL_ARG_DST, e->mc}};
-    if ((s = dnnl_primitive_execute(e->prim, d->stream, 3, args)) != dnnl_success)
+    const dnnl_exec_arg_t args[4] = {
+        {DNNL_ARG_SRC, e->ma}, {DNNL_ARG_WEIGHTS, e->mb}, {DNNL_ARG_DST, e->mc}, {DNNL_ARG_SCRATCHPAD, e->ms}};
+    if ((s = dnnl_primitive_execute(e->prim, d->stream, e->ms ? 4 : 3, args)) != dnnl_success)
         return dnnl_failed(err, "executing the matmul", s);
     if ((s = dnnl_stream_wait(d->stream)) != dnnl_success) return dnnl_failed(err, "waiting for the matmul", s);
     return LIPT_OK;
+}
+
+lipt_status lipt_dnnl_gemm(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb, int M, int N, int K, float alpha,
+                           const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                           lipt_error *err) {
+    return lipt_dnnl_gemm_pk(d, type, ta, tb, M, N, K, alpha, A, lda, NULL, B, ldb, NULL, beta, C, ldc, err);
 }
 
 #else /* no oneDNN in this build */
@@ -243,12 +269,18 @@ void lipt_dnnl_get_stats(const lipt_dnnl *d, lipt_dnnl_stats *s) {
     memset(s, 0, sizeof *s);
 }
 
+lipt_status lipt_dnnl_gemm_pk(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb, int M, int N, int K, float alpha,
+                              const float *A, int lda, const void *Apk, const float *B, int ldb, const void *Bpk,
+                              float beta, float *C, int ldc, lipt_error *err) {
+    (void)d, (void)type, (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B;
+    (void)ldb, (void)beta, (void)C, (void)ldc, (void)Apk, (void)Bpk;
+    return lipt_fail(err, LIPT_ERR_ARG, "%s", LIPT_NO_DNNL_MSG);
+}
+
 lipt_status lipt_dnnl_gemm(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb, int M, int N, int K, float alpha,
                            const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                            lipt_error *err) {
-    (void)d, (void)type, (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B;
-    (void)ldb, (void)beta, (void)C, (void)ldc;
-    return lipt_fail(err, LIPT_ERR_ARG, "%s", LIPT_NO_DNNL_MSG);
+    return lipt_dnnl_gemm_pk(d, type, ta, tb, M, N, K, alpha, A, lda, NULL, B, ldb, NULL, beta, C, ldc, err);
 }
 
 #endif

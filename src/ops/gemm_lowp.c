@@ -86,8 +86,24 @@ void *lipt_lowp_reserve(void **buf, size_t *cap, size_t bytes) {
 /* floats rounded up to a whole cache line */
 static size_t line_floats(size_t n) { return (n + 15) & ~(size_t)15; }
 
+size_t lipt_lowp_packed_bytes(const lipt_ctx *ctx, int rows, int cols) {
+    const size_t elem = ctx->precision == LIPT_PRECISION_BF16 ? sizeof(uint16_t) : sizeof(float);
+    return ((size_t)(rows > 0 ? rows : 0) * (size_t)(cols > 0 ? cols : 0) * elem + 63) & ~(size_t)63;
+}
+
+void lipt_lowp_pack_p(const lipt_ctx *ctx, const float *src, int rows, int cols, int ld, void *dst) {
+    LIPT_CHECK(ctx->precision == LIPT_PRECISION_BF16 || ctx->precision == LIPT_PRECISION_BF16_EMULATED,
+               "internal: lipt_lowp_pack_p at precision %d", ctx->precision);
+    lipt_lowp_pack(ctx->precision == LIPT_PRECISION_BF16 ? LIPT_PACK_BF16 : LIPT_PACK_ROUND, src, rows, cols, ld, dst);
+}
+
 void lipt_gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                     const float *B, int ldb, float beta, float *C, int ldc) {
+    lipt_gemm_lowp_pk(ctx, ta, tb, M, N, K, alpha, A, lda, NULL, B, ldb, NULL, beta, C, ldc);
+}
+
+void lipt_gemm_lowp_pk(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                       const void *Apk, const float *B, int ldb, const void *Bpk, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     LIPT_CHECK(ctx->lowp, "internal: a %s product in a context without lipt_ctx_set_precision",
                lipt_precision_name((lipt_precision)ctx->precision));
@@ -95,8 +111,8 @@ void lipt_gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float al
     if (ctx->precision == LIPT_PRECISION_BF16) {
         lipt_error err = {0};
         if (!s->dnnl && lipt_dnnl_create(&s->dnnl, &err) != LIPT_OK) LIPT_DIE("--precision bf16: %s", err.msg);
-        if (lipt_dnnl_gemm(s->dnnl, LIPT_DNNL_BF16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, &err) !=
-            LIPT_OK)
+        if (lipt_dnnl_gemm_pk(s->dnnl, LIPT_DNNL_BF16, ta, tb, M, N, K, alpha, A, lda, Apk, B, ldb, Bpk, beta, C, ldc,
+                              &err) != LIPT_OK)
             LIPT_DIE("--precision bf16: %s", err.msg);
         return;
     }
@@ -104,10 +120,13 @@ void lipt_gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float al
                ctx->precision);
     /* op(A) [M,K] is stored as ra rows of ca; likewise B */
     const int ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
-    const size_t na = line_floats((size_t)ra * ca);
-    float *a = lipt_lowp_reserve(&s->buf, &s->cap, (na + (size_t)rb * cb) * sizeof(float)), *b = a + na;
-    lipt_lowp_pack(LIPT_PACK_ROUND, A, ra, ca, lda, a);
-    lipt_lowp_pack(LIPT_PACK_ROUND, B, rb, cb, ldb, b);
+    const size_t na = Apk ? 0 : line_floats((size_t)ra * ca), nb = Bpk ? 0 : (size_t)rb * cb;
+    float *buf = na + nb ? lipt_lowp_reserve(&s->buf, &s->cap, (na + nb) * sizeof(float)) : NULL;
+    const float *a = Apk, *b = Bpk;
+    if (!Apk) lipt_lowp_pack(LIPT_PACK_ROUND, A, ra, ca, lda, buf);
+    if (!Bpk) lipt_lowp_pack(LIPT_PACK_ROUND, B, rb, cb, ldb, buf + na);
+    if (!Apk) a = buf;
+    if (!Bpk) b = buf + na;
     lipt_gemm(ta, tb, M, N, K, alpha, a, ca > 0 ? ca : 1, b, cb > 0 ? cb : 1, beta, C, ldc);
 }
 

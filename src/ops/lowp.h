@@ -19,6 +19,15 @@
  * lipt_ctx_set_precision passed, is not recoverable: it stops the process with oneDNN's status. */
 void lipt_gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                     const float *B, int ldb, float beta, float *C, int ldc);
+/* Operands packed once for several products (the linear op packs its input in the forward for the backward's dW,
+ * and the output gradient once for both dX and dW): lipt_lowp_pack_p writes rows x cols of src (row stride ld) as
+ * lipt_gemm_lowp would pack that operand at ctx->precision (a low one), into dst of lipt_lowp_packed_bytes bytes
+ * (64-byte aligned); lipt_gemm_lowp_pk is lipt_gemm_lowp with either operand given so packed (Apk / Bpk non-NULL:
+ * A / B and their strides are then unused). A packed operand is the same whether a product transposes it or not. */
+size_t lipt_lowp_packed_bytes(const lipt_ctx *ctx, int rows, int cols);
+void lipt_lowp_pack_p(const lipt_ctx *ctx, const float *src, int rows, int cols, int ld, void *dst);
+void lipt_gemm_lowp_pk(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                       const void *Apk, const float *B, int ldb, const void *Bpk, float beta, float *C, int ldc);
 /* Frees what lipt_ctx_set_precision and the products allocated (lipt_ctx_free calls it). */
 void lipt_lowp_free(struct lipt_lowp *lp);
 
@@ -52,6 +61,11 @@ void lipt_dnnl_free(lipt_dnnl *d);
 lipt_status lipt_dnnl_gemm(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb, int M, int N, int K, float alpha,
                            const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                            lipt_error *err);
+/* lipt_dnnl_gemm with either operand already converted to `type` and packed (Apk / Bpk non-NULL; as lipt_lowp_pack
+ * with LIPT_PACK_BF16 or LIPT_PACK_F32 writes it). */
+lipt_status lipt_dnnl_gemm_pk(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb, int M, int N, int K, float alpha,
+                              const float *A, int lda, const void *Apk, const float *B, int ldb, const void *Bpk,
+                              float beta, float *C, int ldc, lipt_error *err);
 typedef struct {
     long hits, misses, evictions; /* primitive cache lookups */
     int entries;                  /* primitives held now */

@@ -102,9 +102,20 @@ lipt_tensor *lipt_linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_ten
     /* the bias rows, then C += x w: one pass over the output fewer than a zeroed GEMM followed by an add */
 #pragma omp parallel for if ((size_t)M * N >= LINEAR_PAR_MIN) schedule(static)
     for (int r = 0; r < M; r++) memcpy(out->data + (size_t)r * N, b->data, (size_t)N * sizeof(float));
-    if (M > 0 && N > 0 && K > 0) lipt_gemm_packed_p(ctx, 0, 0, M, N, K, x->data, w->data, out->data, 1.0f);
-    lipt_node *node = lipt_record(ctx, LIPT_OP_LINEAR, out, 3, (lipt_tensor *[]){x, w, b});
+    lipt_tensor *in[3] = {x, w, b};
+    void *xpk = NULL; /* at a low precision, x packed for this product and kept for the backward's dw = xᵀ G */
+    if (M > 0 && N > 0 && K > 0) {
+        if (ctx->precision != LIPT_PRECISION_FLOAT32 && w->requires_grad && lipt_should_record(ctx, 3, in)) {
+            xpk = lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, M, K));
+            lipt_lowp_pack_p(ctx, x->data, M, K, K, xpk);
+            lipt_gemm_lowp_pk(ctx, 0, 0, M, N, K, 1.0f, NULL, K, xpk, w->data, N, NULL, 1.0f, out->data, N);
+        } else {
+            lipt_gemm_packed_p(ctx, 0, 0, M, N, K, x->data, w->data, out->data, 1.0f);
+        }
+    }
+    lipt_node *node = lipt_record(ctx, LIPT_OP_LINEAR, out, 3, in);
     if (node) {
+        node->saved = xpk;
         node->iarg[0] = M;
         node->iarg[1] = N;
         node->iarg[2] = K;
@@ -117,10 +128,17 @@ void lipt_linear_backward(lipt_ctx *ctx, lipt_node *node) {
     const int M = node->iarg[0], N = node->iarg[1], K = node->iarg[2];
     const float *G = node->out->grad;
     if (M == 0 || N == 0) return;
-    float *dx = lipt_grad_of(ctx, x);
-    if (dx && K > 0) lipt_gemm_packed_p(ctx, 0, 1, M, K, N, G, w->data, dx, 1.0f); /* dx[M,K] += G[M,N] wᵀ */
-    float *dw = lipt_grad_of(ctx, w);
-    if (dw && K > 0) lipt_gemm_packed_p(ctx, 1, 0, K, N, M, x->data, G, dw, 1.0f); /* dw[K,N] += xᵀ G */
+    float *dx = lipt_grad_of(ctx, x), *dw = lipt_grad_of(ctx, w);
+    if (ctx->precision != LIPT_PRECISION_FLOAT32 && K > 0 && (dx || dw)) {
+        /* G packed once for both products, x as the forward packed it: each operand converted once per step */
+        void *gpk = lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, M, N));
+        lipt_lowp_pack_p(ctx, G, M, N, N, gpk);
+        if (dx) lipt_gemm_lowp_pk(ctx, 0, 1, M, K, N, 1.0f, NULL, N, gpk, w->data, N, NULL, 1.0f, dx, K);
+        if (dw) lipt_gemm_lowp_pk(ctx, 1, 0, K, N, M, 1.0f, x->data, K, node->saved, NULL, N, gpk, 1.0f, dw, N);
+    } else {
+        if (dx && K > 0) lipt_gemm_packed_p(ctx, 0, 1, M, K, N, G, w->data, dx, 1.0f); /* dx[M,K] += G[M,N] wᵀ */
+        if (dw && K > 0) lipt_gemm_packed_p(ctx, 1, 0, K, N, M, x->data, G, dw, 1.0f); /* dw[K,N] += xᵀ G */
+    }
     float *db = lipt_grad_of(ctx, b);
     if (db) lipt_reduce_rows_acc(db, G, NULL, (size_t)M, (size_t)N, 1.0);
 }
