@@ -763,6 +763,62 @@ START_TEST(test_spectral_ub_threads) {
 }
 END_TEST
 
+/* lipt_spectral_norm_ub_many: the values of lipt_spectral_norm_ub one matrix at a time, bit for bit, on 1 and 2
+ * threads, the same power vectors and the same gradients (a layer's W1 [256, 1024] and W2 [1024, 256], a small
+ * pair, three matrices). */
+START_TEST(test_spectral_ub_many) {
+    const int sets[][3][2] = {{{256, 1024}, {1024, 256}, {0, 0}}, {{40, 24}, {24, 40}, {0, 0}},
+                              {{128, 300}, {64, 64}, {300, 128}}};
+    for (int si = 0; si < 3; si++)
+        for (int thr = 1; thr <= 2; thr++) {
+            lipt_set_threads(thr);
+            const int n = sets[si][2][0] ? 3 : 2;
+            lipt_rng rng;
+            lipt_rng_seed(&rng, 300 + si);
+            lipt_tensor *W[3];
+            float *u[2][3], *v[2][3], *g[2][3];
+            for (int i = 0; i < n; i++) {
+                const int R = sets[si][i][0], C = sets[si][i][1];
+                W[i] = tu_tensor(&rng, 2, (int[]){R, C}, 1.0f, 1);
+                for (int k = 0; k < 2; k++) {
+                    u[k][i] = calloc(R, sizeof(float));
+                    v[k][i] = calloc(C, sizeof(float));
+                    g[k][i] = calloc((size_t)R * C, sizeof(float));
+                }
+            }
+            float val[2][3];
+            for (int k = 0; k < 2; k++) { /* 0: one at a time, 1: many */
+                lipt_ctx ctx;
+                lipt_ctx_init(&ctx, 1 << 16, 1);
+                lipt_tensor *s[3];
+                for (int i = 0; i < n; i++) W[i]->grad = g[k][i];
+                if (k == 0)
+                    for (int i = 0; i < n; i++) s[i] = lipt_spectral_norm_ub(&ctx, W[i], u[k][i], v[k][i], 1, 3, 6);
+                else
+                    lipt_spectral_norm_ub_many(&ctx, n, W, u[k], v[k], 3, 6, s);
+                lipt_tensor *tot = s[0];
+                for (int i = 1; i < n; i++) tot = lipt_add(&ctx, tot, s[i]);
+                lipt_backward(&ctx, tot);
+                for (int i = 0; i < n; i++) val[k][i] = s[i]->data[0], W[i]->grad = NULL;
+                lipt_ctx_free(&ctx);
+            }
+            for (int i = 0; i < n; i++) {
+                const size_t R = (size_t)W[i]->shape[0], C = (size_t)W[i]->shape[1];
+                ck_assert_msg(memcmp(&val[0][i], &val[1][i], sizeof(float)) == 0, "set %d matrix %d (%d threads): "
+                              "%.9g one at a time, %.9g side by side", si, i, thr, val[0][i], val[1][i]);
+                ck_assert(val[0][i] > 0 && isfinite(val[0][i]));
+                ck_assert(memcmp(u[0][i], u[1][i], R * sizeof(float)) == 0);
+                ck_assert(memcmp(v[0][i], v[1][i], C * sizeof(float)) == 0);
+                ck_assert(memcmp(g[0][i], g[1][i], R * C * sizeof(float)) == 0);
+                for (int k = 0; k < 2; k++) free(u[k][i]), free(v[k][i]), free(g[k][i]);
+                tu_free(W[i]);
+            }
+        }
+    lipt_set_threads(2);
+    printf("spectral_norm_ub_many: bounds, power vectors and gradients bitwise those of one matrix at a time\n");
+}
+END_TEST
+
 static double ub_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -831,6 +887,7 @@ int main(void) {
     tcase_add_test(tu, test_spectral_ub_grad);
     tcase_add_test(tu, test_spectral_ub_power_vectors);
     tcase_add_test(tu, test_spectral_ub_threads);
+    tcase_add_test(tu, test_spectral_ub_many);
     tcase_add_test(tu, test_spectral_ub_timing);
     suite_add_tcase(s, tu);
     return tu_run_suite(s);

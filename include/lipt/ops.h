@@ -107,6 +107,12 @@ double lipt_spectral_ub(lipt_ctx *ctx, const float *w, int R, int C, int c0, int
  * sigma stands in for it (they agree at convergence up to the bound's slack). */
 lipt_tensor *lipt_spectral_norm_ub(lipt_ctx *ctx, lipt_tensor *w, float *u, float *v, int n_blocks, int power_iters,
                                    int gram_iters);
+/* lipt_spectral_norm_ub(ctx, w[i], u[i], v[i], 1, power_iters, gram_iters) into out[i] for each i < n (at most
+ * LIPT_SPECTRAL_MANY_MAX): the same values, bit for bit, and the same gradients, with the n certificates computed
+ * side by side, one matrix per thread (a layer's W1 and W2). */
+#define LIPT_SPECTRAL_MANY_MAX 8
+void lipt_spectral_norm_ub_many(lipt_ctx *ctx, int n, lipt_tensor *const *w, float *const *u, float *const *v,
+                                int power_iters, int gram_iters, lipt_tensor **out);
 /* Induced infinity norms of the column blocks of w [R, C]: transpose = 0 gives ‖W_b‖_∞ (max abs row
  * sum), transpose = 1 gives ‖W_bᵀ‖_∞ (max abs column sum) -> [n_blocks]. Subgradient at the argmax. */
 lipt_tensor *lipt_norm_inf(lipt_ctx *ctx, lipt_tensor *w, int transpose, int n_blocks);

@@ -88,8 +88,12 @@ static lipt_tensor *feed_forward(lipt_ctx *ctx, const lipt_model *m, const lipt_
         const int g = m->cfg.gram_iters;
         /* full budget: W1 to 1, W2 to c, so Lip <= c (else both to c: c²) */
         const float c1 = m->cfg.ffn_full_budget ? 1.0f : c;
-        w1 = lipt_mul(ctx, w1, contract(ctx, lipt_spectral_norm_ub(ctx, L->w1, L->sn1_u->data, L->sn1_v->data, 1, 0, g), c1));
-        w2 = lipt_mul(ctx, w2, contract(ctx, lipt_spectral_norm_ub(ctx, L->w2, L->sn2_u->data, L->sn2_v->data, 1, 0, g), c));
+        lipt_tensor *sigma[2];
+        lipt_spectral_norm_ub_many(ctx, 2, (lipt_tensor *[]){L->w1, L->w2},
+                                   (float *[]){L->sn1_u->data, L->sn2_u->data},
+                                   (float *[]){L->sn1_v->data, L->sn2_v->data}, 0, g, sigma);
+        w1 = lipt_mul(ctx, w1, contract(ctx, sigma[0], c1));
+        w2 = lipt_mul(ctx, w2, contract(ctx, sigma[1], c));
     }
     lipt_tensor *h = activation(ctx, m, L, linear(ctx, x, w1, L->b1));
     return linear(ctx, h, w2, L->b2);

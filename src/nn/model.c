@@ -280,8 +280,10 @@ void lipt_model_layer_lipschitz(lipt_model *m, int layer, int gram_iters, lipt_l
     lipt_tensor *ub;
     out->attn_factor = lipt_model_attn_factor(ctx, m, layer, g, &ub)->data[0];
     out->attn_bound = ub->data[0];
-    lipt_tensor *s1 = lipt_spectral_norm_ub(ctx, L->w1, L->sn1_u->data, L->sn1_v->data, 1, 0, g);
-    lipt_tensor *s2 = lipt_spectral_norm_ub(ctx, L->w2, L->sn2_u->data, L->sn2_v->data, 1, 0, g);
+    lipt_tensor *s[2];
+    lipt_spectral_norm_ub_many(ctx, 2, (lipt_tensor *[]){L->w1, L->w2}, (float *[]){L->sn1_u->data, L->sn2_u->data},
+                               (float *[]){L->sn1_v->data, L->sn2_v->data}, 0, g, s);
+    lipt_tensor *s1 = s[0], *s2 = s[1];
     out->sigma1 = s1->data[0];
     out->sigma2 = s2->data[0];
     out->ffn_factor1 = lipt_contract_factor(ctx, s1, c->ffn_full_budget ? 1.0f : c->c)->data[0];

@@ -556,5 +556,38 @@ lipt_tensor *lipt_spectral_norm_ub(lipt_ctx *ctx, lipt_tensor *w, float *u, floa
     return out;
 }
 
+void lipt_spectral_norm_ub_many(lipt_ctx *ctx, int n, lipt_tensor *const *w, float *const *u, float *const *v,
+                                int power_iters, int gram_iters, lipt_tensor **out) {
+    LIPT_CHECK(n >= 0 && n <= LIPT_SPECTRAL_MANY_MAX, "spectral_norm_ub_many: %d matrices (at most %d)", n,
+               LIPT_SPECTRAL_MANY_MAX);
+    LIPT_CHECK(gram_iters >= 0, "spectral_norm_ub_many: gram_iters %d < 0", gram_iters);
+    lipt_node *node[LIPT_SPECTRAL_MANY_MAX];
+    size_t work = 0;
+    for (int i = 0; i < n; i++) {
+        check_args("spectral_norm_ub_many", w[i], u[i], v[i], 1, power_iters);
+        const int R = w[i]->shape[0], C = w[i]->shape[1];
+        out[i] = lipt_tensor_1d(ctx, 1);
+        node[i] = lipt_record(ctx, LIPT_OP_SPECTRAL_NORM_UB, out[i], 1, (lipt_tensor *[]){w[i]});
+        power_all(ctx, w[i]->data, R, C, 1, u[i], v[i], power_iters);
+        work += (size_t)R * C * (size_t)(C > R ? R : C);
+    }
+    lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
+    ub_scratch sc[LIPT_SPECTRAL_MANY_MAX];
+    for (int i = 0; i < n; i++) sc[i] = ub_scratch_alloc(&ctx->arena, w[i]->shape[0], w[i]->shape[1], gram_iters);
+    /* One matrix per thread. Inside the region gram_upper runs its two tasks one after the other, with the products
+     * it would run side by side alone (which product forms an entry depends only on the order), so each bound has
+     * the bits of lipt_spectral_norm_ub's. Side by side the threads stay busy through the certificate's small
+     * serial steps (scaling, mirroring, the bound's recurrence) where the two-task split idles one of them. */
+    const int par = n > 1 && lipt_blas_nests_safely() && work >= SPEC_PAR_WORK;
+#pragma omp parallel for schedule(dynamic, 1) if (par)
+    for (int i = 0; i < n; i++) {
+        const int R = w[i]->shape[0], C = w[i]->shape[1];
+        out[i]->data[0] = float_up(spectral_ub_core(w[i]->data, R, C, 0, C, gram_iters, sc[i]));
+    }
+    lipt_arena_release(&ctx->arena, mk);
+    for (int i = 0; i < n; i++)
+        if (node[i]) save_uv(ctx, node[i], u[i], v[i], 1, w[i]->shape[0], w[i]->shape[1]);
+}
+
 /* The gradient of sigma_b with the power vectors held fixed (u_bᵀ W_b v_b -> sigma_b), not of the bound itself. */
 void lipt_spectral_norm_ub_backward(lipt_ctx *ctx, lipt_node *node) { uv_backward(ctx, node); }
