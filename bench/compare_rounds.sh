@@ -9,7 +9,9 @@
 #   names: dp l2 l2-tied contractive contractive-l2 (bench configuration, with sampling and SGEMM; contractive is
 #          lipt's invertible model, contractive-l2 the paper's),
 #          seq256 seq512 seq1024 width128 width512 (dp scaling; seq128 is the dp row),
-#          long128 long512 long1024 long2048 long4096 (dp, batch 1: long contexts; not in the default list)
+#          long128 long512 long1024 long2048 long4096 (dp, batch 1: long contexts; not in the default list);
+#          NAME-bf16: NAME at --precision bf16 against PyTorch's bf16 autocast (compare_pytorch.sh --bf16), e.g.
+#          --only "dp dp-bf16 l2-tied l2-tied-bf16": summarize_rounds.py then adds bf16 / float32 per round
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=3 OUT=bench-rounds LIPT=build/lipt THREADS=2 ONLY=""
@@ -49,7 +51,7 @@ ARGS[long2048]="$L --seq_len 2048 --steps-per-run 1"
 ARGS[long4096]="$L --seq_len 4096 --steps-per-run 1"
 NAMES=${ONLY:-"dp l2 l2-tied contractive seq256 seq512 seq1024 width128 width512"}
 for n in $NAMES; do
-  [ -n "${ARGS[$n]:-}" ] || { echo "compare_rounds.sh: unknown configuration '$n' (see --help)" >&2; exit 2; }
+  [ -n "${ARGS[${n%-bf16}]:-}" ] || { echo "compare_rounds.sh: unknown configuration '$n' (see --help)" >&2; exit 2; }
 done
 mkdir -p "$OUT"
 for r in $(seq "$ROUNDS"); do
@@ -57,8 +59,11 @@ for r in $(seq "$ROUNDS"); do
     f=$OUT/$n.r$r.json
     [ -s "$f" ] && continue
     echo "== round $r/$ROUNDS: $n" >&2
+    base=${n%-bf16} prec=()
+    [ "$base" != "$n" ] && prec=(--bf16)
     # shellcheck disable=SC2086  # the argument lists are meant to split
-    if bench/compare_pytorch.sh --lipt "$LIPT" --threads "$THREADS" --skip-agreement --json "$f.tmp" -- ${ARGS[$n]} \
+    if bench/compare_pytorch.sh --lipt "$LIPT" --threads "$THREADS" "${prec[@]}" --skip-agreement --json "$f.tmp" \
+      -- ${ARGS[$base]} \
       > "$OUT/$n.r$r.txt" 2>&1; then
       mv "$f.tmp" "$f"
     else

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Summary of bench/compare_rounds.sh: per configuration, the medians over the rounds of lipt's and PyTorch's
 training and evaluation tokens/s, the median ratio lipt/PyTorch with its range over the rounds, lipt's achieved
-training GFLOP/s as a fraction of the SGEMM rate of the same run (when measured), and peak memory (VmHWM).
+training GFLOP/s as a fraction of the SGEMM rate of the same run (when measured), and peak memory (VmHWM). For
+each NAME-bf16 measured next to NAME, a second table: bf16 / float32 training and evaluation tokens/s of lipt, and
+PyTorch autocast bf16 / PyTorch float32, per round (the two runs of a round ran back to back), median and range.
 
 usage: bench/summarize_rounds.py DIR [--markdown]
 """
@@ -14,13 +16,15 @@ from statistics import median
 
 
 def load(d: str) -> dict:
-    runs = {}
-    for f in sorted(glob.glob(os.path.join(d, "*.r*.json"))):
+    found = []
+    for f in glob.glob(os.path.join(d, "*.r*.json")):
         m = re.match(r"(.+)\.r(\d+)\.json$", os.path.basename(f))
-        if not m:
-            continue
+        if m:
+            found.append((m.group(1), int(m.group(2)), f))
+    runs = {}
+    for name, _, f in sorted(found):  # rounds in numeric order
         with open(f) as fh:
-            runs.setdefault(m.group(1), []).append(json.load(fh)["speed"])
+            runs.setdefault(name, []).append(json.load(fh)["speed"])
     return runs
 
 
@@ -54,6 +58,29 @@ def main() -> int:
                      fmt_range([a / b for a, b in zip(tl, tp)]), "%.0f" % median(el), "%.0f" % median(ep),
                      fmt_range([a / b for a, b in zip(el, ep)]), "%.2f" % median(frac) if frac else "-",
                      "%.0f" % median(hl), "%.0f" % median(hp)])
+    show(head, rows, md)
+    # bf16 against float32, round by round
+    head2 = ["config", "rounds", "lipt train bf16/f32 (range)", "lipt eval bf16/f32 (range)",
+             "PyTorch train bf16/f32 (range)", "bf16 train lipt/PyTorch (range)"]
+    rows2 = []
+    for name, rs in runs.items():
+        base = name[:-len("-bf16")] if name.endswith("-bf16") else None
+        if base not in runs:
+            continue
+        pairs = list(zip(runs[base], rs))  # rounds in order on both sides
+        tok = lambda r, who, ph: r[who]["tokens_per_s"][ph]
+        rows2.append([name, str(len(pairs)),
+                      fmt_range([tok(b, "lipt", "train") / tok(f, "lipt", "train") for f, b in pairs]),
+                      fmt_range([tok(b, "lipt", "eval") / tok(f, "lipt", "eval") for f, b in pairs]),
+                      fmt_range([tok(b, "pytorch", "train") / tok(f, "pytorch", "train") for f, b in pairs]),
+                      fmt_range([tok(b, "lipt", "train") / tok(b, "pytorch", "train") for _, b in pairs])])
+    if rows2:
+        print()
+        show(head2, rows2, md)
+    return 0
+
+
+def show(head: list, rows: list, md: bool) -> None:
     if md:
         print("| " + " | ".join(head) + " |")
         print("|" + "|".join("---" if i == 0 else "---:" for i in range(len(head))) + "|")
@@ -64,7 +91,6 @@ def main() -> int:
         print("  ".join(h.ljust(w[i]) for i, h in enumerate(head)))
         for r in rows:
             print("  ".join(c.ljust(w[i]) for i, c in enumerate(r)))
-    return 0
 
 
 if __name__ == "__main__":

@@ -563,6 +563,8 @@ START_TEST(test_precision_api) {
         lipt_config_to_text(&cfg, text, sizeof text);
         lipt_config back;
         ck_assert(lipt_config_parse(&back, text, "t", &err) == LIPT_OK && back.precision == cfg.precision);
+        /* written only when not float32: float32 runs' configs and checkpoints stay readable by older binaries */
+        ck_assert_msg((strstr(text, "precision") != NULL) == (p != LIPT_PRECISION_FLOAT32), "%s", text);
     }
     lipt_config cfg;
     lipt_config_default(&cfg);

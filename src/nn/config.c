@@ -405,13 +405,16 @@ size_t lipt_config_to_text(const lipt_config *cfg, char *buf, size_t len) {
                      "attention = %s\nffn = %s\nactivation = %s\ndropout = %s\nc = %s\nlip_norm = %s\n"
                      "power_iters = %d\ninit_seed = %" PRIu64 "\nln_eps = %s\nclip_radius = %s\nrel_bias = %d\n"
                      "actnorm = %d\ngram_iters = %d\nffn_full_budget = %d\ncoupling = %d\nhead_hidden = %d\nnorm = %s\n"
-                     "precision = %s\n",
+                     "%s%s%s",
                      cfg->vocab_size, cfg->d_model, cfg->n_heads, cfg->d_ff, cfg->n_layers, cfg->seq_len,
                      lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn), lipt_act_name(cfg->activation),
                      float_text(cfg->dropout, fd), float_text(cfg->c, fc), lipt_lipnorm_name(cfg->lip_norm),
                      cfg->power_iters, cfg->init_seed, float_text(cfg->ln_eps, fe), float_text(cfg->clip_radius, fr),
                      cfg->rel_bias, cfg->actnorm,
                      cfg->gram_iters, cfg->ffn_full_budget, cfg->coupling, cfg->head_hidden, lipt_norm_name(cfg->norm),
-                     lipt_precision_name(cfg->precision));
+                     /* only when not the default: a float32 run's run.cfg and checkpoints stay readable by lipt
+                      * binaries from before the key existed */
+                     cfg->precision ? "precision = " : "", cfg->precision ? lipt_precision_name(cfg->precision) : "",
+                     cfg->precision ? "\n" : "");
     return n < 0 ? 0 : (size_t)n;
 }
