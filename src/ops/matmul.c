@@ -131,10 +131,12 @@ void lipt_linear_backward(lipt_ctx *ctx, lipt_node *node) {
     float *dx = lipt_grad_of(ctx, x), *dw = lipt_grad_of(ctx, w);
     if (ctx->precision != LIPT_PRECISION_FLOAT32 && K > 0 && (dx || dw)) {
         /* G packed once for both products, x as the forward packed it: each operand converted once per step */
+        const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena); /* gpk lives for these two products only */
         void *gpk = lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, M, N));
         lipt_lowp_pack_p(ctx, G, M, N, N, gpk);
         if (dx) lipt_gemm_lowp_pk(ctx, 0, 1, M, K, N, 1.0f, NULL, N, gpk, w->data, N, NULL, 1.0f, dx, K);
         if (dw) lipt_gemm_lowp_pk(ctx, 1, 0, K, N, M, 1.0f, x->data, K, node->saved, NULL, N, gpk, 1.0f, dw, N);
+        lipt_arena_release(&ctx->arena, mk);
     } else {
         if (dx && K > 0) lipt_gemm_packed_p(ctx, 0, 1, M, K, N, G, w->data, dx, 1.0f); /* dx[M,K] += G[M,N] wᵀ */
         if (dw && K > 0) lipt_gemm_packed_p(ctx, 1, 0, K, N, M, x->data, G, dw, 1.0f); /* dw[K,N] += xᵀ G */
