@@ -12,7 +12,7 @@
 
 /* Everything a primitive depends on (the data pointers are set per call). Only int fields: compared with memcmp. */
 typedef struct {
-    int32_t type, ta, tb, M, N, K, ldc;
+    int32_t type, ta, tb, M, N, K, ldc, bias;
     uint32_t alpha, beta; /* the floats' bits: 1.0 and 0.0 in practice, a few attention scales otherwise */
 } prim_key;
 
@@ -20,7 +20,7 @@ typedef struct {
     int used;
     prim_key key;
     dnnl_primitive_t prim;
-    dnnl_memory_t ma, mb, mc, ms; /* memory objects without data: the handles are set before each execution */
+    dnnl_memory_t ma, mb, mc, ms, mbias; /* memory objects without data: handles set before each execution */
     size_t scratch;               /* bytes of scratchpad it needs (ms is NULL when none) */
     unsigned long long last;  /* the lookup tick of its last use (least recently used is evicted) */
 } prim_entry;
@@ -83,6 +83,7 @@ static void entry_clear(prim_entry *e) {
     dnnl_memory_destroy(e->mb);
     dnnl_memory_destroy(e->mc);
     if (e->ms) dnnl_memory_destroy(e->ms);
+    if (e->mbias) dnnl_memory_destroy(e->mbias);
     memset(e, 0, sizeof *e);
 }
 
@@ -113,14 +114,16 @@ static lipt_status entry_make(lipt_dnnl *d, const prim_key *k, float alpha, floa
     const dnnl_dims_t da = {k->M, k->K}, db = {k->K, k->N}, dc = {k->M, k->N};
     const dnnl_dims_t sa = {k->ta ? 1 : k->K, k->ta ? k->M : 1}, sb = {k->tb ? 1 : k->N, k->tb ? k->K : 1},
                       sc = {k->ldc, 1};
-    dnnl_memory_desc_t ma, mb, mc;
+    const dnnl_dims_t dbias = {1, k->N}, sbias = {k->N, 1};
+    dnnl_memory_desc_t ma, mb, mc, mbias;
     dnnl_status_t s;
     if ((s = dnnl_memory_desc_init_by_strides(&ma, 2, da, dt, sa)) != dnnl_success ||
         (s = dnnl_memory_desc_init_by_strides(&mb, 2, db, dt, sb)) != dnnl_success ||
-        (s = dnnl_memory_desc_init_by_strides(&mc, 2, dc, dnnl_f32, sc)) != dnnl_success)
+        (s = dnnl_memory_desc_init_by_strides(&mc, 2, dc, dnnl_f32, sc)) != dnnl_success ||
+        (s = dnnl_memory_desc_init_by_strides(&mbias, 2, dbias, dnnl_f32, sbias)) != dnnl_success)
         return dnnl_failed(err, "describing the operands", s);
     dnnl_matmul_desc_t md;
-    if ((s = dnnl_matmul_desc_init(&md, &ma, &mb, NULL, &mc)) != dnnl_success)
+    if ((s = dnnl_matmul_desc_init(&md, &ma, &mb, k->bias ? &mbias : NULL, &mc)) != dnnl_success)
         return dnnl_failed(err, "describing the matmul", s);
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
@@ -154,12 +157,14 @@ static lipt_status entry_make(lipt_dnnl *d, const prim_key *k, float alpha, floa
     s = dnnl_primitive_create(&e->prim, pd);
     dnnl_primitive_desc_destroy(pd);
     if (s != dnnl_success) return dnnl_failed(err, "creating the matmul primitive", s);
-    e->ma = e->mb = e->mc = e->ms = NULL;
+    e->ma = e->mb = e->mc = e->ms = e->mbias = NULL;
     if ((s = dnnl_memory_create(&e->ma, &ma, d->engine, DNNL_MEMORY_NONE)) != dnnl_success ||
         (s = dnnl_memory_create(&e->mb, &mb, d->engine, DNNL_MEMORY_NONE)) != dnnl_success ||
         (s = dnnl_memory_create(&e->mc, &mc, d->engine, DNNL_MEMORY_NONE)) != dnnl_success ||
-        (e->scratch && (s = dnnl_memory_create(&e->ms, &sd, d->engine, DNNL_MEMORY_NONE)) != dnnl_success)) {
+        (e->scratch && (s = dnnl_memory_create(&e->ms, &sd, d->engine, DNNL_MEMORY_NONE)) != dnnl_success) ||
+        (k->bias && (s = dnnl_memory_create(&e->mbias, &mbias, d->engine, DNNL_MEMORY_NONE)) != dnnl_success)) {
         dnnl_primitive_destroy(e->prim);
+        if (e->ms) dnnl_memory_destroy(e->ms);
         if (e->ma) dnnl_memory_destroy(e->ma);
         if (e->mb) dnnl_memory_destroy(e->mb);
         if (e->mc) dnnl_memory_destroy(e->mc);
@@ -204,11 +209,16 @@ static lipt_status entry_for(lipt_dnnl *d, const prim_key *k, float alpha, float
 
 lipt_status lipt_dnnl_gemm_pk(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb, int M, int N, int K, float alpha,
                               const float *A, int lda, const void *Apk, const float *B, int ldb, const void *Bpk,
-                              float beta, float *C, int ldc, lipt_error *err) {
+                              const float *bias, float beta, float *C, int ldc, lipt_error *err) {
     if (M <= 0 || N <= 0) return LIPT_OK;
-    if (K <= 0) { /* an empty sum: C = beta C, as BLAS (beta 0 overwrites, NaN included) */
+    if (bias && alpha != 1.0f) return lipt_fail(err, LIPT_ERR_ARG, "internal: a bias with alpha %g (needs 1)", alpha);
+    if (K <= 0) { /* an empty sum: C = beta C (+ bias), as BLAS (beta 0 overwrites, NaN included) */
         for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+            for (int j = 0; j < N; j++) {
+                float *c = C + (size_t)i * ldc + j;
+                *c = beta == 0.0f ? 0.0f : beta * *c;
+                if (bias) *c += bias[j];
+            }
         return LIPT_OK;
     }
     const size_t elem = type == LIPT_DNNL_BF16 ? sizeof(uint16_t) : sizeof(float);
@@ -229,6 +239,7 @@ lipt_status lipt_dnnl_gemm_pk(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb,
     k.N = N;
     k.K = K;
     k.ldc = ldc;
+    k.bias = bias != NULL;
     memcpy(&k.alpha, &alpha, sizeof alpha);
     memcpy(&k.beta, &beta, sizeof beta);
     prim_entry *e;
@@ -239,11 +250,14 @@ lipt_status lipt_dnnl_gemm_pk(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb,
         (s = dnnl_memory_set_data_handle(e->mb, b)) != dnnl_success ||
         (s = dnnl_memory_set_data_handle(e->mc, C)) != dnnl_success ||
         (e->ms && (s = dnnl_memory_set_data_handle(
-                       e->ms, lipt_lowp_reserve(&d->scratch, &d->scratch_cap, e->scratch))) != dnnl_success))
+                       e->ms, lipt_lowp_reserve(&d->scratch, &d->scratch_cap, e->scratch))) != dnnl_success) ||
+        (e->mbias && (s = dnnl_memory_set_data_handle(e->mbias, (void *)bias)) != dnnl_success))
         return dnnl_failed(err, "setting the data handles", s);
-    const dnnl_exec_arg_t args[4] = {
-        {DNNL_ARG_SRC, e->ma}, {DNNL_ARG_WEIGHTS, e->mb}, {DNNL_ARG_DST, e->mc}, {DNNL_ARG_SCRATCHPAD, e->ms}};
-    if ((s = dnnl_primitive_execute(e->prim, d->stream, e->ms ? 4 : 3, args)) != dnnl_success)
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, e->ma}, {DNNL_ARG_WEIGHTS, e->mb}, {DNNL_ARG_DST, e->mc}};
+    int nargs = 3;
+    if (e->ms) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->ms};
+    if (e->mbias) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, e->mbias};
+    if ((s = dnnl_primitive_execute(e->prim, d->stream, nargs, args)) != dnnl_success)
         return dnnl_failed(err, "executing the matmul", s);
     if ((s = dnnl_stream_wait(d->stream)) != dnnl_success) return dnnl_failed(err, "waiting for the matmul", s);
     return LIPT_OK;
@@ -252,7 +266,7 @@ lipt_status lipt_dnnl_gemm_pk(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb,
 lipt_status lipt_dnnl_gemm(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb, int M, int N, int K, float alpha,
                            const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                            lipt_error *err) {
-    return lipt_dnnl_gemm_pk(d, type, ta, tb, M, N, K, alpha, A, lda, NULL, B, ldb, NULL, beta, C, ldc, err);
+    return lipt_dnnl_gemm_pk(d, type, ta, tb, M, N, K, alpha, A, lda, NULL, B, ldb, NULL, NULL, beta, C, ldc, err);
 }
 
 #else /* no oneDNN in this build */
@@ -271,16 +285,16 @@ void lipt_dnnl_get_stats(const lipt_dnnl *d, lipt_dnnl_stats *s) {
 
 lipt_status lipt_dnnl_gemm_pk(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb, int M, int N, int K, float alpha,
                               const float *A, int lda, const void *Apk, const float *B, int ldb, const void *Bpk,
-                              float beta, float *C, int ldc, lipt_error *err) {
+                              const float *bias, float beta, float *C, int ldc, lipt_error *err) {
     (void)d, (void)type, (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B;
-    (void)ldb, (void)beta, (void)C, (void)ldc, (void)Apk, (void)Bpk;
+    (void)ldb, (void)beta, (void)C, (void)ldc, (void)Apk, (void)Bpk, (void)bias;
     return lipt_fail(err, LIPT_ERR_ARG, "%s", LIPT_NO_DNNL_MSG);
 }
 
 lipt_status lipt_dnnl_gemm(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb, int M, int N, int K, float alpha,
                            const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                            lipt_error *err) {
-    return lipt_dnnl_gemm_pk(d, type, ta, tb, M, N, K, alpha, A, lda, NULL, B, ldb, NULL, beta, C, ldc, err);
+    return lipt_dnnl_gemm_pk(d, type, ta, tb, M, N, K, alpha, A, lda, NULL, B, ldb, NULL, NULL, beta, C, ldc, err);
 }
 
 #endif

@@ -97,6 +97,10 @@ void lipt_lowp_pack_p(const lipt_ctx *ctx, const float *src, int rows, int cols,
     lipt_lowp_pack(ctx->precision == LIPT_PRECISION_BF16 ? LIPT_PACK_BF16 : LIPT_PACK_ROUND, src, rows, cols, ld, dst);
 }
 
+static void gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                      const void *Apk, const float *B, int ldb, const void *Bpk, const float *bias, float beta, float *C,
+                      int ldc);
+
 void lipt_gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                     const float *B, int ldb, float beta, float *C, int ldc) {
     lipt_gemm_lowp_pk(ctx, ta, tb, M, N, K, alpha, A, lda, NULL, B, ldb, NULL, beta, C, ldc);
@@ -104,6 +108,29 @@ void lipt_gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float al
 
 void lipt_gemm_lowp_pk(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                        const void *Apk, const float *B, int ldb, const void *Bpk, float beta, float *C, int ldc) {
+    gemm_lowp(ctx, ta, tb, M, N, K, alpha, A, lda, Apk, B, ldb, Bpk, NULL, beta, C, ldc);
+}
+
+void lipt_gemm_lowp_bias(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, const float *A, int lda, const void *Apk,
+                         const float *B, int ldb, const void *Bpk, const float *bias, float beta, float *C, int ldc) {
+    gemm_lowp(ctx, ta, tb, M, N, K, 1.0f, A, lda, Apk, B, ldb, Bpk, bias, beta, C, ldc);
+}
+
+/* Rows of C = beta C + bias (beta 0 overwrites), several threads for large C outside parallel regions. */
+static void bias_rows(int M, int N, const float *bias, float beta, float *C, int ldc) {
+    const int par = (size_t)M * N >= LOWP_PACK_PAR_MIN && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (par)
+    for (int i = 0; i < M; i++) {
+        float *c = C + (size_t)i * ldc;
+        if (beta == 0.0f) memcpy(c, bias, (size_t)N * sizeof(float));
+        else
+            for (int j = 0; j < N; j++) c[j] = beta * c[j] + bias[j];
+    }
+}
+
+static void gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                      const void *Apk, const float *B, int ldb, const void *Bpk, const float *bias, float beta, float *C,
+                      int ldc) {
     if (M <= 0 || N <= 0) return;
     LIPT_CHECK(ctx->lowp, "internal: a %s product in a context without lipt_ctx_set_precision",
                lipt_precision_name((lipt_precision)ctx->precision));
@@ -111,13 +138,17 @@ void lipt_gemm_lowp_pk(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float
     if (ctx->precision == LIPT_PRECISION_BF16) {
         lipt_error err = {0};
         if (!s->dnnl && lipt_dnnl_create(&s->dnnl, &err) != LIPT_OK) LIPT_DIE("--precision bf16: %s", err.msg);
-        if (lipt_dnnl_gemm_pk(s->dnnl, LIPT_DNNL_BF16, ta, tb, M, N, K, alpha, A, lda, Apk, B, ldb, Bpk, beta, C, ldc,
-                              &err) != LIPT_OK)
+        if (lipt_dnnl_gemm_pk(s->dnnl, LIPT_DNNL_BF16, ta, tb, M, N, K, alpha, A, lda, Apk, B, ldb, Bpk, bias, beta, C,
+                              ldc, &err) != LIPT_OK)
             LIPT_DIE("--precision bf16: %s", err.msg);
         return;
     }
     LIPT_CHECK(ctx->precision == LIPT_PRECISION_BF16_EMULATED, "internal: lipt_gemm_lowp at precision %d",
                ctx->precision);
+    if (bias) { /* the bias first, then the product added to it: linear's float32 order */
+        bias_rows(M, N, bias, beta, C, ldc);
+        beta = 1.0f;
+    }
     /* op(A) [M,K] is stored as ra rows of ca; likewise B */
     const int ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
     const size_t na = Apk ? 0 : line_floats((size_t)ra * ca), nb = Bpk ? 0 : (size_t)rb * cb;

@@ -28,6 +28,10 @@ size_t lipt_lowp_packed_bytes(const lipt_ctx *ctx, int rows, int cols);
 void lipt_lowp_pack_p(const lipt_ctx *ctx, const float *src, int rows, int cols, int ld, void *dst);
 void lipt_gemm_lowp_pk(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                        const void *Apk, const float *B, int ldb, const void *Bpk, float beta, float *C, int ldc);
+/* lipt_gemm_lowp_pk plus a bias row: C = op(A) op(B) + bias + beta C (alpha 1; bias N floats). bf16 adds the bias
+ * inside oneDNN's product; bf16-emulated writes C = beta C + bias first, then sgemm with beta 1. */
+void lipt_gemm_lowp_bias(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, const float *A, int lda, const void *Apk,
+                         const float *B, int ldb, const void *Bpk, const float *bias, float beta, float *C, int ldc);
 /* Frees what lipt_ctx_set_precision and the products allocated (lipt_ctx_free calls it). */
 void lipt_lowp_free(struct lipt_lowp *lp);
 
@@ -62,10 +66,11 @@ lipt_status lipt_dnnl_gemm(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb, in
                            const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                            lipt_error *err);
 /* lipt_dnnl_gemm with either operand already converted to `type` and packed (Apk / Bpk non-NULL; as lipt_lowp_pack
- * with LIPT_PACK_BF16 or LIPT_PACK_F32 writes it). */
+ * with LIPT_PACK_BF16 or LIPT_PACK_F32 writes it), and an optional float32 bias (N floats added to every row:
+ * C = op(A) op(B) + bias + beta C; alpha must be 1 then), which oneDNN adds as it writes C. */
 lipt_status lipt_dnnl_gemm_pk(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb, int M, int N, int K, float alpha,
                               const float *A, int lda, const void *Apk, const float *B, int ldb, const void *Bpk,
-                              float beta, float *C, int ldc, lipt_error *err);
+                              const float *bias, float beta, float *C, int ldc, lipt_error *err);
 typedef struct {
     long hits, misses, evictions; /* primitive cache lookups */
     int entries;                  /* primitives held now */

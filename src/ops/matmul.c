@@ -99,19 +99,20 @@ lipt_tensor *lipt_linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_ten
     for (int i = 0; i < x->ndim - 1; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = N;
     lipt_tensor *out = lipt_tensor_new(ctx, x->ndim, shape);
-    /* the bias rows, then C += x w: one pass over the output fewer than a zeroed GEMM followed by an add */
-#pragma omp parallel for if ((size_t)M * N >= LINEAR_PAR_MIN) schedule(static)
-    for (int r = 0; r < M; r++) memcpy(out->data + (size_t)r * N, b->data, (size_t)N * sizeof(float));
     lipt_tensor *in[3] = {x, w, b};
     void *xpk = NULL; /* at a low precision, x packed for this product and kept for the backward's dw = xᵀ G */
-    if (M > 0 && N > 0 && K > 0) {
-        if (ctx->precision != LIPT_PRECISION_FLOAT32 && w->requires_grad && lipt_should_record(ctx, 3, in)) {
+    if (ctx->precision != LIPT_PRECISION_FLOAT32) {
+        /* the bias inside the product (oneDNN adds it as it writes the output; emulated: as float32 below) */
+        if (M > 0 && N > 0 && K > 0 && w->requires_grad && lipt_should_record(ctx, 3, in)) {
             xpk = lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, M, K));
             lipt_lowp_pack_p(ctx, x->data, M, K, K, xpk);
-            lipt_gemm_lowp_pk(ctx, 0, 0, M, N, K, 1.0f, NULL, K, xpk, w->data, N, NULL, 1.0f, out->data, N);
-        } else {
-            lipt_gemm_packed_p(ctx, 0, 0, M, N, K, x->data, w->data, out->data, 1.0f);
         }
+        lipt_gemm_lowp_bias(ctx, 0, 0, M, N, K, x->data, K, xpk, w->data, N, NULL, b->data, 0.0f, out->data, N);
+    } else {
+        /* the bias rows, then C += x w: one pass over the output fewer than a zeroed GEMM followed by an add */
+#pragma omp parallel for if ((size_t)M * N >= LINEAR_PAR_MIN) schedule(static)
+        for (int r = 0; r < M; r++) memcpy(out->data + (size_t)r * N, b->data, (size_t)N * sizeof(float));
+        if (M > 0 && N > 0 && K > 0) lipt_gemm_packed_p(ctx, 0, 0, M, N, K, x->data, w->data, out->data, 1.0f);
     }
     lipt_node *node = lipt_record(ctx, LIPT_OP_LINEAR, out, 3, in);
     if (node) {
