@@ -32,6 +32,42 @@ static void check_qkv(const char *op, const lipt_tensor *q, const lipt_tensor *k
                q->shape[2], H);
 }
 
+/* At a low precision (--precision) the op's q, k, v (and in the backward dout) are packed once, whole, for every
+ * head's products, instead of once per product: a head's k and v enter both row blocks of a causal head, dout and
+ * the logit gradient two products each. NULL members: float32, or not packed. */
+typedef struct {
+    const void *q, *k, *v, *dout;
+} attn_packed;
+
+/* [rows, D] at src packed whole at ctx's precision, in the arena (the caller's mark releases it). */
+static const void *pack_whole(lipt_ctx *ctx, const float *src, int rows, int D) {
+    void *dst = lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, rows, D));
+    lipt_lowp_pack_p(ctx, src, rows, D, D, dst);
+    return dst;
+}
+
+static attn_packed pack_qkv(lipt_ctx *ctx, const lipt_attn_job *j) {
+    attn_packed pk = {NULL, NULL, NULL, NULL};
+    if (ctx->precision == LIPT_PRECISION_FLOAT32) return pk;
+    const int BT = j->B * j->T;
+    pk.q = pack_whole(ctx, j->q, BT, j->D);
+    pk.k = j->k == j->q ? pk.q : pack_whole(ctx, j->k, BT, j->D); /* the tied kinds' keys are their queries */
+    pk.v = pack_whole(ctx, j->v, BT, j->D);
+    return pk;
+}
+
+/* Element off of a packed matrix (NULL stays NULL). */
+static const void *pk_at(const lipt_ctx *ctx, const void *pk, size_t off) {
+    return pk ? (const char *)pk + off * (ctx->precision == LIPT_PRECISION_BF16 ? 2 : 4) : NULL;
+}
+
+/* lipt_gemm_p, with A or B taken pre-packed when apk / bpk is given (lda / ldb then its row stride). */
+static void attn_gemm(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, const void *apk,
+                      int lda, const float *B, const void *bpk, int ldb, float beta, float *C, int ldc) {
+    if (apk || bpk) lipt_gemm_lowp_pk(ctx, ta, tb, M, N, K, alpha, A, lda, apk, B, ldb, bpk, beta, C, ldc);
+    else lipt_gemm_p(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 /* Rows [i0, i1) of P hold logits in columns [0, nc); turn them into probabilities over the
  * unmasked columns (j <= i when causal) and write exact zeros to the rest of the row. kn, if
  * given, is subtracted per column first (the |k_j|²/s term of L2); rel, if given (causal only),
@@ -82,8 +118,8 @@ static void softmax_grad_rows(const float *P, float *G, int T, int i0, int i1, i
 
 /* Returns the largest logit spread of the head's rows when want_spread (else 0). The products run at ctx's
  * precision (from any thread: lipt_gemm_p keeps per-thread scratch). */
-static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, float *P, float *kn, float *out,
-                          int want_spread) {
+static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_packed *pk, int bh, float *P, float *kn,
+                          float *out, int want_spread) {
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H;
     const size_t off = (size_t)b * T * D + (size_t)h * d;
     const float *qh = j->q + off, *kh = j->k + off, *vh = j->v + off;
@@ -95,11 +131,13 @@ static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, float *
     float spread = 0;
     for (int i0 = 0; i0 < T; i0 += rb) {
         const int i1 = i0 + rb < T ? i0 + rb : T, m = i1 - i0, nc = j->causal ? i1 : T;
-        lipt_gemm_p(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * D, D, kh, D, 0.0f, P + (size_t)i0 * T, T);
+        attn_gemm(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * D, pk_at(ctx, pk->q, off + (size_t)i0 * D), D, kh,
+                  pk_at(ctx, pk->k, off), D, 0.0f, P + (size_t)i0 * T, T);
         const float sp = softmax_rows(P, T, i0, i1, nc, j->causal, j->l2 ? kn : NULL,
                                       j->rel ? j->rel + (size_t)h * j->rel_stride : NULL, want_spread);
         if (sp > spread || sp != sp) spread = sp;
-        lipt_gemm_p(ctx, 0, 0, m, d, nc, 1.0f, P + (size_t)i0 * T, T, vh, D, 0.0f, oh + (size_t)i0 * D, D);
+        attn_gemm(ctx, 0, 0, m, d, nc, 1.0f, P + (size_t)i0 * T, NULL, T, vh, pk_at(ctx, pk->v, off), D, 0.0f,
+                  oh + (size_t)i0 * D, D);
     }
     return spread;
 }
@@ -114,12 +152,13 @@ void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float 
     float *Pscr = P_saved ? NULL : lipt_arena_alloc(&ctx->arena, (size_t)nthr * TT * sizeof(float));
     float *kn = lipt_arena_alloc(&ctx->arena, (size_t)nthr * j->T * sizeof(float));
     const int want = ctx->attn_stats != 0;
+    const attn_packed pk = pack_qkv(ctx, j);
     float spread = 0;
 #pragma omp parallel for schedule(static) reduction(max : spread) if (lipt_attn_use_par(j))
     for (int bh = 0; bh < BH; bh++) {
         const int tid = omp_get_thread_num();
         float *P = P_saved ? P_saved + (size_t)bh * TT : Pscr + (size_t)tid * TT;
-        const float sp = head_forward(ctx, j, bh, P, kn + (size_t)tid * j->T, out, want);
+        const float sp = head_forward(ctx, j, &pk, bh, P, kn + (size_t)tid * j->T, out, want);
         if (sp > spread || sp != sp) spread = sp;
     }
     if (want && (spread > ctx->attn_logit_spread || spread != spread)) ctx->attn_logit_spread = spread;
@@ -129,8 +168,9 @@ void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float 
 /* One (batch, head): with G = dL the logit gradient,
  *   dv = Pᵀ dO,  dP = dO vᵀ,  dq = a G k,  dk = a Gᵀ q  (a = 1/s for DP, 2/s for L2),
  *   and for L2 also dk_j -= a k_j Σ_i G_ij (from the -|k_j|² term). */
-static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, const float *P, const float *dout, float *G,
-                          double *cs, float *dq, float *dk, float *dv, double *drel_bh) {
+static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_packed *pk, int bh, const float *P,
+                          const float *dout, float *G, void *gpk, double *cs, float *dq, float *dk, float *dv,
+                          double *drel_bh) {
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H;
     const size_t off = (size_t)b * T * D + (size_t)h * d;
     const float *qh = j->q + off, *kh = j->k + off, *vh = j->v + off, *dOh = dout + off;
@@ -144,18 +184,27 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, const f
         const int i1 = i0 + rb < T ? i0 + rb : T, m = i1 - i0, nc = j->causal ? i1 : T;
         const float *Pb = P + (size_t)i0 * T;
         const float *dOb = dOh + (size_t)i0 * D;
-        if (dvh) lipt_gemm_p(ctx, 1, 0, nc, d, m, 1.0f, Pb, T, dOb, D, 1.0f, dvh, D);
+        const void *dOpk = pk_at(ctx, pk->dout, off + (size_t)i0 * D);
+        if (dvh) attn_gemm(ctx, 1, 0, nc, d, m, 1.0f, Pb, NULL, T, dOb, dOpk, D, 1.0f, dvh, D);
         if (!need_g) continue;
         float *Gb = G + (size_t)i0 * T;
-        lipt_gemm_p(ctx, 0, 1, m, nc, d, 1.0f, dOb, D, vh, D, 0.0f, Gb, T);
+        attn_gemm(ctx, 0, 1, m, nc, d, 1.0f, dOb, dOpk, D, vh, pk_at(ctx, pk->v, off), D, 0.0f, Gb, T);
         softmax_grad_rows(P, G, T, i0, i1, nc, j->causal);
         if (drel_bh) /* causal only: logit (i, j) got rel[i - j] */
             for (int i = i0; i < i1; i++) {
                 const float *g = G + (size_t)i * T;
                 for (int c = 0; c <= i; c++) drel_bh[i - c] += g[c];
             }
-        if (dqh) lipt_gemm_p(ctx, 0, 0, m, d, nc, alpha, Gb, T, kh, D, 1.0f, dqh + (size_t)i0 * D, D);
-        if (dkh) lipt_gemm_p(ctx, 1, 0, nc, d, m, alpha, Gb, T, qh + (size_t)i0 * D, D, 1.0f, dkh, D);
+        /* the logit gradient packed once for its two products (stride nc) */
+        const void *Gpk = gpk && dqh && dkh ? gpk : NULL;
+        if (Gpk) lipt_lowp_pack_p(ctx, Gb, m, nc, T, gpk);
+        const int ldg = Gpk ? nc : T;
+        if (dqh)
+            attn_gemm(ctx, 0, 0, m, d, nc, alpha, Gb, Gpk, ldg, kh, pk_at(ctx, pk->k, off), D, 1.0f,
+                      dqh + (size_t)i0 * D, D);
+        if (dkh)
+            attn_gemm(ctx, 1, 0, nc, d, m, alpha, Gb, Gpk, ldg, qh + (size_t)i0 * D,
+                      pk_at(ctx, pk->q, off + (size_t)i0 * D), D, 1.0f, dkh, D);
         if (need_cs) lipt_attn_l2_colsum(G, T, i0, i1, j->causal, cs);
     }
     if (need_cs) lipt_attn_l2_key_norm_grad(kh, T, D, d, a, cs, dkh);
@@ -174,11 +223,20 @@ void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *j, const float *
     /* one partial sum per (batch, head), reduced in batch order below: the same bits on any thread count */
     double *pr = drel ? lipt_arena_alloc(&ctx->arena, (size_t)BH * j->T * sizeof(double)) : NULL;
     if (pr) memset(pr, 0, (size_t)BH * j->T * sizeof(double));
+    attn_packed pk = pack_qkv(ctx, j);
+    size_t gpk_bytes = 0;
+    char *gpk = NULL;
+    if (ctx->precision != LIPT_PRECISION_FLOAT32) {
+        pk.dout = pack_whole(ctx, dout, j->B * j->T, j->D);
+        gpk_bytes = lipt_lowp_packed_bytes(ctx, row_block(j->T, j->causal), j->T);
+        if (dq && dk) gpk = lipt_arena_alloc(&ctx->arena, (size_t)nthr * gpk_bytes);
+    }
 #pragma omp parallel for schedule(static) if (lipt_attn_use_par(j))
     for (int bh = 0; bh < BH; bh++) {
         const int tid = omp_get_thread_num();
-        head_backward(ctx, j, bh, P + (size_t)bh * TT, dout, G ? G + (size_t)tid * TT : NULL,
-                      cs + (size_t)tid * j->T, dq, dk, dv, pr ? pr + (size_t)bh * j->T : NULL);
+        head_backward(ctx, j, &pk, bh, P + (size_t)bh * TT, dout, G ? G + (size_t)tid * TT : NULL,
+                      gpk ? gpk + (size_t)tid * gpk_bytes : NULL, cs + (size_t)tid * j->T, dq, dk, dv,
+                      pr ? pr + (size_t)bh * j->T : NULL);
     }
     if (pr) lipt_attn_rel_grad_reduce(j, pr, drel);
     lipt_arena_release(&ctx->arena, mark);

@@ -4,6 +4,7 @@
  * (LIPT_DNNL=OFF or no libdnnl) every entry point fails with LIPT_NO_DNNL_MSG. */
 #include "ops/lowp.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +13,9 @@
 
 /* Everything a primitive depends on (the data pointers are set per call). Only int fields: compared with memcmp. */
 typedef struct {
-    int32_t type, ta, tb, M, N, K, ldc, bias;
+    int32_t type, ta, tb, M, N, K, lda, ldb, ldc, bias; /* lda, ldb: the row strides of the packed operands */
+    int32_t threads;      /* omp_get_max_threads() when made: oneDNN fixes a primitive's thread split at creation, so
+                           * one made inside a parallel region (1 thread) must not serve a product outside it */
     uint32_t alpha, beta; /* the floats' bits: 1.0 and 0.0 in practice, a few attention scales otherwise */
 } prim_key;
 
@@ -112,7 +115,7 @@ static lipt_status entry_make(lipt_dnnl *d, const prim_key *k, float alpha, floa
                               lipt_error *err) {
     const dnnl_data_type_t dt = k->type == LIPT_DNNL_BF16 ? dnnl_bf16 : dnnl_f32;
     const dnnl_dims_t da = {k->M, k->K}, db = {k->K, k->N}, dc = {k->M, k->N};
-    const dnnl_dims_t sa = {k->ta ? 1 : k->K, k->ta ? k->M : 1}, sb = {k->tb ? 1 : k->N, k->tb ? k->K : 1},
+    const dnnl_dims_t sa = {k->ta ? 1 : k->lda, k->ta ? k->lda : 1}, sb = {k->tb ? 1 : k->ldb, k->tb ? k->ldb : 1},
                       sc = {k->ldc, 1};
     const dnnl_dims_t dbias = {1, k->N}, sbias = {k->N, 1};
     dnnl_memory_desc_t ma, mb, mc, mbias;
@@ -238,8 +241,11 @@ lipt_status lipt_dnnl_gemm_pk(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb,
     k.M = M;
     k.N = N;
     k.K = K;
+    k.lda = Apk ? lda : ca; /* packed here: rows of ca (K, or M transposed) */
+    k.ldb = Bpk ? ldb : cb;
     k.ldc = ldc;
     k.bias = bias != NULL;
+    k.threads = omp_get_max_threads();
     memcpy(&k.alpha, &alpha, sizeof alpha);
     memcpy(&k.beta, &beta, sizeof beta);
     prim_entry *e;

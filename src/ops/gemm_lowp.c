@@ -47,10 +47,9 @@ static int thread_slot(void) {
     return 0;
 }
 
-void lipt_lowp_pack(lipt_pack_mode mode, const float *src, int rows, int cols, int ld, void *dst) {
-    const int par = rows > 1 && (size_t)rows * (size_t)cols >= LOWP_PACK_PAR_MIN && !omp_in_parallel();
-#pragma omp parallel for schedule(static) if (par)
-    for (int r = 0; r < rows; r++) {
+/* Rows [r0, r1) of lipt_lowp_pack. */
+static void pack_rows(lipt_pack_mode mode, const float *src, int r0, int r1, int cols, int ld, void *dst) {
+    for (int r = r0; r < r1; r++) {
         const float *s = src + (size_t)r * ld;
         if (mode == LIPT_PACK_F32) {
             memcpy((float *)dst + (size_t)r * cols, s, (size_t)cols * sizeof(float));
@@ -70,6 +69,20 @@ void lipt_lowp_pack(lipt_pack_mode mode, const float *src, int rows, int cols, i
                 d[c] = (uint16_t)(lipt_bf16_round_bits(u) >> 16);
             }
         }
+    }
+}
+
+void lipt_lowp_pack(lipt_pack_mode mode, const float *src, int rows, int cols, int ld, void *dst) {
+    /* small operands (the attention's per-head blocks, thousands per step) without an OpenMP region at all: even a
+     * one-thread region costs a runtime call */
+    if (rows <= 1 || (size_t)rows * (size_t)cols < LOWP_PACK_PAR_MIN || omp_in_parallel()) {
+        pack_rows(mode, src, 0, rows, cols, ld, dst);
+        return;
+    }
+#pragma omp parallel
+    {
+        const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        pack_rows(mode, src, (int)((long)rows * t / nt), (int)((long)rows * (t + 1) / nt), cols, ld, dst);
     }
 }
 
@@ -158,7 +171,8 @@ static void gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float 
     if (!Bpk) lipt_lowp_pack(LIPT_PACK_ROUND, B, rb, cb, ldb, buf + na);
     if (!Apk) a = buf;
     if (!Bpk) b = buf + na;
-    lipt_gemm(ta, tb, M, N, K, alpha, a, ca > 0 ? ca : 1, b, cb > 0 ? cb : 1, beta, C, ldc);
+    /* a packed operand given by the caller keeps its row stride (a block of a larger packed matrix) */
+    lipt_gemm(ta, tb, M, N, K, alpha, a, Apk ? lda : ca > 0 ? ca : 1, b, Bpk ? ldb : cb > 0 ? cb : 1, beta, C, ldc);
 }
 
 void lipt_lowp_free(struct lipt_lowp *lp) {

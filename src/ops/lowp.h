@@ -23,7 +23,8 @@ void lipt_gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float al
  * and the output gradient once for both dX and dW): lipt_lowp_pack_p writes rows x cols of src (row stride ld) as
  * lipt_gemm_lowp would pack that operand at ctx->precision (a low one), into dst of lipt_lowp_packed_bytes bytes
  * (64-byte aligned); lipt_gemm_lowp_pk is lipt_gemm_lowp with either operand given so packed (Apk / Bpk non-NULL:
- * A / B and their strides are then unused). A packed operand is the same whether a product transposes it or not. */
+ * A / B are then unused, and lda / ldb are the packed operand's row stride in elements, so that a block of a larger
+ * packed matrix can be passed). A packed operand is the same whether a product transposes it or not. */
 size_t lipt_lowp_packed_bytes(const lipt_ctx *ctx, int rows, int cols);
 void lipt_lowp_pack_p(const lipt_ctx *ctx, const float *src, int rows, int cols, int ld, void *dst);
 void lipt_gemm_lowp_pk(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
