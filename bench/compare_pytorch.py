@@ -228,6 +228,8 @@ def compare_speed(lipt: str, threads: int, bench_args, bf16: bool = False) -> di
     bench_args = list(bench_args)
     if bf16 and not any(a == "--precision" or a.startswith("--precision=") for a in bench_args):
         bench_args += ["--precision", "bf16"]
+    if bf16 and "--paired" not in bench_args:
+        bench_args += ["--paired"]  # lipt's own float32 runs interleaved: its bf16 / float32 ratio seconds apart
     cmd = [lipt, "bench", "--json", "--threads", str(threads)] + bench_args
     print("== lipt:    " + " ".join(cmd), flush=True)
     lj = json.loads(run_cmd(cmd))
@@ -271,6 +273,11 @@ def compare_speed(lipt: str, threads: int, bench_args, bf16: bool = False) -> di
     else:
         row("SGEMM / torch.mm GFLOP/s", lj["gemm_gflops"], tj.get("gemm_gflops"), "GFLOP/s",
             "N = %d" % lj["gemm_size"])
+    pf = lj.get("paired_float32") or {}
+    if pf.get("train_ratio") is not None:
+        print("lipt %s / lipt float32 (--paired: runs interleaved, median of the per-run ratios): train %.3f, eval %s"
+              % (lj["precision"], pf["train_ratio"],
+                 "%.3f" % pf["eval_ratio"] if pf.get("eval_ratio") is not None else "-"))
     lh, th = lj["vm_hwm_mb"], tj["vm_hwm_mb"]
     if lh["peak"] is not None and th["peak"] is not None:
         row("peak RSS (VmHWM)", lh["peak"], th["peak"], "MB", "whole process; PyTorch includes the torch import")

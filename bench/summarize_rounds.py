@@ -2,8 +2,9 @@
 """Summary of bench/compare_rounds.sh: per configuration, the medians over the rounds of lipt's and PyTorch's
 training and evaluation tokens/s, the median ratio lipt/PyTorch with its range over the rounds, lipt's achieved
 training GFLOP/s as a fraction of the SGEMM rate of the same run (when measured), and peak memory (VmHWM). For
-each NAME-bf16 measured next to NAME, a second table: bf16 / float32 training and evaluation tokens/s of lipt, and
-PyTorch autocast bf16 / PyTorch float32, per round (the two runs of a round ran back to back), median and range.
+each NAME-bf16 measured next to NAME, a second table: bf16 / float32 training and evaluation tokens/s of lipt, per
+round (the two runs of a round ran back to back) and within the bf16 run (lipt bench --paired: float32 runs
+interleaved run by run), and PyTorch autocast bf16 / PyTorch float32, per round; medians and ranges.
 
 usage: bench/summarize_rounds.py DIR [--markdown]
 """
@@ -61,6 +62,7 @@ def main() -> int:
     show(head, rows, md)
     # bf16 against float32, round by round
     head2 = ["config", "rounds", "lipt train bf16/f32 (range)", "lipt eval bf16/f32 (range)",
+             "lipt train bf16/f32 paired (range)", "lipt eval bf16/f32 paired (range)",
              "PyTorch train bf16/f32 (range)", "bf16 train lipt/PyTorch (range)"]
     rows2 = []
     for name, rs in runs.items():
@@ -72,12 +74,20 @@ def main() -> int:
         rows2.append([name, str(len(pairs)),
                       fmt_range([tok(b, "lipt", "train") / tok(f, "lipt", "train") for f, b in pairs]),
                       fmt_range([tok(b, "lipt", "eval") / tok(f, "lipt", "eval") for f, b in pairs]),
+                      paired(rs, "train_ratio"), paired(rs, "eval_ratio"),
                       fmt_range([tok(b, "pytorch", "train") / tok(f, "pytorch", "train") for f, b in pairs]),
                       fmt_range([tok(b, "lipt", "train") / tok(b, "pytorch", "train") for _, b in pairs])])
     if rows2:
         print()
         show(head2, rows2, md)
     return 0
+
+
+def paired(rs: list, key: str) -> str:
+    """The median over rounds of lipt bench --paired's in-process ratio (compare_pytorch.sh --bf16 asks for it)."""
+    v = [(r["lipt"].get("paired_float32") or {}).get(key) for r in rs]
+    v = [x for x in v if x is not None]
+    return fmt_range(v) if v else "-"
 
 
 def show(head: list, rows: list, md: bool) -> None:

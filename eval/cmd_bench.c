@@ -26,6 +26,9 @@ static const cli_opt bench_opts[] = {
     {"seed", CLI_INT, "S", "seed of the synthetic tokens, dropout and sampling", "0"},
     CLI_OPT_PRECISION("the config's key precision, float32; with another precision the GEMM reference is also "
                       "timed at it"),
+    {"paired", CLI_FLAG, NULL, "with --precision other than float32: every timed training and evaluation run is "
+     "followed by the same run in float32 (the same context, model and optimizer), and the median of the per-run "
+     "ratios is reported: a ratio measured seconds apart, which a shared machine's slow phases cannot skew", NULL},
     {"recompute", CLI_FLAG, NULL, "training keeps only each half-block's output and reruns the rest in the backward "
      "(less memory, more compute; as lipt train --recompute)", NULL},
     {"skip-train", CLI_FLAG, NULL, "do not measure training", NULL},
@@ -50,9 +53,9 @@ static const char *const bench_summary =
 #define BENCH_WD 0.0
 #define BENCH_CLIP 1.0
 
-enum { PH_TRAIN, PH_EVAL, PH_SAMPLE_CACHED, PH_SAMPLE_UNCACHED, PH_GEMM, PH_GEMM_P, N_PH };
+enum { PH_TRAIN, PH_EVAL, PH_SAMPLE_CACHED, PH_SAMPLE_UNCACHED, PH_GEMM, PH_GEMM_P, PH_TRAIN_F32, PH_EVAL_F32, N_PH };
 static const char *const ph_key[N_PH] = {"train", "eval", "sample_cached", "sample_uncached", "gemm_gflops",
-                                         "gemm_precision_gflops"};
+                                         "gemm_precision_gflops", "train_float32_paired", "eval_float32_paired"};
 
 typedef struct {
     double *rate;      /* [runs]: tokens/s (GFLOP/s for the GEMM) of each timed run */
@@ -64,6 +67,8 @@ typedef struct {
     lipt_config cfg;
     lipt_model model;
     int B, T, runs, warmup, steps, sample_tokens, gemm_n, recompute;
+    int paired;            /* --paired: float32 runs interleaved with train and eval */
+    double paired_ratio[2]; /* train, eval: median over runs of (tokens/s at the precision) / (float32's); NaN */
     uint64_t seed;
     int32_t *tokens;   /* steps batches of B rows of T+1 random ids */
     measurement ph[N_PH];
@@ -143,6 +148,24 @@ static size_t nonembedding_params(const lipt_model *m) {
 
 /* ---------------------------------------------------------------- the measurements */
 
+/* Rates and medians of phase p (train or eval) from sec [runs] (and with --paired float32's sec [runs] after it):
+ * the paired ratio is the median of the per-run ratios, each of two runs that ran back to back. */
+static void finish_phase(bench *b, int p, const double *sec) {
+    const int B = b->B, T = b->T, n = b->runs;
+    for (int k = 0; k <= b->paired; k++) {
+        measurement *m = &b->ph[k ? (p == PH_TRAIN ? PH_TRAIN_F32 : PH_EVAL_F32) : p];
+        for (int r = 0; r < n; r++) m->rate[r] = (double)B * T * b->steps / sec[k * n + r];
+        m->median = median_of(m->rate, n);
+        m->sec_median = median_of(sec + k * n, n) / b->steps;
+    }
+    if (b->paired) {
+        double *ratio = lipt_xmalloc(sizeof(double) * (size_t)n);
+        for (int r = 0; r < n; r++) ratio[r] = sec[n + r] / sec[r];
+        b->paired_ratio[p == PH_TRAIN ? 0 : 1] = median_of(ratio, n);
+        free(ratio);
+    }
+}
+
 static lipt_status bench_train(bench *b, lipt_error *err) {
     const int B = b->B, T = b->T;
     lipt_ctx ctx;
@@ -157,29 +180,27 @@ static lipt_status bench_train(bench *b, lipt_error *err) {
     lipt_adamw opt;
     lipt_adamw_init(&opt, &acfg);
     int32_t *in = lipt_xmalloc(sizeof(int32_t) * (size_t)B * T), *tg = lipt_xmalloc(sizeof(int32_t) * (size_t)B * T);
-    double *sec = lipt_xmalloc(sizeof(double) * (size_t)b->runs);
+    double *sec = lipt_xmalloc(sizeof(double) * 2 * (size_t)b->runs); /* [2][runs]: the precision, float32 */
     lipt_status st = LIPT_OK;
-    for (int run = -b->warmup; run < b->runs && st == LIPT_OK; run++) {
-        double t_in = 0;
-        double t0 = cli_now();
-        for (int s = 0; s < b->steps; s++) {
-            double c0 = cli_now();
-            batch_ids(b, s, in, tg); /* a copy of B·T ints: not model work, kept out of the time */
-            t_in += cli_now() - c0;
-            const lipt_step_opts so = {BENCH_LR, BENCH_CLIP, b->cfg.power_iters, NULL, 0, 0};
-            lipt_step_result sr;
-            st = lipt_train_step(&ctx, &b->model, &opt, in, tg, B, T, &so, &sr, err);
-            b->last_loss = sr.loss;
-            if (st != LIPT_OK) break;
+    for (int run = -b->warmup; run < b->runs && st == LIPT_OK; run++)
+        for (int k = 0; k <= b->paired && st == LIPT_OK; k++) {
+            if ((st = lipt_ctx_set_precision(&ctx, k ? LIPT_PRECISION_FLOAT32 : b->cfg.precision, err)) != LIPT_OK)
+                break;
+            double t_in = 0;
+            double t0 = cli_now();
+            for (int s = 0; s < b->steps; s++) {
+                double c0 = cli_now();
+                batch_ids(b, s, in, tg); /* a copy of B·T ints: not model work, kept out of the time */
+                t_in += cli_now() - c0;
+                const lipt_step_opts so = {BENCH_LR, BENCH_CLIP, b->cfg.power_iters, NULL, 0, 0};
+                lipt_step_result sr;
+                st = lipt_train_step(&ctx, &b->model, &opt, in, tg, B, T, &so, &sr, err);
+                b->last_loss = sr.loss;
+                if (st != LIPT_OK) break;
+            }
+            if (run >= 0) sec[k * b->runs + run] = cli_now() - t0 - t_in;
         }
-        if (run >= 0) sec[run] = cli_now() - t0 - t_in;
-    }
-    if (st == LIPT_OK) {
-        measurement *m = &b->ph[PH_TRAIN];
-        for (int r = 0; r < b->runs; r++) m->rate[r] = (double)B * T * b->steps / sec[r];
-        m->median = median_of(m->rate, b->runs);
-        m->sec_median = median_of(sec, b->runs) / b->steps;
-    }
+    if (st == LIPT_OK) finish_phase(b, PH_TRAIN, sec);
     free(sec);
     free(in);
     free(tg);
@@ -199,31 +220,30 @@ static lipt_status bench_eval(bench *b, lipt_error *err) {
     }
     lipt_no_grad_push(&ctx);
     int32_t *in = lipt_xmalloc(sizeof(int32_t) * (size_t)B * T), *tg = lipt_xmalloc(sizeof(int32_t) * (size_t)B * T);
-    double *sec = lipt_xmalloc(sizeof(double) * (size_t)b->runs);
+    double *sec = lipt_xmalloc(sizeof(double) * 2 * (size_t)b->runs); /* [2][runs]: the precision, float32 */
     lipt_status st = LIPT_OK;
     volatile double sink = 0; /* the loss is used, so nothing can be skipped */
-    for (int run = -b->warmup; run < b->runs && st == LIPT_OK; run++) {
-        double t_in = 0;
-        double t0 = cli_now();
-        for (int s = 0; s < b->steps; s++) {
-            double c0 = cli_now();
-            batch_ids(b, s, in, tg);
-            t_in += cli_now() - c0;
-            lipt_tensor *logits = NULL, *loss = NULL;
-            lipt_ctx_reset(&ctx);
-            st = lipt_model_forward(&ctx, &b->model, in, B, T, tg, &logits, &loss, err);
-            if (st != LIPT_OK) break;
-            sink += loss->data[0];
+    for (int run = -b->warmup; run < b->runs && st == LIPT_OK; run++)
+        for (int k = 0; k <= b->paired && st == LIPT_OK; k++) {
+            lipt_ctx_reset(&ctx); /* the precision changes between products only */
+            if ((st = lipt_ctx_set_precision(&ctx, k ? LIPT_PRECISION_FLOAT32 : b->cfg.precision, err)) != LIPT_OK)
+                break;
+            double t_in = 0;
+            double t0 = cli_now();
+            for (int s = 0; s < b->steps; s++) {
+                double c0 = cli_now();
+                batch_ids(b, s, in, tg);
+                t_in += cli_now() - c0;
+                lipt_tensor *logits = NULL, *loss = NULL;
+                lipt_ctx_reset(&ctx);
+                st = lipt_model_forward(&ctx, &b->model, in, B, T, tg, &logits, &loss, err);
+                if (st != LIPT_OK) break;
+                sink += loss->data[0];
+            }
+            if (run >= 0) sec[k * b->runs + run] = cli_now() - t0 - t_in;
         }
-        if (run >= 0) sec[run] = cli_now() - t0 - t_in;
-    }
     (void)sink;
-    if (st == LIPT_OK) {
-        measurement *m = &b->ph[PH_EVAL];
-        for (int r = 0; r < b->runs; r++) m->rate[r] = (double)B * T * b->steps / sec[r];
-        m->median = median_of(m->rate, b->runs);
-        m->sec_median = median_of(sec, b->runs) / b->steps;
-    }
+    if (st == LIPT_OK) finish_phase(b, PH_EVAL, sec);
     free(sec);
     free(in);
     free(tg);
@@ -428,6 +448,12 @@ static void print_json(const bench *b, const double gf[2], double peak) {
     json_num(&j, "eval", b->rss_eval);
     json_num(&j, "sample", b->rss_sample);
     json_obj_close(&j);
+    json_obj_open(&j, "paired_float32"); /* --paired: float32 runs interleaved; nulls without */
+    json_num(&j, "train", b->ph[PH_TRAIN_F32].median);
+    json_num(&j, "eval", b->ph[PH_EVAL_F32].median);
+    json_num(&j, "train_ratio", b->paired_ratio[0]);
+    json_num(&j, "eval_ratio", b->paired_ratio[1]);
+    json_obj_close(&j);
     json_num(&j, "final_train_loss", b->last_loss);
     json_obj_open(&j, "per_run");
     for (int p = 0; p < N_PH; p++) {
@@ -468,6 +494,14 @@ static void print_table(const bench *b, const double gf[2], double peak) {
                m->median, 1e3 * m->sec_median, gf[p == PH_TRAIN ? 0 : 1], ach);
         if (isfinite(gemm)) printf("  (%.1f%% of SGEMM)", 100.0 * ach / gemm);
         printf("\n");
+    }
+    for (int p = 0; p < 2 && b->paired; p++) {
+        const measurement *m = &b->ph[p ? PH_EVAL_F32 : PH_TRAIN_F32];
+        if (!isfinite(m->median)) continue;
+        printf("  %-17s %10.0f tokens/s  %9.2f ms/step  (float32 runs interleaved with the %s ones); %s / float32: "
+               "%.3f (median of the per-run ratios)\n", p ? "eval, float32" : "train, float32", m->median,
+               1e3 * m->sec_median, lipt_precision_name(c->precision), lipt_precision_name(c->precision),
+               b->paired_ratio[p]);
     }
     for (int p = PH_SAMPLE_CACHED; p <= PH_SAMPLE_UNCACHED; p++) {
         const measurement *m = &b->ph[p];
@@ -538,6 +572,10 @@ static int bench_main(cli_args *a, int argc, char **argv) {
     b.gemm_n = (int)gemm_n;
     b.seed = (uint64_t)seed;
     b.recompute = cli_has(a, "recompute");
+    b.paired = cli_has(a, "paired");
+    if (b.paired && b.cfg.precision == LIPT_PRECISION_FLOAT32)
+        return cli_error(C, "--paired compares a --precision other than float32 with float32; this run is float32");
+    b.paired_ratio[0] = b.paired_ratio[1] = NAN;
     b.last_loss = NAN;
     b.arena_train = NAN;
     for (int p = 0; p < N_PH; p++) {

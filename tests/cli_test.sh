@@ -249,6 +249,18 @@ if echo "$e1" | grep -q '"precision":"bf16-emulated"' && echo "$e2" | grep -q '"
 else
   fail "precision in reports: $e1 | $e2 | $s1 | $(echo "$b1" | head -c 300) | $(echo "$b2" | head -2)"
 fi
+# --paired: float32 runs interleaved with the precision's, their medians and the median per-run ratio
+b3=$("$LIPT" bench --config "$CFG" --precision bf16-emulated --paired --runs 2 --warmup 0 --steps-per-run 1 \
+  --skip-sample --gemm-size 0 --threads 1 --json 2>/dev/null)
+if echo "$b3" | grep -q '"paired_float32":{"train":[0-9][0-9.e+-]*,"eval":[0-9][0-9.e+-]*,"train_ratio":[0-9]' &&
+   echo "$b1" | grep -q '"paired_float32":{"train":null'; then
+  pass "bench --paired reports float32 and the per-run ratio (nulls without it)"
+else
+  fail "bench --paired: $(echo "$b3" | grep -o '"paired_float32":{[^}]*}') | $(echo "$b1" | grep -o '"paired_float32":{[^}]*}')"
+fi
+expect_error "bench --paired at float32" "$LIPT" bench --config "$CFG" --paired --runs 1
+grep -q "paired compares a --precision other than float32" "$TMP/err" && pass "bench --paired needs another precision" ||
+  fail "bench --paired at float32: $(cat "$TMP/err")"
 printf 'precision = bf16-emulated\n' > "$TMP/emu.cfg"
 "$LIPT" train --config "$TMP/emu.cfg" --data "$DATA" --steps 1 --batch 2 --seq_len 16 --d_model 16 --n_heads 2 --d_ff 32 \
   --n_layers 1 --out "$TMP/emu_key" --threads 1 --final-eval none --eval-every 0 2>"$TMP/emu_key.err" >/dev/null &&
