@@ -28,7 +28,8 @@ while [ $# -gt 0 ]; do
 done
 case $ROUNDS in ''|*[!0-9]*|0) echo "compare_rounds.sh: --rounds needs a positive integer, got '$ROUNDS'" >&2; exit 2 ;; esac
 
-B="--dropout 0 --batch 16"
+# --paired-sgemm: the fraction of SGEMM from an SGEMM run right after each training run (summarize_rounds.py)
+B="--dropout 0 --batch 16 --paired-sgemm"
 S="$B --runs 3 --warmup 1 --steps-per-run 2 --skip-sample --gemm-size 0"
 declare -A ARGS=(
   [dp]="--config models/ptb-dp.cfg $B"

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Summary of bench/compare_rounds.sh: per configuration, the medians over the rounds of lipt's and PyTorch's
 training and evaluation tokens/s, the median ratio lipt/PyTorch with its range over the rounds, lipt's achieved
-training GFLOP/s as a fraction of the SGEMM rate of the same run (when measured), and peak memory (VmHWM). For
+training GFLOP/s as a fraction of the SGEMM rate of the same run (when measured; with lipt bench --paired-sgemm, which
+compare_rounds.sh passes, also the median per-run fraction against an SGEMM run right after each training run), and
+peak memory (VmHWM). For
 each NAME-bf16 measured next to NAME, a second table: bf16 / float32 training and evaluation tokens/s of lipt, per
 round (the two runs of a round ran back to back) and within the bf16 run (lipt bench --paired: float32 runs
 interleaved run by run), and PyTorch autocast bf16 / PyTorch float32, per round; medians and ranges.
@@ -44,7 +46,7 @@ def main() -> int:
         print("summarize_rounds.py: no *.rN.json files in %s" % args[0], file=sys.stderr)
         return 1
     head = ["config", "rounds", "train lipt", "train PyTorch", "train ratio (range)", "eval lipt", "eval PyTorch",
-            "eval ratio (range)", "train/SGEMM", "VmHWM lipt MB", "VmHWM PyTorch MB"]
+            "eval ratio (range)", "train/SGEMM", "train/SGEMM paired (range)", "VmHWM lipt MB", "VmHWM PyTorch MB"]
     rows = []
     for name, rs in runs.items():
         tl = [r["lipt"]["tokens_per_s"]["train"] for r in rs]
@@ -53,11 +55,14 @@ def main() -> int:
         ep = [r["pytorch"]["tokens_per_s"]["eval"] for r in rs]
         frac = [r["lipt"]["achieved_gflops"]["train"] / r["lipt"]["gemm_gflops"] for r in rs
                 if r["lipt"].get("gemm_gflops")]
+        pfrac = [(r["lipt"].get("paired_sgemm") or {}).get("fraction_of_gemm_train") for r in rs]
+        pfrac = [x for x in pfrac if x is not None]
         hl = [r["lipt"]["vm_hwm_mb"]["peak"] for r in rs]
         hp = [r["pytorch"]["vm_hwm_mb"]["peak"] for r in rs]
         rows.append([name, str(len(rs)), "%.0f" % median(tl), "%.0f" % median(tp),
                      fmt_range([a / b for a, b in zip(tl, tp)]), "%.0f" % median(el), "%.0f" % median(ep),
                      fmt_range([a / b for a, b in zip(el, ep)]), "%.2f" % median(frac) if frac else "-",
+                     fmt_range(pfrac) if pfrac else "-",
                      "%.0f" % median(hl), "%.0f" % median(hp)])
     show(head, rows, md)
     # bf16 against float32, round by round

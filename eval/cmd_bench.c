@@ -29,6 +29,9 @@ static const cli_opt bench_opts[] = {
     {"paired", CLI_FLAG, NULL, "with --precision other than float32: every timed training and evaluation run is "
      "followed by the same run in float32 (the same context, model and optimizer), and the median of the per-run "
      "ratios is reported: a ratio measured seconds apart, which a shared machine's slow phases cannot skew", NULL},
+    {"paired-sgemm", CLI_FLAG, NULL, "after every timed training run, one SGEMM run of about 0.1 s (N = --gemm-size) "
+     "and the median of the per-run fractions achieved / SGEMM: the training rate against the SGEMM rate of the same "
+     "second, not of the end of the bench", NULL},
     {"recompute", CLI_FLAG, NULL, "training keeps only each half-block's output and reruns the rest in the backward "
      "(less memory, more compute; as lipt train --recompute)", NULL},
     {"skip-train", CLI_FLAG, NULL, "do not measure training", NULL},
@@ -68,6 +71,9 @@ typedef struct {
     lipt_model model;
     int B, T, runs, warmup, steps, sample_tokens, gemm_n, recompute;
     int paired;            /* --paired: float32 runs interleaved with train and eval */
+    int paired_sgemm;      /* --paired-sgemm: an SGEMM run after every timed training run */
+    double *sgemm_paired;  /* [runs]: GFLOP/s of those SGEMM runs */
+    double paired_fraction; /* median over runs of train GFLOP/s / the following SGEMM run's; NaN */
     double paired_ratio[2]; /* train, eval: median over runs of (tokens/s at the precision) / (float32's); NaN */
     uint64_t seed;
     int32_t *tokens;   /* steps batches of B rows of T+1 random ids */
@@ -148,6 +154,45 @@ static size_t nonembedding_params(const lipt_model *m) {
 
 /* ---------------------------------------------------------------- the measurements */
 
+/* --paired-sgemm: N×N operands and a repeat count for SGEMM runs of about 0.1 s. */
+typedef struct {
+    float *A, *B, *C;
+    int N, reps;
+} sgemm_probe;
+
+static double sgemm_probe_run(const sgemm_probe *g) { /* GFLOP/s of one run */
+    const double t0 = cli_now();
+    for (int k = 0; k < g->reps; k++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->N, g->N, g->N, 1.0f, g->A, g->N, g->B, g->N, 0.0f,
+                    g->C, g->N);
+    return 2.0 * g->N * g->N * (double)g->N * g->reps / (cli_now() - t0) * 1e-9;
+}
+
+static void sgemm_probe_init(sgemm_probe *g, const bench *b) {
+    const size_t nn = (size_t)b->gemm_n * b->gemm_n;
+    g->N = b->gemm_n;
+    g->A = lipt_xaligned(sizeof(float) * nn);
+    g->B = lipt_xaligned(sizeof(float) * nn);
+    g->C = lipt_xaligned(sizeof(float) * nn);
+    lipt_rng rng;
+    lipt_rng_seed(&rng, b->seed + 13);
+    lipt_rng_fill_uniform(&rng, g->A, nn, -1.0f, 1.0f);
+    lipt_rng_fill_uniform(&rng, g->B, nn, -1.0f, 1.0f);
+    memset(g->C, 0, sizeof(float) * nn);
+    g->reps = 1;
+    const double gf = sgemm_probe_run(g); /* also the warm-up */
+    const double per = 2.0 * g->N * g->N * (double)g->N / (gf * 1e9);
+    g->reps = per > 0 ? (int)ceil(0.1 / per) : 1;
+    if (g->reps < 1) g->reps = 1;
+    if (g->reps > 100000) g->reps = 100000;
+}
+
+static void sgemm_probe_free(sgemm_probe *g) {
+    free(g->A);
+    free(g->B);
+    free(g->C);
+}
+
 /* Rates and medians of phase p (train or eval) from sec [runs] (and with --paired float32's sec [runs] after it):
  * the paired ratio is the median of the per-run ratios, each of two runs that ran back to back. */
 static void finish_phase(bench *b, int p, const double *sec) {
@@ -181,9 +226,13 @@ static lipt_status bench_train(bench *b, lipt_error *err) {
     lipt_adamw_init(&opt, &acfg);
     int32_t *in = lipt_xmalloc(sizeof(int32_t) * (size_t)B * T), *tg = lipt_xmalloc(sizeof(int32_t) * (size_t)B * T);
     double *sec = lipt_xmalloc(sizeof(double) * 2 * (size_t)b->runs); /* [2][runs]: the precision, float32 */
+    sgemm_probe probe;
+    if (b->paired_sgemm) sgemm_probe_init(&probe, b);
     lipt_status st = LIPT_OK;
     for (int run = -b->warmup; run < b->runs && st == LIPT_OK; run++)
         for (int k = 0; k <= b->paired && st == LIPT_OK; k++) {
+            /* the SGEMM run after each timed training run at the precision (the gap: one set_precision) */
+            if (k == 1 && b->paired_sgemm && run >= 0) b->sgemm_paired[run] = sgemm_probe_run(&probe);
             if ((st = lipt_ctx_set_precision(&ctx, k ? LIPT_PRECISION_FLOAT32 : b->cfg.precision, err)) != LIPT_OK)
                 break;
             double t_in = 0;
@@ -199,8 +248,17 @@ static lipt_status bench_train(bench *b, lipt_error *err) {
                 if (st != LIPT_OK) break;
             }
             if (run >= 0) sec[k * b->runs + run] = cli_now() - t0 - t_in;
+            if (!b->paired && b->paired_sgemm && run >= 0 && st == LIPT_OK) b->sgemm_paired[run] = sgemm_probe_run(&probe);
         }
     if (st == LIPT_OK) finish_phase(b, PH_TRAIN, sec);
+    if (st == LIPT_OK && b->paired_sgemm) {
+        double fwd, train, *frac = lipt_xmalloc(sizeof(double) * (size_t)b->runs);
+        count_flops(&b->cfg, B, T, &fwd, &train);
+        for (int r = 0; r < b->runs; r++) frac[r] = train * 1e-9 * b->ph[PH_TRAIN].rate[r] / b->sgemm_paired[r];
+        b->paired_fraction = median_of(frac, b->runs);
+        free(frac);
+    }
+    if (b->paired_sgemm) sgemm_probe_free(&probe);
     free(sec);
     free(in);
     free(tg);
@@ -448,6 +506,14 @@ static void print_json(const bench *b, const double gf[2], double peak) {
     json_num(&j, "eval", b->rss_eval);
     json_num(&j, "sample", b->rss_sample);
     json_obj_close(&j);
+    json_obj_open(&j, "paired_sgemm"); /* --paired-sgemm: an SGEMM run after each timed training run; nulls without */
+    json_num(&j, "sgemm_gflops_median", b->paired_sgemm ? median_of(b->sgemm_paired, b->runs) : NAN);
+    json_num(&j, "fraction_of_gemm_train", b->paired_fraction);
+    json_arr_open(&j, "sgemm_gflops_per_run");
+    if (b->paired_sgemm && isfinite(b->paired_fraction))
+        for (int r = 0; r < b->runs; r++) json_num(&j, NULL, b->sgemm_paired[r]);
+    json_arr_close(&j);
+    json_obj_close(&j);
     json_obj_open(&j, "paired_float32"); /* --paired: float32 runs interleaved; nulls without */
     json_num(&j, "train", b->ph[PH_TRAIN_F32].median);
     json_num(&j, "eval", b->ph[PH_EVAL_F32].median);
@@ -495,6 +561,10 @@ static void print_table(const bench *b, const double gf[2], double peak) {
         if (isfinite(gemm)) printf("  (%.1f%% of SGEMM)", 100.0 * ach / gemm);
         printf("\n");
     }
+    if (isfinite(b->paired_fraction))
+        printf("  %-17s %10.1f%% of SGEMM (median of the per-run fractions; an SGEMM run of %.2f GFLOP/s median "
+               "after each timed training run)\n", "train, paired", 100.0 * b->paired_fraction,
+               median_of(b->sgemm_paired, b->runs));
     for (int p = 0; p < 2 && b->paired; p++) {
         const measurement *m = &b->ph[p ? PH_EVAL_F32 : PH_TRAIN_F32];
         if (!isfinite(m->median)) continue;
@@ -576,16 +646,21 @@ static int bench_main(cli_args *a, int argc, char **argv) {
     if (b.paired && b.cfg.precision == LIPT_PRECISION_FLOAT32)
         return cli_error(C, "--paired compares a --precision other than float32 with float32; this run is float32");
     b.paired_ratio[0] = b.paired_ratio[1] = NAN;
+    b.paired_sgemm = cli_has(a, "paired-sgemm");
+    if (b.paired_sgemm && gemm_n == 0) return cli_error(C, "--paired-sgemm needs an SGEMM size (--gemm-size > 0)");
+    b.paired_fraction = NAN;
     b.last_loss = NAN;
     b.arena_train = NAN;
     for (int p = 0; p < N_PH; p++) {
         b.ph[p].median = b.ph[p].sec_median = NAN;
         b.ph[p].rate = lipt_xcalloc((size_t)b.runs, sizeof(double));
     }
+    b.sgemm_paired = lipt_xcalloc((size_t)b.runs, sizeof(double));
     int rc = 0;
     if (lipt_model_init(&b.model, &b.cfg, &err) != LIPT_OK) {
         rc = cli_fail(C, &err);
         for (int p = 0; p < N_PH; p++) free(b.ph[p].rate);
+        free(b.sgemm_paired);
         return rc;
     }
     /* random ids from a seeded generator: a batch of B rows of T+1 tokens per step of a run */
@@ -629,6 +704,7 @@ static int bench_main(cli_args *a, int argc, char **argv) {
 out:
     free(b.tokens);
     for (int p = 0; p < N_PH; p++) free(b.ph[p].rate);
+    free(b.sgemm_paired);
     lipt_model_free(&b.model);
     return rc;
 }

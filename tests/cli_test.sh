@@ -258,6 +258,14 @@ if echo "$b3" | grep -q '"paired_float32":{"train":[0-9][0-9.e+-]*,"eval":[0-9][
 else
   fail "bench --paired: $(echo "$b3" | grep -o '"paired_float32":{[^}]*}') | $(echo "$b1" | grep -o '"paired_float32":{[^}]*}')"
 fi
+b4=$("$LIPT" bench --config "$CFG" --paired-sgemm --runs 2 --warmup 0 --steps-per-run 1 --skip-sample --skip-eval \
+  --gemm-size 64 --threads 1 --json 2>/dev/null)
+if echo "$b4" | grep -q '"paired_sgemm":{"sgemm_gflops_median":[0-9][0-9.e+-]*,"fraction_of_gemm_train":[0-9][0-9.e+-]*,"sgemm_gflops_per_run":\[[0-9][0-9.e+-]*,[0-9]' &&
+   echo "$b1" | grep -q '"paired_sgemm":{"sgemm_gflops_median":null'; then
+  pass "bench --paired-sgemm: an SGEMM run after each training run, the median per-run fraction"
+else
+  fail "bench --paired-sgemm: $(echo "$b4" | grep -o '"paired_sgemm":{[^}]*}') | $(echo "$b1" | grep -o '"paired_sgemm":{[^}]*}')"
+fi
 expect_error "bench --paired at float32" "$LIPT" bench --config "$CFG" --paired --runs 1
 grep -q "paired compares a --precision other than float32" "$TMP/err" && pass "bench --paired needs another precision" ||
   fail "bench --paired at float32: $(cat "$TMP/err")"
