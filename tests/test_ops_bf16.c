@@ -326,13 +326,13 @@ END_TEST
  * both dx and dw. At bf16-emulated that must be float32's linear on the rounded x, w and gradient, bit for bit
  * (the bias gradient sums the unrounded one); real bf16 equals it to summation order. Also with w frozen (x packed
  * per product, not kept) and with no gradient at all. */
-static void linear_run(lipt_precision p, lipt_tensor **in, const float *seed, float *y, float **g) {
+static void linear_run(lipt_precision p, lipt_tensor **in, const float *seed, float *y, float **g, int matmul) {
     lipt_ctx ctx;
     lipt_ctx_init(&ctx, 1 << 16, 1);
     lipt_error err = {0};
     ck_assert_msg(lipt_ctx_set_precision(&ctx, p, &err) == LIPT_OK, "%s", err.msg);
     for (int k = 0; k < 3; k++) in[k]->grad = g[k];
-    lipt_tensor *out = lipt_linear(&ctx, in[0], in[1], in[2]);
+    lipt_tensor *out = matmul ? lipt_matmul(&ctx, in[0], in[1], 0, 0) : lipt_linear(&ctx, in[0], in[1], in[2]);
     memcpy(y, out->data, out->numel * sizeof(float));
     if (out->requires_grad) lipt_backward_seeded(&ctx, out, seed);
     for (int k = 0; k < 3; k++) in[k]->grad = NULL;
@@ -343,6 +343,7 @@ START_TEST(test_linear_packed) {
     const int shapes[][3] = {{7, 5, 9}, {64, 33, 70}, {300, 130, 17}}; /* M, K, N */
     const int real = lipt_have_dnnl() && lipt_cpu_has_avx512_bf16();
     double worst_real = 0;
+    for (int mm = 0; mm < 2; mm++) /* the linear op, then the bias-free projection lipt_matmul(x, w) */
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (int mode = 0; mode < 3; mode++) { /* 0: x and w train, 1: w frozen, 2: nothing trains */
             const int M = shapes[si][0], K = shapes[si][1], N = shapes[si][2];
@@ -368,16 +369,17 @@ START_TEST(test_linear_packed) {
                 y[v] = malloc(n * sizeof(float));
                 for (int k = 0; k < 3; k++) g[v][k] = calloc(sz[k], sizeof(float));
             }
-            linear_run(LIPT_PRECISION_BF16_EMULATED, (lipt_tensor *[]){X, W, Bv}, r, y[0], g[0]);
-            linear_run(LIPT_PRECISION_FLOAT32, (lipt_tensor *[]){Xr, Wr, Bv}, rr, y[1], g[1]);
-            linear_run(LIPT_PRECISION_FLOAT32, (lipt_tensor *[]){Xr, Wr, Bv}, r, y[2], g[2]);
-            ck_assert_msg(memcmp(y[0], y[1], n * sizeof(float)) == 0, "linear %dx%dx%d mode %d: forward", M, K, N, mode);
+            linear_run(LIPT_PRECISION_BF16_EMULATED, (lipt_tensor *[]){X, W, Bv}, r, y[0], g[0], mm);
+            linear_run(LIPT_PRECISION_FLOAT32, (lipt_tensor *[]){Xr, Wr, Bv}, rr, y[1], g[1], mm);
+            linear_run(LIPT_PRECISION_FLOAT32, (lipt_tensor *[]){Xr, Wr, Bv}, r, y[2], g[2], mm);
+            ck_assert_msg(memcmp(y[0], y[1], n * sizeof(float)) == 0, "%s %dx%dx%d mode %d: forward",
+                          mm ? "matmul" : "linear", M, K, N, mode);
             for (int k = 0; k < 2; k++)
                 ck_assert_msg(memcmp(g[0][k], g[1][k], sz[k] * sizeof(float)) == 0,
-                              "linear %dx%dx%d mode %d: gradient of input %d", M, K, N, mode, k);
+                              "%s %dx%dx%d mode %d: gradient of input %d", mm ? "matmul" : "linear", M, K, N, mode, k);
             ck_assert_msg(memcmp(g[0][2], g[2][2], sz[2] * sizeof(float)) == 0, "linear mode %d: bias gradient", mode);
             if (real) {
-                linear_run(LIPT_PRECISION_BF16, (lipt_tensor *[]){X, W, Bv}, r, y[3], g[3]);
+                linear_run(LIPT_PRECISION_BF16, (lipt_tensor *[]){X, W, Bv}, r, y[3], g[3], mm);
                 worst_real = fmax(worst_real, tu_max_rel_err_f(y[3], y[0], n, 1e-6));
                 for (int k = 0; k < 3; k++) worst_real = fmax(worst_real, tu_max_rel_err_f(g[3][k], g[0][k], sz[k], 1e-6));
             }
@@ -389,10 +391,11 @@ START_TEST(test_linear_packed) {
             tu_free(X), tu_free(W), tu_free(Bv), tu_free(Xr), tu_free(Wr);
         }
     ck_assert_msg(worst_real < 1e-5, "linear at bf16 vs bf16-emulated: relative error %.3g", worst_real);
-    if (real) printf("linear (x packed in the forward, G once for dx and dw): bf16-emulated equals float32 on rounded "
-                     "operands bit for bit; real bf16 within %.3g of it\n", worst_real);
-    else printf("linear (x packed in the forward, G once for dx and dw): bf16-emulated equals float32 on rounded "
-                "operands bit for bit; SKIP real bf16 (%s)\n", lipt_have_dnnl() ? "no AVX512_BF16" : "no oneDNN");
+    if (real) printf("linear and matmul projections (x packed in the forward, G once for dx and dw): bf16-emulated "
+                     "equals float32 on rounded operands bit for bit; real bf16 within %.3g of it\n", worst_real);
+    else printf("linear and matmul projections (x packed in the forward, G once for dx and dw): bf16-emulated equals "
+                "float32 on rounded operands bit for bit; SKIP real bf16 (%s)\n",
+                lipt_have_dnnl() ? "no AVX512_BF16" : "no oneDNN");
 }
 END_TEST
 

@@ -7,7 +7,31 @@
 #include "ops/gemm.h"
 #include "ops/reduce_impl.h"
 
-/* iarg: 0 ta, 1 tb, 2 batch count, 3 M, 4 N, 5 K */
+/* At a low precision, x [M,K] packed for the product x w and kept for the backward's dw = xᵀ G when w trains and the
+ * op is recorded (NULL otherwise): each operand of a projection is then converted once per step. */
+static void *pack_input(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, int M, int K, int n_in,
+                        lipt_tensor *const *in) {
+    if (ctx->precision == LIPT_PRECISION_FLOAT32 || M <= 0 || K <= 0 || !w->requires_grad ||
+        !lipt_should_record(ctx, n_in, in))
+        return NULL;
+    void *xpk = lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, M, K));
+    lipt_lowp_pack_p(ctx, x->data, M, K, K, xpk);
+    return xpk;
+}
+
+/* dx [M,K] += G wᵀ and dw [K,N] += xᵀ G at a low precision, G [M,N] packed once for both, x as the forward packed
+ * it (xpk, or NULL: packed here). */
+static void projection_grads_lowp(lipt_ctx *ctx, int M, int N, int K, const float *G, const float *x, const void *xpk,
+                                  const float *w, float *dx, float *dw) {
+    const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena); /* gpk lives for these two products only */
+    void *gpk = lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, M, N));
+    lipt_lowp_pack_p(ctx, G, M, N, N, gpk);
+    if (dx) lipt_gemm_lowp_pk(ctx, 0, 1, M, K, N, 1.0f, NULL, N, gpk, w, N, NULL, 1.0f, dx, K);
+    if (dw) lipt_gemm_lowp_pk(ctx, 1, 0, K, N, M, 1.0f, x, K, xpk, NULL, N, gpk, 1.0f, dw, N);
+    lipt_arena_release(&ctx->arena, mk);
+}
+
+/* iarg: 0 ta, 1 tb, 2 batch count, 3 M, 4 N, 5 K; saved: a packed (pack_input) for the projection case */
 lipt_tensor *lipt_matmul(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b, int ta, int tb) {
     int batch, M, N, K, out_shape[LIPT_MAX_DIMS], out_nd;
     char sa[64], sb[64];
@@ -52,11 +76,18 @@ lipt_tensor *lipt_matmul(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b, int ta, 
     }
     lipt_tensor *out = lipt_tensor_new(ctx, out_nd, out_shape);
     size_t sa_ = (size_t)M * K, sb_ = (size_t)K * N, so = (size_t)M * N;
-    for (int i = 0; i < batch; i++)
-        lipt_gemm_packed_p(ctx, ta, tb, M, N, K, a->data + i * sa_, b->data + (b->ndim == 3 ? i * sb_ : 0),
-                           out->data + i * so, 0.0f);
-    lipt_node *node = lipt_record(ctx, LIPT_OP_MATMUL, out, 2, (lipt_tensor *[]){a, b});
+    lipt_tensor *in[2] = {a, b};
+    /* a projection x w (the attention's q, k, v): at a low precision x is converted once for the forward and dw */
+    void *apk = batch == 1 && !ta && !tb && N > 0 ? pack_input(ctx, a, b, M, K, 2, in) : NULL;
+    if (apk)
+        lipt_gemm_lowp_pk(ctx, 0, 0, M, N, K, 1.0f, NULL, K, apk, b->data, N, NULL, 0.0f, out->data, N);
+    else
+        for (int i = 0; i < batch; i++)
+            lipt_gemm_packed_p(ctx, ta, tb, M, N, K, a->data + i * sa_, b->data + (b->ndim == 3 ? i * sb_ : 0),
+                               out->data + i * so, 0.0f);
+    lipt_node *node = lipt_record(ctx, LIPT_OP_MATMUL, out, 2, in);
     if (node) {
+        node->saved = apk;
         int *ia = node->iarg;
         ia[0] = ta; ia[1] = tb; ia[2] = batch; ia[3] = M; ia[4] = N; ia[5] = K;
     }
@@ -70,6 +101,11 @@ void lipt_matmul_backward(lipt_ctx *ctx, lipt_node *node) {
     float *da = lipt_grad_of(ctx, a), *db = lipt_grad_of(ctx, b);
     size_t sa = (size_t)M * K, sb = (size_t)K * N, so = (size_t)M * N;
     int b_batched = b->ndim == 3;
+    if (ctx->precision != LIPT_PRECISION_FLOAT32 && batch == 1 && !ta && !tb && !b_batched && M > 0 && N > 0 &&
+        K > 0) {
+        if (da || db) projection_grads_lowp(ctx, M, N, K, out->grad, a->data, node->saved, b->data, da, db);
+        return;
+    }
     for (int i = 0; i < batch; i++) {
         const float *A = a->data + i * sa, *B = b->data + (b_batched ? i * sb : 0), *G = out->grad + i * so;
         /* C = op(A) op(B), G = dC.  d op(A) = G op(B)ᵀ;  d op(B) = op(A)ᵀ G. */
@@ -103,10 +139,7 @@ lipt_tensor *lipt_linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_ten
     void *xpk = NULL; /* at a low precision, x packed for this product and kept for the backward's dw = xᵀ G */
     if (ctx->precision != LIPT_PRECISION_FLOAT32) {
         /* the bias inside the product (oneDNN adds it as it writes the output; emulated: as float32 below) */
-        if (M > 0 && N > 0 && K > 0 && w->requires_grad && lipt_should_record(ctx, 3, in)) {
-            xpk = lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, M, K));
-            lipt_lowp_pack_p(ctx, x->data, M, K, K, xpk);
-        }
+        if (N > 0) xpk = pack_input(ctx, x, w, M, K, 3, in);
         lipt_gemm_lowp_bias(ctx, 0, 0, M, N, K, x->data, K, xpk, w->data, N, NULL, b->data, 0.0f, out->data, N);
     } else {
         /* the bias rows, then C += x w: one pass over the output fewer than a zeroed GEMM followed by an add */
@@ -132,12 +165,7 @@ void lipt_linear_backward(lipt_ctx *ctx, lipt_node *node) {
     float *dx = lipt_grad_of(ctx, x), *dw = lipt_grad_of(ctx, w);
     if (ctx->precision != LIPT_PRECISION_FLOAT32 && K > 0 && (dx || dw)) {
         /* G packed once for both products, x as the forward packed it: each operand converted once per step */
-        const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena); /* gpk lives for these two products only */
-        void *gpk = lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, M, N));
-        lipt_lowp_pack_p(ctx, G, M, N, N, gpk);
-        if (dx) lipt_gemm_lowp_pk(ctx, 0, 1, M, K, N, 1.0f, NULL, N, gpk, w->data, N, NULL, 1.0f, dx, K);
-        if (dw) lipt_gemm_lowp_pk(ctx, 1, 0, K, N, M, 1.0f, x->data, K, node->saved, NULL, N, gpk, 1.0f, dw, N);
-        lipt_arena_release(&ctx->arena, mk);
+        projection_grads_lowp(ctx, M, N, K, G, x->data, node->saved, w->data, dx, dw);
     } else {
         if (dx && K > 0) lipt_gemm_packed_p(ctx, 0, 1, M, K, N, G, w->data, dx, 1.0f); /* dx[M,K] += G[M,N] wᵀ */
         if (dw && K > 0) lipt_gemm_packed_p(ctx, 1, 0, K, N, M, x->data, G, dw, 1.0f); /* dw[K,N] += xᵀ G */
