@@ -217,10 +217,6 @@ static lipt_status bench_train(bench *b, lipt_error *err) {
     lipt_ctx_init(&ctx, (size_t)64 << 20, b->seed * 2654435761u + 1);
     ctx.training = 1;
     ctx.recompute = b->recompute;
-    if (lipt_ctx_set_precision(&ctx, b->cfg.precision, err) != LIPT_OK) {
-        lipt_ctx_free(&ctx);
-        return err->status;
-    }
     lipt_adamw_config acfg = {BENCH_LR, BENCH_BETA1, BENCH_BETA2, BENCH_EPS, BENCH_WD};
     lipt_adamw opt;
     lipt_adamw_init(&opt, &acfg);
@@ -231,8 +227,7 @@ static lipt_status bench_train(bench *b, lipt_error *err) {
     lipt_status st = LIPT_OK;
     for (int run = -b->warmup; run < b->runs && st == LIPT_OK; run++)
         for (int k = 0; k <= b->paired && st == LIPT_OK; k++) {
-            /* the SGEMM run after each timed training run at the precision (the gap: one set_precision) */
-            if (k == 1 && b->paired_sgemm && run >= 0) b->sgemm_paired[run] = sgemm_probe_run(&probe);
+            /* every run sets its precision (with --paired they alternate); an error stops before any work */
             if ((st = lipt_ctx_set_precision(&ctx, k ? LIPT_PRECISION_FLOAT32 : b->cfg.precision, err)) != LIPT_OK)
                 break;
             double t_in = 0;
@@ -248,7 +243,8 @@ static lipt_status bench_train(bench *b, lipt_error *err) {
                 if (st != LIPT_OK) break;
             }
             if (run >= 0) sec[k * b->runs + run] = cli_now() - t0 - t_in;
-            if (!b->paired && b->paired_sgemm && run >= 0 && st == LIPT_OK) b->sgemm_paired[run] = sgemm_probe_run(&probe);
+            /* the SGEMM run right after each timed training run at the precision (before a paired float32 run) */
+            if (k == 0 && b->paired_sgemm && run >= 0 && st == LIPT_OK) b->sgemm_paired[run] = sgemm_probe_run(&probe);
         }
     if (st == LIPT_OK) finish_phase(b, PH_TRAIN, sec);
     if (st == LIPT_OK && b->paired_sgemm) {
@@ -272,10 +268,6 @@ static lipt_status bench_eval(bench *b, lipt_error *err) {
     lipt_ctx ctx;
     lipt_ctx_init(&ctx, (size_t)32 << 20, 1);
     ctx.training = 0;
-    if (lipt_ctx_set_precision(&ctx, b->cfg.precision, err) != LIPT_OK) {
-        lipt_ctx_free(&ctx);
-        return err->status;
-    }
     lipt_no_grad_push(&ctx);
     int32_t *in = lipt_xmalloc(sizeof(int32_t) * (size_t)B * T), *tg = lipt_xmalloc(sizeof(int32_t) * (size_t)B * T);
     double *sec = lipt_xmalloc(sizeof(double) * 2 * (size_t)b->runs); /* [2][runs]: the precision, float32 */

@@ -166,11 +166,9 @@ static void gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float 
     const int ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
     const size_t na = Apk ? 0 : line_floats((size_t)ra * ca), nb = Bpk ? 0 : (size_t)rb * cb;
     float *buf = na + nb ? lipt_lowp_reserve(&s->buf, &s->cap, (na + nb) * sizeof(float)) : NULL;
-    const float *a = Apk, *b = Bpk;
+    const float *a = Apk ? Apk : buf, *b = Bpk ? Bpk : buf + na;
     if (!Apk) lipt_lowp_pack(LIPT_PACK_ROUND, A, ra, ca, lda, buf);
     if (!Bpk) lipt_lowp_pack(LIPT_PACK_ROUND, B, rb, cb, ldb, buf + na);
-    if (!Apk) a = buf;
-    if (!Bpk) b = buf + na;
     /* a packed operand given by the caller keeps its row stride (a block of a larger packed matrix) */
     lipt_gemm(ta, tb, M, N, K, alpha, a, Apk ? lda : ca > 0 ? ca : 1, b, Bpk ? ldb : cb > 0 ? cb : 1, beta, C, ldc);
 }
