@@ -105,6 +105,18 @@ float *lipt_grad_of(lipt_ctx *ctx, lipt_tensor *t) {
     return t->grad;
 }
 
+float *lipt_grad_of_fresh(lipt_ctx *ctx, lipt_tensor *t, int *fresh) {
+    *fresh = 0;
+    if (!t || !t->requires_grad) return NULL;
+    lipt_tensor *root = t->base ? t->base : t;
+    if (!root->grad) { /* views share the root's numel: writing all of t writes all of the root */
+        root->grad = lipt_arena_alloc(&ctx->arena, root->numel * sizeof(float));
+        *fresh = 1;
+    }
+    t->grad = root->grad;
+    return t->grad;
+}
+
 static void walk(lipt_ctx *ctx) {
     for (lipt_node *n = ctx->tape; n; n = n->prev) {
         lipt_tensor *root = n->out->base ? n->out->base : n->out;

@@ -88,7 +88,8 @@ lipt_tensor *lipt_gelu(lipt_ctx *ctx, lipt_tensor *x) {
 
 /* d/dx x Φ(x) = Φ(x) + x φ(x) */
 void lipt_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
-    float *dx = lipt_grad_of(ctx, node->in[0]);
+    int fresh;
+    float *dx = lipt_grad_of_fresh(ctx, node->in[0], &fresh);
     if (!dx) return;
     const size_t n = node->in[0]->numel, nchunk = act_nchunk(n);
     const float *xi = node->in[0]->data, *g = node->out->grad, *cdf = node->saved;
@@ -106,14 +107,14 @@ void lipt_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
             LIPT_EACH(LIPT_VIL) {
                 const size_t o = i + k * LIPT_VW;
                 const lipt_vf r = lipt_vload(g + o) * (lipt_vload(cdf + o) + v[k] * ACT_INV_SQRT_2PI * e[k]);
-                lipt_vstore(dx + o, lipt_vload(dx + o) + r);
+                lipt_vstore(dx + o, fresh ? r : lipt_vload(dx + o) + r);
             }
         }
         for (; i < end; i += LIPT_VW) {
             const size_t len = lipt_vlanes(i, end);
             const lipt_vf v = lipt_vload_n(xi + i, len), gv = lipt_vload_n(g + i, len);
             const lipt_vf r = gv * (lipt_vload_n(cdf + i, len) + v * ACT_INV_SQRT_2PI * lipt_vexp(v * v * -0.5f));
-            lipt_vstore_n(dx + i, lipt_vload_n(dx + i, len) + r, len);
+            lipt_vstore_n(dx + i, fresh ? r : lipt_vload_n(dx + i, len) + r, len);
         }
     }
 }

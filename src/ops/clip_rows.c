@@ -45,7 +45,8 @@ lipt_tensor *lipt_clip_rows(lipt_ctx *ctx, lipt_tensor *x, float R) {
 
 /* Clipped row y = R x/‖x‖: dx = (R/‖x‖)(dy − x̂ (x̂·dy)), x̂ = x/‖x‖ = y/R. Unclipped: dx = dy. */
 void lipt_clip_rows_backward(lipt_ctx *ctx, lipt_node *node) {
-    float *dx = lipt_grad_of(ctx, node->in[0]);
+    int fresh; /* every row is written: = on a fresh buffer */
+    float *dx = lipt_grad_of_fresh(ctx, node->in[0], &fresh);
     if (!dx) return;
     const int D = node->iarg[0];
     const double R = node->farg[0];
@@ -56,13 +57,15 @@ void lipt_clip_rows_backward(lipt_ctx *ctx, lipt_node *node) {
         const float *yr = y + r * D, *gr = dy + r * D;
         float *dr = dx + r * D;
         if (scale[r] == 0.0f) {
-            for (int c = 0; c < D; c++) dr[c] += gr[c];
+            if (fresh) memcpy(dr, gr, (size_t)D * sizeof(float));
+            else for (int c = 0; c < D; c++) dr[c] += gr[c];
             continue;
         }
         double p = 0;
         for (int c = 0; c < D; c++) p += (double)yr[c] * gr[c];
         const double k = p / (R * R); /* x̂·dy / R, so that x̂ (x̂·dy) = y k */
         const float f = scale[r];
-        for (int c = 0; c < D; c++) dr[c] += f * (float)(gr[c] - yr[c] * k);
+        if (fresh) for (int c = 0; c < D; c++) dr[c] = f * (float)(gr[c] - yr[c] * k);
+        else for (int c = 0; c < D; c++) dr[c] += f * (float)(gr[c] - yr[c] * k);
     }
 }

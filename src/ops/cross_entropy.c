@@ -55,7 +55,8 @@ lipt_tensor *lipt_cross_entropy(lipt_ctx *ctx, lipt_tensor *logits, const int *t
 
 void lipt_cross_entropy_backward(lipt_ctx *ctx, lipt_node *node) {
     lipt_tensor *logits = node->in[0];
-    float *dl = lipt_grad_of(ctx, logits);
+    int fresh; /* every logit's gradient is written: = on a fresh buffer */
+    float *dl = lipt_grad_of_fresh(ctx, logits, &fresh);
     if (!dl) return;
     const int V = node->iarg[0];
     const size_t rows = lipt_rows(logits);
@@ -70,7 +71,8 @@ void lipt_cross_entropy_backward(lipt_ctx *ctx, lipt_node *node) {
         /* d mean NLL / d logit = (softmax - onehot) / rows */
         for (int j = 0; j < V; j++) {
             double p = exp((double)xr[j] - lse[r]);
-            dr[j] += (float)((p - (j == tg[r] ? 1.0 : 0.0)) * g);
+            const float d = (float)((p - (j == tg[r] ? 1.0 : 0.0)) * g);
+            dr[j] = fresh ? d : dr[j] + d;
         }
     }
 }

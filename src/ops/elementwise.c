@@ -72,8 +72,8 @@ static void binary_kernel(lipt_op_id op, float *o, const float *x, const float *
     }
 }
 
-/* d[i] += g[i] * y[i mod P] */
-static void mul_acc(float *d, const float *g, const float *y, size_t n, size_t P) {
+/* d[i] += g[i] * y[i mod P] (= when fresh: d is a new gradient buffer, lipt_grad_of_fresh) */
+static void mul_acc(float *d, const float *g, const float *y, size_t n, size_t P, int fresh) {
     if (P == n || P == 1) {
         const size_t nv = EW_NV(n);
         const float s = y[0];
@@ -81,7 +81,8 @@ static void mul_acc(float *d, const float *g, const float *y, size_t n, size_t P
         for (size_t v = 0; v < nv; v++) {
             const size_t i = v * LIPT_VW, len = lipt_vlanes(i, n);
             const lipt_vf yv = P == 1 ? lipt_vset1(s) : lipt_vload_n(y + i, len);
-            lipt_vstore_n(d + i, lipt_vload_n(d + i, len) + lipt_vload_n(g + i, len) * yv, len);
+            const lipt_vf t = lipt_vload_n(g + i, len) * yv;
+            lipt_vstore_n(d + i, fresh ? t : lipt_vload_n(d + i, len) + t, len);
         }
     } else {
         const size_t rows = n / P;
@@ -90,20 +91,20 @@ static void mul_acc(float *d, const float *g, const float *y, size_t n, size_t P
             for (size_t j = 0; j < P; j += LIPT_VW) {
                 const size_t len = lipt_vlanes(j, P), o = r * P + j;
                 const lipt_vf t = lipt_vload_n(g + o, len) * lipt_vload_n(y + j, len);
-                lipt_vstore_n(d + o, lipt_vload_n(d + o, len) + t, len);
+                lipt_vstore_n(d + o, fresh ? t : lipt_vload_n(d + o, len) + t, len);
             }
     }
 }
 
-/* d[i] += sign * g[i] (* w[i] when w is given) */
-static void ew_acc(float *d, const float *g, const float *w, size_t n, float sign) {
+/* d[i] += sign * g[i] (* w[i] when w is given); = when fresh */
+static void ew_acc(float *d, const float *g, const float *w, size_t n, float sign, int fresh) {
     const size_t nv = EW_NV(n);
 #pragma omp parallel for if (n >= EW_PAR_MIN) schedule(static)
     for (size_t v = 0; v < nv; v++) {
         const size_t i = v * LIPT_VW, len = lipt_vlanes(i, n);
         lipt_vf t = sign * lipt_vload_n(g + i, len);
         if (w) t = t * lipt_vload_n(w + i, len);
-        lipt_vstore_n(d + i, lipt_vload_n(d + i, len) + t, len);
+        lipt_vstore_n(d + i, fresh ? t : lipt_vload_n(d + i, len) + t, len);
     }
 }
 
@@ -163,16 +164,18 @@ static void binary_backward(lipt_ctx *ctx, lipt_node *node) {
     const size_t n = a->numel, P = b->numel;
     if (n == 0) return;
     const lipt_op_id op = node->op;
-    float *da = lipt_grad_of(ctx, a);
+    int fresh;
+    float *da = lipt_grad_of_fresh(ctx, a, &fresh);
     if (da) {
-        if (op == LIPT_OP_MUL) mul_acc(da, g, b->data, n, P);
-        else ew_acc(da, g, NULL, n, 1.0f);
+        if (op == LIPT_OP_MUL) mul_acc(da, g, b->data, n, P, fresh);
+        else ew_acc(da, g, NULL, n, 1.0f, fresh);
     }
-    float *db = lipt_grad_of(ctx, b);
+    /* a broadcast b's gradient is a sum over rows into a (small) buffer: zeroed, accumulated */
+    float *db = P == n ? lipt_grad_of_fresh(ctx, b, &fresh) : lipt_grad_of(ctx, b);
     if (db) {
         const float *w = op == LIPT_OP_MUL ? a->data : NULL;
         const float sign = op == LIPT_OP_SUB ? -1.0f : 1.0f;
-        if (P == n) ew_acc(db, g, w, n, sign);
+        if (P == n) ew_acc(db, g, w, n, sign, fresh);
         else lipt_reduce_rows_acc(db, g, w, n / P, P, sign);
     }
 }
@@ -206,8 +209,9 @@ lipt_tensor *lipt_scale(lipt_ctx *ctx, lipt_tensor *a, float s) {
 }
 
 void lipt_scale_backward(lipt_ctx *ctx, lipt_node *node) {
-    float *da = lipt_grad_of(ctx, node->in[0]);
-    if (da) ew_acc(da, node->out->grad, NULL, node->in[0]->numel, node->farg[0]);
+    int fresh;
+    float *da = lipt_grad_of_fresh(ctx, node->in[0], &fresh);
+    if (da) ew_acc(da, node->out->grad, NULL, node->in[0]->numel, node->farg[0], fresh);
 }
 
 /* ---------------------------------------------------------------- reductions */

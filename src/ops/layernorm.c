@@ -132,7 +132,8 @@ lipt_tensor *lipt_layernorm(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *gamma, l
 
 void lipt_layernorm_backward(lipt_ctx *ctx, lipt_node *node) {
     lipt_tensor *x = node->in[0], *gamma = node->in[1], *beta = node->in[2];
-    float *dx = lipt_grad_of(ctx, x), *dg = lipt_grad_of(ctx, gamma), *db = lipt_grad_of(ctx, beta);
+    int fresh; /* every row of dx is written: = on a fresh buffer */
+    float *dx = lipt_grad_of_fresh(ctx, x, &fresh), *dg = lipt_grad_of(ctx, gamma), *db = lipt_grad_of(ctx, beta);
     if (!dx && !dg && !db) return;
     const int D = node->iarg[0];
     const size_t rows = lipt_rows(x);
@@ -181,12 +182,13 @@ void lipt_layernorm_backward(lipt_ctx *ctx, lipt_node *node) {
                     if (W) g = g * lipt_vdh_loadf(W + j);
                     const lipt_vdh xh = (lipt_vdh_loadf(xr + j) - mu) * rstd;
                     const lipt_vfh upd = __builtin_convertvector(rstd * (g - sg - xh * sgx), lipt_vfh);
-                    lipt_vfh_store(dxr + j, lipt_vfh_load(dxr + j) + upd);
+                    lipt_vfh_store(dxr + j, fresh ? upd : lipt_vfh_load(dxr + j) + upd);
                 }
                 for (; j < D; j++) {
                     double g = W ? (double)gr[j] * W[j] : gr[j];
                     double xh = (xr[j] - mu) * rstd;
-                    dxr[j] += (float)(rstd * (g - sg - xh * sgx));
+                    const float upd = (float)(rstd * (g - sg - xh * sgx));
+                    dxr[j] = fresh ? upd : dxr[j] + upd;
                 }
             }
         }

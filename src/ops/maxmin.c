@@ -62,7 +62,8 @@ lipt_tensor *lipt_maxmin(lipt_ctx *ctx, lipt_tensor *x) {
 }
 
 void lipt_maxmin_backward(lipt_ctx *ctx, lipt_node *node) {
-    float *dx = lipt_grad_of(ctx, node->in[0]);
+    int fresh;
+    float *dx = lipt_grad_of_fresh(ctx, node->in[0], &fresh);
     if (!dx) return;
     const float *a = node->in[0]->data, *g = node->out->grad;
     const size_t n = node->out->numel, nv = (n + LIPT_VW - 1) / LIPT_VW;
@@ -72,6 +73,6 @@ void lipt_maxmin_backward(lipt_ctx *ctx, lipt_node *node) {
         const size_t i = b * LIPT_VW, len = lipt_vlanes(i, n);
         const lipt_vf av = lipt_vload_n(a + i, len), gv = lipt_vload_n(g + i, len);
         const lipt_vf r = lipt_vsel(keep_mask(av, pair_swap(av, ix)), gv, pair_swap(gv, ix));
-        lipt_vstore_n(dx + i, lipt_vload_n(dx + i, len) + r, len);
+        lipt_vstore_n(dx + i, fresh ? r : lipt_vload_n(dx + i, len) + r, len);
     }
 }
