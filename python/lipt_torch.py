@@ -281,8 +281,9 @@ def spectral_sigma(w: torch.Tensor, u: torch.Tensor, v: torch.Tensor, n_blocks: 
 def gram_spectral_ub(w: torch.Tensor, n_blocks: int, gram_iters: int) -> List[float]:
     """lipt_spectral_ub of each column block W_b (R x cb) of w, in float64: G = W_b^T W_b if cb <= R else
     W_b W_b^T; `gram_iters` squarings G <- (G / 2^e)^2 with 2^e just above ||G||_F (exact rescaling); the bound is
-    ||G_t||_F^(1/2^(t+1)) with the scales put back, i.e. ||G_0^(2^t)||_F^(1/2^(t+1)) >= sigma(W_b). lipt adds a
-    rounding margin (about 1e-14 relative at these sizes) that is left out here. +inf for a non-finite block, 0 for
+    ||G_t||_F^(1/2^(t+1)) with the scales put back, i.e. ||G_0^(2^t)||_F^(1/2^(t+1)) >= sigma(W_b). lipt squares in
+    float32 and adds a rounding margin for that (about n 2^-24, 1e-6 relative at these sizes) that is left out
+    here. +inf for a non-finite block, 0 for
     a zero block."""
     wd = w.detach().double()
     R, C = wd.shape

@@ -286,45 +286,57 @@ void lipt_spectral_norm_backward(lipt_ctx *ctx, lipt_node *node) { uv_backward(c
 /* ---- Certified upper bound by Gram iteration ----
  *
  * Why the returned double is >= the exact sigma of the float block A (m×n after choosing the smaller Gram side,
- * n <= m), assuming IEEE double with round-to-nearest, u = 2^-53.  Notation: rho = spectral radius; for a
- * symmetric X, rho(X) = ‖X‖₂ <= ‖X‖_F and Weyl gives rho(X) <= rho(X + Y) + ‖Y‖₂ for symmetric Y.
- *  - H_0 = fl(AᵀA) (gram_upper: dsyrk, or two dsyrk and a dgemm; the upper triangle mirrored: symmetric).  The
- *    float entries are exact in double; any order
- *    of an m-term dot product, with or without FMA, errs by <= gamma_m Σ|a||b| (gamma_k = k u / (1 - k u)), so
- *    ‖H_0 - AᵀA‖₂ <= gamma_m ‖|A|ᵀ|A|‖_F <= gamma_m ‖A‖_F² =: e_0 and sigma² <= rho(H_0) + e_0.
- *  - Step k: H'_k = 2^-e_k H_k (exact but for subnormal results, each off by <= 2^-1075: ‖D_k‖₂ <= n 2^-1075),
- *    H_{k+1} = fl(H'_k H'_k) (gram_upper again, symmetric), F_k = H_{k+1} - H'_k² with ‖F_k‖₂ <= gamma_n ‖H'_k‖_F²
- *    + n² 2^-1073 (the last term: products that underflow).  Hence
- *        rho(H_k) <= 2^e_k (rho(H'_k) + ‖D_k‖₂),   rho(H'_k) <= sqrt(rho(H_{k+1}) + ‖F_k‖₂),
- *    and at the end rho(H_t) <= ‖H_t‖_F.  Nesting these from k = t-1 down to 0 gives the bound; without the error
- *    terms it is ‖H_0^(2^t)‖_F^(1/2^(t+1)), the Gram iteration bound itself.
- *  - Each scalar step (sum of squares, product, sum, sqrt) is rounded once to nearest and then moved up one ulp
- *    (up()), which is >= the exact result; sums of N squares (taken in lanes, an order whose error is bounded as
- *    any other's) are inflated by 1/(1 - gamma_N) <= 1 + 2 gamma_N plus an underflow slack.  ldexp by 2^e_k is
- *    exact unless the result is subnormal (then moved up too).
- * Rescaling so that ‖H'_k‖_F is in [1/2, 1) keeps every H_k for k >= 1 near unit size (rho(H'_k) >= 1/(2 sqrt n)),
- * so neither the matrices nor the nested bound overflow or underflow for any t; H_0 itself is at most
- * m (2^128)² <= 2^288 and at least 2^-298 when nonzero, far inside double's range.
- * Size of the margin: e_0 / sigma² <= gamma_m r and ‖F_k‖₂ / rho(H'_k)² <= gamma_n r (r = rank), halved at each
- * square root on the way back (Σ_k 2^-(k+2) < 1/2), so the result exceeds the exact Gram bound by at most about
- * (gamma_m + gamma_n) r / 2 relative plus O(t u): 1.8e-11 for 256×1024 blocks, 1.2e-10 for 1024×1024 (reached by
- * a flat spectrum, e.g. the identity), far below 1e-9; for spread spectra the later levels contribute ~nothing. */
+ * n <= m), assuming IEEE arithmetic with round-to-nearest: u = 2^-53 in double, u_f = 2^-24 in float.  Notation:
+ * rho = spectral radius; for a symmetric X, rho(X) = ‖X‖₂ <= ‖X‖_F, ‖|X|‖₂ <= ‖|X|‖_∞ (the largest row sum of |X|:
+ * a symmetric matrix's row and column sums agree), ‖X‖₂ <= ‖|X|‖₂, 0 <= X <= Y entrywise gives ‖X‖₂ <= ‖Y‖₂, and
+ * Weyl gives rho(X) <= rho(X + Y) + ‖Y‖₂ for symmetric Y.  gamma_k = k u / (1 - k u) (gamma_f_k with u_f): any order
+ * of a k-term dot product, with or without FMA, errs by <= gamma_k Σ|a||b| plus, for products that underflow, at
+ * most k half-units of the smallest subnormal.
+ *  - H_0 = fl(AᵀA) in double (gram_upper: dsyrk, or two dsyrk and a dgemm; the upper triangle mirrored:
+ *    symmetric).  The float entries are exact in double, so ‖H_0 - AᵀA‖₂ <= gamma_m ‖|A|ᵀ|A|‖_F <= gamma_m ‖A‖_F²
+ *    =: e_0 and sigma² <= rho(H_0) + e_0.
+ *  - Level 0: G_0 = fl_f(2^-e_0 H_0), the scaled matrix (exact in double) rounded to float: symmetric, and
+ *    ‖2^-e_0 H_0 - G_0‖₂ <= u_f min(‖H'‖_F, ‖|H'|‖_∞) + n 2^-150 =: d_0 with H' = 2^-e_0 H_0 (each entry off by
+ *    <= u_f of itself, or by <= 2^-150 when subnormal).
+ *  - Squarings, in float: X_k = fl_f(G_k G_k) (gram_upper: ssyrk, or two ssyrk and an sgemm; mirrored, symmetric),
+ *    F_k = X_k - G_k² with ‖F_k‖₂ <= gamma_f_n ‖|G_k| |G_k|‖₂ + n² 2^-149 <= gamma_f_n min(‖G_k‖_F, ‖|G_k|‖_∞)² +
+ *    n² 2^-149 =: f_k; then G_{k+1} = 2^-e_{k+1} X_k, exact but for subnormal results: off by d_{k+1} = n 2^-149.
+ *  - Hence rho(H_0) <= 2^e_0 (rho(G_0) + d_0), rho(G_k) = sqrt(rho(G_k²)) <= sqrt(rho(X_k) + f_k) and
+ *    rho(X_k) <= 2^e_{k+1} (rho(G_{k+1}) + d_{k+1}), and at the end rho(G_t) <= ‖G_t‖_F.  Nesting these from t
+ *    down to 0 gives the bound; without the error terms it is ‖H_0^(2^t)‖_F^(1/2^(t+1)), the Gram iteration
+ *    bound itself.  (t = 0: sigma² <= ‖H_0‖_F + e_0, no float level.)
+ *  - Each scalar step (sum, product, sqrt) is rounded once to nearest and then moved up one ulp (up()), which is >=
+ *    the exact result; sums of N nonnegative terms (squares, absolute values; taken in lanes, an order whose error is
+ *    bounded as any other's) are inflated by 1/(1 - gamma_N) <= 1 + 2 gamma_N plus an underflow slack.  ldexp by
+ *    2^e_k is exact unless the result is subnormal (then moved up too).
+ * Rescaling so that ‖G_k‖_F is in [1/2, 1) (up to the rounding to float) keeps every level near unit size
+ * (rho(G_k) >= 1/(2 sqrt n)), so neither the matrices nor the nested bound overflow or underflow for any t; H_0
+ * itself is at most m (2^128)² <= 2^288 and at least 2^-298 when nonzero, far inside double's range.
+ * Why the squarings are in float: they are two thirds of the certificate's work at the invertible models' shapes
+ * (256×1024, t = 8) and run twice as fast; the first product, whose error term would be gamma_f_m ‖|A|ᵀ|A|‖, stays
+ * in double.  Size of the margin over the exact Gram bound: e_0 / sigma² <= gamma_m r as before (r = rank;
+ * 1e-11), d_0 adds at most u_f sqrt(n) / 2 relative, and f_k / rho(G_k)² <= gamma_f_n min(r_s, κ²) (r_s =
+ * ‖G_k‖_F² / rho², κ = ‖|G_k|‖_∞ / rho, both small for the Gram matrices met in practice: a flat spectrum makes G_k
+ * a multiple of the identity, κ = 1), weighted 2^-(k+2) on the way back: the tests measure 3e-5 on the 1024
+ * identity and <= 1e-5 on Gaussian and trained-like blocks; cf. the Gram bound's own slack r^(1/2^(t+2)) - 1. */
 
 /* The next double up: >= the exact value of an operation whose round-to-nearest result is x. */
 static double up(double x) { return nextafter(x, INFINITY); }
 
-/* An upper bound of gamma_k = k u / (1 - k u); the factor 1 + 2^-40 covers the three roundings of its evaluation.
- * +inf (a useless but valid bound) for absurd k. */
-static double gamma_up(double k) {
-    double ku = k * 0x1p-53;
+/* An upper bound of k uu / (1 - k uu) (gamma_k at unit roundoff uu); the factor 1 + 2^-40 covers the three
+ * roundings of its evaluation. +inf (a useless but valid bound) for absurd k. */
+static double gamma_at(double k, double uu) {
+    double ku = k * uu;
     return ku < 0.25 ? ku / (1 - ku) * (1 + 0x1p-40) : INFINITY;
 }
+static double gamma_up(double k) { return gamma_at(k, 0x1p-53); }
+static double gamma_up_f(double k) { return gamma_at(k, 0x1p-24); }
 
 /* Absolute slack for N underflowing terms, each off by at most a (doubled) half unit of 2^-1074. */
 static double tiny_slack(double N) { return ldexp(N, -1070); }
 
-/* An upper bound of the exact Σ x_i² of N doubles from s, that sum computed in double in any order (the error of
- * any order of summation of N nonnegative terms is <= gamma_N of the sum). */
+/* An upper bound of the exact sum of N nonnegative doubles from s, that sum computed in double in any order (the
+ * error of any order of summation of N nonnegative terms is <= gamma_N of the sum). */
 static double sumsq_bound(double s, size_t N) {
     return up(up(s * up(1 + 2 * gamma_up((double)N))) + tiny_slack((double)N));
 }
@@ -359,19 +371,119 @@ static double scale_sumsq(double *x, size_t N, double sc) {
     return s;
 }
 
-/* The upper triangle of the row-major n×n C, written by dsyrk, copied to the lower one (in tiles: a column of
- * the upper triangle is read with stride n). */
-static void mirror_upper(double *c, int n) {
-    enum { TILE = 32 };
-    for (int i0 = 0; i0 < n; i0 += TILE) {
-        const int i1 = i0 + TILE < n ? i0 + TILE : n;
-        for (int j0 = 0; j0 <= i0; j0 += TILE)
-            for (int i = i0; i < i1; i++) {
-                const int j1 = j0 + TILE < i ? j0 + TILE : i;
-                for (int j = j0; j < j1; j++) c[(size_t)i * n + j] = c[(size_t)j * n + i];
-            }
-    }
+/* |v| lane by lane (clears the sign bits) */
+static lipt_vdh vdh_abs(lipt_vdh v) {
+    typedef long long vlh __attribute__((vector_size(sizeof(lipt_vdh))));
+    vlh b;
+    memcpy(&b, &v, sizeof b);
+    b &= 0x7fffffffffffffffLL;
+    memcpy(&v, &b, sizeof v);
+    return v;
 }
+
+/* Sums over an n×n matrix of one precision level: Σ x² (in SPEC_VD-lane vectors, the tail last), and the largest row
+ * sum of |x| (each row in lanes): both sums of nonnegative doubles, bounded by sumsq_bound. */
+typedef struct {
+    double ssq, rmax;
+} level_sums;
+
+/* Level 0: f = fl_f(sc h) for the double n×n h (sc a power of two: sc h is exact), with the sums of sc h (for d_0)
+ * in *sh and those of f (for f_0) in *sf. */
+static void level0_to_float(const double *h, int n, double sc, float *f, level_sums *sh, level_sums *sf) {
+    lipt_vdh qh = {0}, qf = {0};
+    double th = 0, tf = 0;
+    sh->rmax = sf->rmax = 0;
+    for (int i = 0; i < n; i++) {
+        const double *hr = h + (size_t)i * n;
+        float *fr = f + (size_t)i * n;
+        lipt_vdh rh = {0}, rf = {0};
+        double r1h = 0, r1f = 0;
+        int j = 0;
+        for (; j + SPEC_VD <= n; j += SPEC_VD) {
+            lipt_vdh v;
+            memcpy(&v, hr + j, sizeof v);
+            v *= sc;
+            const lipt_vfh vf = __builtin_convertvector(v, lipt_vfh);
+            lipt_vfh_store(fr + j, vf);
+            const lipt_vdh w = __builtin_convertvector(vf, lipt_vdh);
+            qh += v * v;
+            qf += w * w;
+            rh += vdh_abs(v);
+            rf += vdh_abs(w);
+        }
+        for (; j < n; j++) {
+            const double v = hr[j] * sc;
+            fr[j] = (float)v;
+            const double w = fr[j];
+            th += v * v;
+            tf += w * w;
+            r1h += fabs(v);
+            r1f += fabs(w);
+        }
+        for (int l = 0; l < SPEC_VD; l++) r1h += rh[l], r1f += rf[l];
+        sh->rmax = fmax(sh->rmax, r1h);
+        sf->rmax = fmax(sf->rmax, r1f);
+    }
+    for (int l = 0; l < SPEC_VD; l++) th += qh[l], tf += qf[l];
+    sh->ssq = th;
+    sf->ssq = tf;
+}
+
+/* Σ x² of the float n×n f in double (float squares are exact in double); with sc != 1 (a power of two) f is first
+ * scaled in place, and *s then also gets the largest row sum of |x|. */
+static double level_float(float *f, int n, float sc, level_sums *s) {
+    lipt_vdh q = {0};
+    double t = 0, rmax = 0;
+    for (int i = 0; i < n; i++) {
+        float *fr = f + (size_t)i * n;
+        lipt_vdh r = {0};
+        double r1 = 0;
+        int j = 0;
+        for (; j + SPEC_VD <= n; j += SPEC_VD) {
+            lipt_vfh vf = lipt_vfh_load(fr + j);
+            if (sc != 1.0f) {
+                vf *= sc;
+                lipt_vfh_store(fr + j, vf);
+            }
+            const lipt_vdh w = __builtin_convertvector(vf, lipt_vdh);
+            q += w * w;
+            r += vdh_abs(w);
+        }
+        for (; j < n; j++) {
+            if (sc != 1.0f) fr[j] *= sc;
+            const double w = fr[j];
+            t += w * w;
+            r1 += fabs(w);
+        }
+        for (int l = 0; l < SPEC_VD; l++) r1 += r[l];
+        rmax = fmax(rmax, r1);
+    }
+    for (int l = 0; l < SPEC_VD; l++) t += q[l];
+    if (s) s->ssq = t, s->rmax = rmax;
+    return t;
+}
+
+/* An upper bound of min(‖X‖_F, ‖|X|‖_∞) from the sums of an n×n level. */
+static double level_norm_bound(const level_sums *s, int n) {
+    return fmin(up(sqrt(sumsq_bound(s->ssq, (size_t)n * n))), sumsq_bound(s->rmax, (size_t)n));
+}
+
+/* The upper triangle of the row-major n×n C, written by ?syrk, copied to the lower one (in tiles: a column of
+ * the upper triangle is read with stride n). */
+#define DEFINE_MIRROR_UPPER(name, T)                                                                                \
+    static void name(T *c, int n) {                                                                                 \
+        enum { TILE = 32 };                                                                                         \
+        for (int i0 = 0; i0 < n; i0 += TILE) {                                                                      \
+            const int i1 = i0 + TILE < n ? i0 + TILE : n;                                                           \
+            for (int j0 = 0; j0 <= i0; j0 += TILE)                                                                  \
+                for (int i = i0; i < i1; i++) {                                                                     \
+                    const int j1 = j0 + TILE < i ? j0 + TILE : i;                                                   \
+                    for (int j = j0; j < j1; j++) c[(size_t)i * n + j] = c[(size_t)j * n + i];                      \
+                }                                                                                                   \
+        }                                                                                                           \
+    }
+DEFINE_MIRROR_UPPER(mirror_upper, double)
+DEFINE_MIRROR_UPPER(mirror_upper_f, float)
 
 /* The R×cb block at column offset c0 of the row-major [R, C] w into a (row stride cb), exactly, and Σ a² (float
  * squares are exact in double; summed in lanes as scale_sumsq). The sum is finite iff every entry is: a float's
@@ -404,44 +516,62 @@ static double block_to_double(const float *w, int R, int C, int c0, int cb, doub
 /* Gram matrices of at least this order are formed in three products (gram_upper). */
 #define GRAM_SPLIT_MIN 128
 
+/* C (upper triangle) = alpha op(A) op(A)ᵀ, op(A) [n, m]; and C [h, n-h] = op(A_1) op(A_2)ᵀ, in float (single) or
+ * double, beta 0. */
+static void syrk_up(int single, CBLAS_TRANSPOSE op, int n, int m, const void *a, int lda, void *c, int ldc) {
+    if (single) cblas_ssyrk(CblasRowMajor, CblasUpper, op, n, m, 1.0f, a, lda, 0.0f, c, ldc);
+    else cblas_dsyrk(CblasRowMajor, CblasUpper, op, n, m, 1.0, a, lda, 0.0, c, ldc);
+}
+static void gemm_abt(int single, int trans, int M, int N, int K, const void *a1, const void *a2, int lda, void *c,
+                     int ldc) {
+    const CBLAS_TRANSPOSE ta = trans ? CblasTrans : CblasNoTrans, tb = trans ? CblasNoTrans : CblasTrans;
+    if (single) cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a1, lda, a2, lda, 0.0f, c, ldc);
+    else cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, a1, lda, a2, lda, 0.0, c, ldc);
+}
+
 /* The upper triangle of the n×n row-major C = op(A) op(A)ᵀ, op(A) = A [n×m] (trans 0) or Aᵀ with A [m×n] (trans 1),
- * row stride lda; C's other entries are left alone.
+ * row stride lda, in float (single: A and C float) or double; C's other entries are left alone.
  * From order GRAM_SPLIT_MIN on it is three products: with h = n/2 and A_1, A_2 the first h and the other n - h rows
- * of op(A), the diagonal blocks' triangles A_1 A_1ᵀ and A_2 A_2ᵀ (dsyrk, one task) and the off-diagonal block
- * A_1 A_2ᵀ (dgemm, the other task, of the same work): each on one thread, the two tasks side by side when threads
+ * of op(A), the diagonal blocks' triangles A_1 A_1ᵀ and A_2 A_2ᵀ (?syrk, one task) and the off-diagonal block
+ * A_1 A_2ᵀ (?gemm, the other task, of the same work): each on one thread, the two tasks side by side when threads
  * allow. OpenBLAS's own threading of dsyrk at these orders gained nothing on two threads (1.0 ms either way for
  * n = 256 on the bench machine), and its waiting threads spun in sched_yield. Which product forms an entry depends
- * only on n, so the result does not depend on the thread count. Every entry is a dot product of m terms in double,
- * which is all the error analysis of lipt_spectral_ub assumes (any order, with or without FMA). Each task zeroes what
- * it writes first: beta = 0 should make BLAS ignore C, and zeroing makes that independent of the implementation. */
-static void gram_upper(int trans, int n, int m, const double *a, int lda, double *c) {
+ * only on n, so the result does not depend on the thread count. Every entry is a dot product of m terms, which is
+ * all the error analysis of lipt_spectral_ub assumes (any order, with or without FMA). Each task zeroes what it
+ * writes first: beta = 0 should make BLAS ignore C, and zeroing makes that independent of the implementation. */
+static void gram_upper(int single, int trans, int n, int m, const void *a, int lda, void *c) {
     const CBLAS_TRANSPOSE op = trans ? CblasTrans : CblasNoTrans;
+    const size_t es = single ? sizeof(float) : sizeof(double);
+    char *cc = c;
+    const char *ac = a;
+#define GRAM_ZERO(i, j0, len) memset(cc + ((size_t)(i) * n + (size_t)(j0)) * es, 0, (size_t)(len) * es)
     if (n < GRAM_SPLIT_MIN) {
-        for (int i = 0; i < n; i++) memset(c + (size_t)i * n + i, 0, (size_t)(n - i) * sizeof(double));
-        cblas_dsyrk(CblasRowMajor, CblasUpper, op, n, m, 1.0, a, lda, 0.0, c, n);
+        for (int i = 0; i < n; i++) GRAM_ZERO(i, i, n - i);
+        syrk_up(single, op, n, m, a, lda, c, n);
         return;
     }
     const int h = n / 2;
-    const double *a1 = a, *a2 = trans ? a + h : a + (size_t)h * lda;
+    const void *a1 = a, *a2 = ac + (trans ? (size_t)h : (size_t)h * lda) * es;
     const int par = !omp_in_parallel() && omp_get_max_threads() > 1 && lipt_blas_nests_safely();
 #pragma omp parallel for schedule(static) num_threads(2) if (par)
     for (int task = 0; task < 2; task++) {
         if (task == 0) { /* C[0:h, h:n] = A_1 A_2ᵀ */
-            for (int i = 0; i < h; i++) memset(c + (size_t)i * n + h, 0, (size_t)(n - h) * sizeof(double));
-            cblas_dgemm(CblasRowMajor, op, trans ? CblasNoTrans : CblasTrans, h, n - h, m, 1.0, a1, lda, a2, lda,
-                        0.0, c + h, n);
+            for (int i = 0; i < h; i++) GRAM_ZERO(i, h, n - h);
+            gemm_abt(single, trans, h, n - h, m, a1, a2, lda, cc + (size_t)h * es, n);
         } else { /* the triangles of C[0:h, 0:h] and C[h:n, h:n] */
-            for (int i = 0; i < h; i++) memset(c + (size_t)i * n + i, 0, (size_t)(h - i) * sizeof(double));
-            for (int i = h; i < n; i++) memset(c + (size_t)i * n + i, 0, (size_t)(n - i) * sizeof(double));
-            cblas_dsyrk(CblasRowMajor, CblasUpper, op, h, m, 1.0, a1, lda, 0.0, c, n);
-            cblas_dsyrk(CblasRowMajor, CblasUpper, op, n - h, m, 1.0, a2, lda, 0.0, c + (size_t)h * n + h, n);
+            for (int i = 0; i < h; i++) GRAM_ZERO(i, i, h - i);
+            for (int i = h; i < n; i++) GRAM_ZERO(i, i, n - i);
+            syrk_up(single, op, h, m, a1, lda, c, n);
+            syrk_up(single, op, n - h, m, a2, lda, cc + ((size_t)h * n + h) * es, n);
         }
     }
+#undef GRAM_ZERO
 }
 
-/* lipt_spectral_ub's scratch: the block in double, two Gram matrices, the exponents and error terms of each level. */
+/* lipt_spectral_ub's scratch: the block in double, the double Gram matrix g, the two float levels in h's storage
+ * (2 n² floats), the exponents and error terms of each level. */
 typedef struct {
-    double *a, *g, *h, *fk;
+    double *a, *g, *h, *fk, *dk;
     int *ek;
 } ub_scratch;
 
@@ -453,57 +583,69 @@ static ub_scratch ub_scratch_alloc(lipt_arena *ar, int R, int cb, int t) {
     s.h = lipt_arena_alloc(ar, n * n * sizeof(double));
     s.ek = lipt_arena_alloc(ar, (size_t)(t + 1) * sizeof(int));
     s.fk = lipt_arena_alloc(ar, (size_t)(t + 1) * sizeof(double));
+    s.dk = lipt_arena_alloc(ar, (size_t)(t + 1) * sizeof(double));
     return s;
+}
+
+/* The exponent e with sqrt(s) in [2^(e-1), 2^e): scaling by 2^-e brings a matrix with ‖.‖_F² = s into [1/2, 1). */
+static int frob_exponent(double s) {
+    int e = 0;
+    if (s > 0 && isfinite(s)) frexp(sqrt(s), &e);
+    return e;
 }
 
 static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int gram_iters, ub_scratch sc_) {
     const int rows = cb > R; /* Gram matrix of the smaller side: W_b W_bᵀ when the block is wide */
     const int n = rows ? R : cb, m = rows ? cb : R, t = gram_iters;
     const size_t nn = (size_t)n * n;
-    double *a = sc_.a, *g = sc_.g, *h = sc_.h, *fk = sc_.fk;
+    double *a = sc_.a, *g = sc_.g, *fk = sc_.fk, *dk = sc_.dk;
+    float *gf = (float *)sc_.h, *hf = gf + nn; /* the float levels: G_k and X_k */
     int *ek = sc_.ek;
 
     /* The block in double (exact), its squared Frobenius norm (float squares are exact in double). */
     const double fa = block_to_double(w, R, C, c0, cb, a);
-    const int finite = isfinite(fa) != 0;
-    double result;
-    if (!finite) {
-        result = INFINITY;
-    } else if (fa == 0) {
-        result = 0; /* all zero: a nonzero float square is >= 2^-298, so the sum cannot vanish otherwise */
+    if (!isfinite(fa)) return INFINITY;
+    if (fa == 0) return 0; /* all zero: a nonzero float square is >= 2^-298, so the sum cannot vanish otherwise */
+    const double fa_up = sumsq_bound(fa, (size_t)R * cb);
+    const double e0 = up(up(gamma_up(m) * fa_up) + tiny_slack((double)nn));
+    gram_upper(0, !rows, n, m, a, cb, g);
+    mirror_upper(g, n);
+    double c; /* bounds rho(H_0) */
+    if (t == 0) {
+        c = up(sqrt(sumsq_bound(scale_sumsq(g, nn, 1.0), nn)));
     } else {
-        const double tiny = tiny_slack((double)nn);
-        const double gam_n = gamma_up(n);
-        const double fa_up = sumsq_bound(fa, (size_t)R * cb);
-        const double e0 = up(up(gamma_up(m) * fa_up) + tiny);
-        gram_upper(!rows, n, m, a, cb, g);
-        mirror_upper(g, n);
+        const double gam_f = gamma_up_f(n), under_f = ldexp((double)nn, -149), sub_f = ldexp((double)n, -149);
         for (int k = 0; k < t; k++) {
-            /* H'_k = H_k / 2^e with 2^e just above ‖H_k‖_F (a power of two: exact) */
-            const double s = scale_sumsq(g, nn, 1.0);
-            int e = 0;
-            if (s > 0 && isfinite(s)) frexp(sqrt(s), &e);
-            const double sc = ldexp(1.0, -e);
-            ek[k] = e;
-            fk[k] = up(up(gam_n * sumsq_bound(scale_sumsq(g, nn, sc), nn)) + tiny);
-            gram_upper(0, n, n, g, n, h); /* H'H'ᵀ = H'² */
-            mirror_upper(h, n);
-            double *tmp = g;
-            g = h;
-            h = tmp;
+            level_sums sf;
+            if (k == 0) { /* G_0 = fl_f(2^-e H_0) */
+                ek[0] = frob_exponent(scale_sumsq(g, nn, 1.0));
+                level_sums sh;
+                level0_to_float(g, n, ldexp(1.0, -ek[0]), gf, &sh, &sf);
+                dk[0] = up(up(0x1p-24 * level_norm_bound(&sh, n)) + sub_f);
+            } else { /* G_k = 2^-e X_{k-1}, in place */
+                ek[k] = frob_exponent(level_float(gf, n, 1.0f, NULL));
+                level_float(gf, n, ldexpf(1.0f, -ek[k]), &sf);
+                dk[k] = sub_f;
+            }
+            const double nb = level_norm_bound(&sf, n);
+            fk[k] = up(up(gam_f * up(nb * nb)) + under_f);
+            gram_upper(1, 0, n, n, gf, n, hf); /* X_k = G_k G_kᵀ = G_k² */
+            mirror_upper_f(hf, n);
+            float *tmp = gf;
+            gf = hf;
+            hf = tmp;
         }
-        /* c bounds rho(H_k), from k = t back to 0 */
-        double c = up(sqrt(sumsq_bound(scale_sumsq(g, nn, 1.0), nn)));
+        /* from rho(G_t) <= ‖G_t‖_F back to rho(H_0) */
+        c = up(sqrt(sumsq_bound(level_float(gf, n, 1.0f, NULL), nn)));
         for (int k = t - 1; k >= 0; k--) {
-            c = up(sqrt(up(c + fk[k])));    /* >= rho(H'_k) */
-            c = up(c + tiny);                /* >= rho(H_k) / 2^e_k, the scaling's underflow */
-            c = ldexp(c, ek[k]);             /* >= rho(H_k) */
-            if (c < DBL_MIN) c = up(c);      /* ldexp rounded (subnormal result) */
+            c = up(sqrt(up(c + fk[k]))); /* >= rho(G_k) */
+            c = up(c + dk[k]);           /* >= rho(2^-e_k X_{k-1}), or of 2^-e_0 H_0 */
+            c = ldexp(c, ek[k]);         /* >= rho(X_{k-1}), or rho(H_0) */
+            if (c < DBL_MIN) c = up(c);  /* ldexp rounded (subnormal result) */
         }
-        result = up(sqrt(up(c + e0)));       /* sigma² <= rho(H_0) + e_0 */
-        if (isnan(result)) result = INFINITY;
     }
-    return result;
+    double result = up(sqrt(up(c + e0))); /* sigma² <= rho(H_0) + e_0 */
+    return isnan(result) ? INFINITY : result;
 }
 
 static void check_ub_args(int R, int C, int c0, int cb, int gram_iters) {
