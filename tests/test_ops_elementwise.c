@@ -265,6 +265,32 @@ START_TEST(test_binary_long_reduction) {
 }
 END_TEST
 
+/* A scalar factor's gradient (a sum over every element) has the same bits on 1 and 2 threads. */
+START_TEST(test_scalar_grad_threads) {
+    lipt_rng rng;
+    lipt_rng_seed(&rng, 91);
+    const int n = 300001; /* not a multiple of the chunk or vector length */
+    lipt_tensor *A = tu_tensor(&rng, 1, (int[]){n}, 1.0f, 1), *S = tu_tensor(&rng, 1, (int[]){1}, 1.0f, 1);
+    float got[2][2];
+    for (int th = 1; th <= 2; th++) {
+        lipt_set_threads(th);
+        lipt_ctx ctx;
+        lipt_ctx_init(&ctx, 1 << 20, 1);
+        A->grad = S->grad = NULL;
+        lipt_tensor *C = lipt_mul(&ctx, A, S);
+        lipt_backward(&ctx, lipt_sum(&ctx, lipt_mul(&ctx, C, A)));
+        got[th - 1][0] = S->grad[0];
+        got[th - 1][1] = A->grad[n - 1];
+        A->grad = S->grad = NULL;
+        lipt_ctx_free(&ctx);
+    }
+    ck_assert_msg(got[0][0] == got[1][0] && got[0][1] == got[1][1], "1 vs 2 threads: %.9g %.9g", got[0][0], got[1][0]);
+    printf("scalar factor gradient over %d elements: bitwise equal on 1 and 2 threads (%.9g)\n", n, got[0][0]);
+    tu_free(A);
+    tu_free(S);
+}
+END_TEST
+
 /* A composite graph: x feeds several nodes (bias add, mul by itself, scalar sub), so contributions accumulate. */
 static lipt_tensor *build_chain(lipt_ctx *ctx, lipt_tensor **in, void *user) {
     (void)user;
@@ -542,6 +568,7 @@ int main(void) {
     tcase_add_test(tc, test_binary_broadcast);
     tcase_add_test(tc, test_binary_alias);
     tcase_add_test(tc, test_binary_long_reduction);
+    tcase_add_test(tc, test_scalar_grad_threads);
     tcase_add_test(tc, test_binary_chain);
     tcase_add_test(tc, test_binary_no_grad);
     tcase_add_test(tc, test_unary);

@@ -108,17 +108,44 @@ static void ew_acc(float *d, const float *g, const float *w, size_t n, float sig
     }
 }
 
+/* Chunks of sum_chunked: at most this many, of at least EW_SUM_CHUNK elements. */
+#define EW_SUM_MAXC 256
+#define EW_SUM_CHUNK ((size_t)4096)
+
+/* Σ g[i] (* w[i] when w is given) of n floats, in double: fixed chunks (their bounds depend on n only) each summed in
+ * 2 LIPT_VDW lanes, then the chunks' sums in order. The same bits on any thread count, and a streaming loop: one
+ * running double sum per thread had waited one addition latency per element (0.6 % of an invertible model's
+ * training step, the gradients of its weights' normalising factors). */
+static double sum_chunked(const float *g, const float *w, size_t n) {
+    size_t cs = (n + EW_SUM_MAXC - 1) / EW_SUM_MAXC;
+    if (cs < EW_SUM_CHUNK) cs = EW_SUM_CHUNK;
+    const size_t nc = (n + cs - 1) / cs;
+    double part[EW_SUM_MAXC];
+#pragma omp parallel for schedule(static) if (n >= EW_PAR_MIN && nc > 1)
+    for (size_t c = 0; c < nc; c++) {
+        const size_t i0 = c * cs, i1 = n - i0 < cs ? n : i0 + cs;
+        lipt_vdh acc[2] = {{0}};
+        size_t i = i0;
+        for (; i + 2 * LIPT_VDW <= i1; i += 2 * LIPT_VDW)
+            for (int k = 0; k < 2; k++) {
+                lipt_vdh t = lipt_vdh_loadf(g + i + k * LIPT_VDW);
+                if (w) t *= lipt_vdh_loadf(w + i + k * LIPT_VDW); /* float products are exact in double */
+                acc[k] += t;
+            }
+        double s = 0;
+        for (int k = 0; k < 2; k++)
+            for (int l = 0; l < LIPT_VDW; l++) s += acc[k][l];
+        for (; i < i1; i++) s += w ? (double)g[i] * w[i] : (double)g[i];
+        part[c] = s;
+    }
+    double s = 0;
+    for (size_t c = 0; c < nc; c++) s += part[c];
+    return s;
+}
+
 void lipt_reduce_rows_acc(float *db, const float *g, const float *w, size_t rows, size_t P, double sign) {
     if (P == 1) {
-        double s = 0;
-        if (w) {
-#pragma omp parallel for reduction(+ : s) if (rows >= EW_PAR_MIN) schedule(static)
-            for (size_t i = 0; i < rows; i++) s += (double)g[i] * w[i];
-        } else {
-#pragma omp parallel for reduction(+ : s) if (rows >= EW_PAR_MIN) schedule(static)
-            for (size_t i = 0; i < rows; i++) s += g[i];
-        }
-        db[0] += (float)(sign * s);
+        db[0] += (float)(sign * sum_chunked(g, w, rows));
         return;
     }
     /* Column ranges: each thread owns whole columns, so no two threads write the same db[j], and each column is
