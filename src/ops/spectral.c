@@ -70,31 +70,30 @@ static void block_mv(const float *w, int R, int C, int c0, int cb, const double 
     }
 }
 
-/* Columns per chunk of block_mtv: the chunk's sums stay in vector registers. */
-#define MTV_CHUNK 32
+/* Columns per chunk of block_mtv: the chunk's sums (4 KiB of doubles) stay in L1 while the rows stream through. */
+#define MTV_CHUNK 512
 
-/* y[cb] = W_bᵀ x, streaming rows (each y[j] summed in row order); threads take column chunks so each writes its
- * own slice of y. */
+/* y[cb] = W_bᵀ x, streaming rows (each y[j] summed in row order, one fused multiply-add per row as before: the same
+ * bits as register-held sums of 32 columns); threads take column chunks so each writes its own slice of y. Chunks of
+ * 32 columns read each row's 128 bytes at a stride of the row length (4 KiB for W1), which made this product about
+ * three times slower than the row-wise block_mv on the same matrix. */
 static void block_mtv(const float *w, int R, int C, int c0, int cb, const double *x, double *y, int par) {
     const int n_chunks = (cb + MTV_CHUNK - 1) / MTV_CHUNK;
 #pragma omp parallel for schedule(static) if (par && n_chunks > 1 && (size_t)R * cb >= SPEC_PAR_WORK)
     for (int k = 0; k < n_chunks; k++) {
         const int j0 = k * MTV_CHUNK, j1 = j0 + MTV_CHUNK < cb ? j0 + MTV_CHUNK : cb;
-        if (j1 - j0 == MTV_CHUNK) {
-            lipt_vdh acc[MTV_CHUNK / LIPT_VDW] = {{0}};
-            for (int i = 0; i < R; i++) {
-                const float *row = w + (size_t)i * C + c0 + j0;
-                const double ui = x[i];
-                for (int l = 0; l < MTV_CHUNK / LIPT_VDW; l++) acc[l] += lipt_vdh_loadf(row + l * LIPT_VDW) * ui;
+        const int jv = j0 + (j1 - j0) / LIPT_VDW * LIPT_VDW;
+        for (int j = j0; j < j1; j++) y[j] = 0;
+        for (int i = 0; i < R; i++) {
+            const float *row = w + (size_t)i * C + c0;
+            const double ui = x[i];
+            for (int j = j0; j < jv; j += LIPT_VDW) {
+                lipt_vdh a;
+                memcpy(&a, y + j, sizeof a);
+                a += lipt_vdh_loadf(row + j) * ui;
+                memcpy(y + j, &a, sizeof a);
             }
-            memcpy(y + j0, acc, sizeof acc);
-        } else {
-            for (int j = j0; j < j1; j++) y[j] = 0;
-            for (int i = 0; i < R; i++) {
-                const float *row = w + (size_t)i * C + c0;
-                double ui = x[i];
-                for (int j = j0; j < j1; j++) y[j] += (double)row[j] * ui;
-            }
+            for (int j = jv; j < j1; j++) y[j] += (double)row[j] * ui;
         }
     }
 }
