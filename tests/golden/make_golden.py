@@ -85,6 +85,34 @@ def decode(blob: bytes):
     return out
 
 
+def check_detail(path: str, blob: bytes) -> str:
+    """How a regenerated file differs from the one on disk: missing or unreadable, other names or shapes, or the
+    largest relative difference of the values (PyTorch's float32 kernels differ in the last bits between CPUs, and
+    the C test compares at 1e-4)."""
+    if not os.path.exists(path):
+        return " (no file on disk)"
+    try:
+        old, new = decode(open(path, "rb").read()), decode(blob)
+    except ValueError as e:
+        return f" (file on disk unreadable: {e})"
+    if old.keys() != new.keys():
+        return " (other tensors: " + ", ".join(sorted(set(old) ^ set(new))) + ")"
+    worst, where = 0.0, ""
+    for k in old:
+        a, b = old[k], new[k]
+        if isinstance(a, str) or isinstance(b, str):
+            if a != b:
+                return f" (text '{k}' differs)"
+            continue
+        if a.shape != b.shape:
+            return f" ('{k}': shape {a.shape} on disk, {b.shape} now)"
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        d = float(np.max(np.abs(a64 - b64))) / max(float(np.max(np.abs(b64))), 1e-30) if a.size else 0.0
+        if d > worst:
+            worst, where = d, k
+    return f" (largest relative difference {worst:.1e}, in '{where}')"
+
+
 # ----------------------------------------------------------------------------- the recipe
 
 COMMON = dict(vocab_size=11, d_model=12, n_heads=3, d_ff=20, n_layers=2, seq_len=9, dropout=0.0, c=0.9,
@@ -424,7 +452,7 @@ def main():
         decode(blob)  # self-check of the encoder
         if args.check:
             same = os.path.exists(path) and open(path, "rb").read() == blob
-            print(f"{path}: {'identical' if same else 'DIFFERS'}")
+            print(f"{path}: {'identical' if same else 'DIFFERS' + check_detail(path, blob)}")
             bad += not same
         else:
             with open(path + ".tmp", "wb") as f:
