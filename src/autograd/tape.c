@@ -97,25 +97,27 @@ lipt_node *lipt_record(lipt_ctx *ctx, lipt_op_id op, lipt_tensor *out, int n, li
     return node;
 }
 
-float *lipt_grad_of(lipt_ctx *ctx, lipt_tensor *t) {
-    if (!t || !t->requires_grad) return NULL;
-    lipt_tensor *root = t->base ? t->base : t;
-    if (!root->grad) root->grad = lipt_arena_calloc(&ctx->arena, root->numel * sizeof(float));
-    t->grad = root->grad;
-    return t->grad;
-}
-
-float *lipt_grad_of_fresh(lipt_ctx *ctx, lipt_tensor *t, int *fresh) {
+/* t's gradient buffer (the root's, shared by its views), allocated on first use: zeroed, or (zero = 0) left as the
+ * arena gives it; *fresh tells whether it was allocated here. */
+static float *grad_buffer(lipt_ctx *ctx, lipt_tensor *t, int zero, int *fresh) {
     *fresh = 0;
     if (!t || !t->requires_grad) return NULL;
     lipt_tensor *root = t->base ? t->base : t;
     if (!root->grad) { /* views share the root's numel: writing all of t writes all of the root */
-        root->grad = lipt_arena_alloc(&ctx->arena, root->numel * sizeof(float));
+        const size_t bytes = root->numel * sizeof(float);
+        root->grad = zero ? lipt_arena_calloc(&ctx->arena, bytes) : lipt_arena_alloc(&ctx->arena, bytes);
         *fresh = 1;
     }
     t->grad = root->grad;
     return t->grad;
 }
+
+float *lipt_grad_of(lipt_ctx *ctx, lipt_tensor *t) {
+    int fresh;
+    return grad_buffer(ctx, t, 1, &fresh);
+}
+
+float *lipt_grad_of_fresh(lipt_ctx *ctx, lipt_tensor *t, int *fresh) { return grad_buffer(ctx, t, 0, fresh); }
 
 static void walk(lipt_ctx *ctx) {
     for (lipt_node *n = ctx->tape; n; n = n->prev) {
