@@ -295,8 +295,8 @@ void lipt_spectral_norm_backward(lipt_ctx *ctx, lipt_node *node) { uv_backward(c
  *    symmetric).  The float entries are exact in double, so ‖H_0 - AᵀA‖₂ <= gamma_m ‖|A|ᵀ|A|‖_F <= gamma_m ‖A‖_F²
  *    =: e_0 and sigma² <= rho(H_0) + e_0.
  *  - Level 0: G_0 = fl_f(2^-e_0 H_0), the scaled matrix (exact in double) rounded to float: symmetric, and
- *    ‖2^-e_0 H_0 - G_0‖₂ <= u_f min(‖H'‖_F, ‖|H'|‖_∞) + n 2^-150 =: d_0 with H' = 2^-e_0 H_0 (each entry off by
- *    <= u_f of itself, or by <= 2^-150 when subnormal).
+ *    ‖2^-e_0 H_0 - G_0‖₂ <= u_f / (1 - u_f) min(‖G_0‖_F, ‖|G_0|‖_∞) + n 2^-150 =: d_0 (each entry of 2^-e_0 H_0 is
+ *    off by <= u_f of itself, hence by <= u_f / (1 - u_f) of its rounded value, or by <= 2^-150 when subnormal).
  *  - Squarings, in float: X_k = fl_f(G_k G_k) (gram_upper: ssyrk, or two ssyrk and an sgemm; mirrored, symmetric),
  *    F_k = X_k - G_k² with ‖F_k‖₂ <= gamma_f_n ‖|G_k| |G_k|‖₂ + n² 2^-149 <= gamma_f_n min(‖G_k‖_F, ‖|G_k|‖_∞)² +
  *    n² 2^-149 =: f_k; then G_{k+1} = 2^-e_{k+1} X_k, exact but for subnormal results: off by d_{k+1} = n 2^-149.
@@ -387,46 +387,9 @@ typedef struct {
     double ssq, rmax;
 } level_sums;
 
-/* Level 0: f = fl_f(sc h) for the double n×n h (sc a power of two: sc h is exact), with the sums of sc h (for d_0)
- * in *sh and those of f (for f_0) in *sf. */
-static void level0_to_float(const double *h, int n, double sc, float *f, level_sums *sh, level_sums *sf) {
-    lipt_vdh qh = {0}, qf = {0};
-    double th = 0, tf = 0;
-    sh->rmax = sf->rmax = 0;
-    for (int i = 0; i < n; i++) {
-        const double *hr = h + (size_t)i * n;
-        float *fr = f + (size_t)i * n;
-        lipt_vdh rh = {0}, rf = {0};
-        double r1h = 0, r1f = 0;
-        int j = 0;
-        for (; j + SPEC_VD <= n; j += SPEC_VD) {
-            lipt_vdh v;
-            memcpy(&v, hr + j, sizeof v);
-            v *= sc;
-            const lipt_vfh vf = __builtin_convertvector(v, lipt_vfh);
-            lipt_vfh_store(fr + j, vf);
-            const lipt_vdh w = __builtin_convertvector(vf, lipt_vdh);
-            qh += v * v;
-            qf += w * w;
-            rh += vdh_abs(v);
-            rf += vdh_abs(w);
-        }
-        for (; j < n; j++) {
-            const double v = hr[j] * sc;
-            fr[j] = (float)v;
-            const double w = fr[j];
-            th += v * v;
-            tf += w * w;
-            r1h += fabs(v);
-            r1f += fabs(w);
-        }
-        for (int l = 0; l < SPEC_VD; l++) r1h += rh[l], r1f += rf[l];
-        sh->rmax = fmax(sh->rmax, r1h);
-        sf->rmax = fmax(sf->rmax, r1f);
-    }
-    for (int l = 0; l < SPEC_VD; l++) th += qh[l], tf += qf[l];
-    sh->ssq = th;
-    sf->ssq = tf;
+/* Level 0: f = fl_f(sc h) for the double n×n h (sc a power of two: sc h is exact). */
+static void level0_to_float(const double *h, int n, double sc, float *f) {
+    for (size_t i = 0; i < (size_t)n * n; i++) f[i] = (float)(h[i] * sc);
 }
 
 /* Σ x² of the float n×n f in double (float squares are exact in double); with sc != 1 (a power of two) f is first
@@ -617,11 +580,11 @@ static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int
         const double gam_f = gamma_up_f(n), under_f = ldexp((double)nn, -149), sub_f = ldexp((double)n, -149);
         for (int k = 0; k < t; k++) {
             level_sums sf;
-            if (k == 0) { /* G_0 = fl_f(2^-e H_0) */
+            if (k == 0) { /* G_0 = fl_f(2^-e H_0), off by <= u_f / (1 - u_f) <= 2^-24 (1 + 2^-23) of itself */
                 ek[0] = frob_exponent(scale_sumsq(g, nn, 1.0));
-                level_sums sh;
-                level0_to_float(g, n, ldexp(1.0, -ek[0]), gf, &sh, &sf);
-                dk[0] = up(up(0x1p-24 * level_norm_bound(&sh, n)) + sub_f);
+                level0_to_float(g, n, ldexp(1.0, -ek[0]), gf);
+                level_float(gf, n, 1.0f, &sf);
+                dk[0] = up(up(0x1p-24 * (1 + 0x1p-23) * level_norm_bound(&sf, n)) + sub_f);
             } else { /* G_k = 2^-e X_{k-1}, in place */
                 ek[k] = frob_exponent(level_float(gf, n, 1.0f, NULL));
                 level_float(gf, n, ldexpf(1.0f, -ek[k]), &sf);
