@@ -39,20 +39,14 @@ typedef struct {
     const void *q, *k, *v, *dout;
 } attn_packed;
 
-/* [rows, D] at src packed whole at ctx's precision, in the arena (the caller's mark releases it). */
-static const void *pack_whole(lipt_ctx *ctx, const float *src, int rows, int D) {
-    void *dst = lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, rows, D));
-    lipt_lowp_pack_p(ctx, src, rows, D, D, dst);
-    return dst;
-}
-
 static attn_packed pack_qkv(lipt_ctx *ctx, const lipt_attn_job *j) {
     attn_packed pk = {NULL, NULL, NULL, NULL};
     if (ctx->precision == LIPT_PRECISION_FLOAT32) return pk;
     const int BT = j->B * j->T;
-    pk.q = pack_whole(ctx, j->q, BT, j->D);
-    pk.k = j->k == j->q ? pk.q : pack_whole(ctx, j->k, BT, j->D); /* the tied kinds' keys are their queries */
-    pk.v = pack_whole(ctx, j->v, BT, j->D);
+    pk.q = lipt_lowp_pack_arena(ctx, j->q, BT, j->D);
+    /* the tied kinds' keys are their queries */
+    pk.k = j->k == j->q ? pk.q : lipt_lowp_pack_arena(ctx, j->k, BT, j->D);
+    pk.v = lipt_lowp_pack_arena(ctx, j->v, BT, j->D);
     return pk;
 }
 
@@ -227,7 +221,7 @@ void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *j, const float *
     size_t gpk_bytes = 0;
     char *gpk = NULL;
     if (ctx->precision != LIPT_PRECISION_FLOAT32) {
-        pk.dout = pack_whole(ctx, dout, j->B * j->T, j->D);
+        pk.dout = lipt_lowp_pack_arena(ctx, dout, j->B * j->T, j->D);
         gpk_bytes = lipt_lowp_packed_bytes(ctx, row_block(j->T, j->causal), j->T);
         if (dq && dk) gpk = lipt_arena_alloc(&ctx->arena, (size_t)nthr * gpk_bytes);
     }

@@ -110,6 +110,12 @@ void lipt_lowp_pack_p(const lipt_ctx *ctx, const float *src, int rows, int cols,
     lipt_lowp_pack(ctx->precision == LIPT_PRECISION_BF16 ? LIPT_PACK_BF16 : LIPT_PACK_ROUND, src, rows, cols, ld, dst);
 }
 
+void *lipt_lowp_pack_arena(lipt_ctx *ctx, const float *src, int rows, int cols) {
+    void *dst = lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, rows, cols));
+    lipt_lowp_pack_p(ctx, src, rows, cols, cols, dst);
+    return dst;
+}
+
 static void gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                       const void *Apk, const float *B, int ldb, const void *Bpk, const float *bias, float beta, float *C,
                       int ldc);
