@@ -131,6 +131,19 @@ static void batch_ids(const bench *b, int i, int32_t *in, int32_t *tg) {
     }
 }
 
+/* batch_ids, returning the seconds it took: a copy of B·T ints, not model work, which the timings leave out. */
+static double batch_ids_timed(const bench *b, int i, int32_t *in, int32_t *tg) {
+    const double c0 = cli_now();
+    batch_ids(b, i, in, tg);
+    return cli_now() - c0;
+}
+
+/* Run k of a timed pair: the bench's precision (k = 0), then with --paired float32 (k = 1). Every run sets its
+ * precision, so an error stops before any work. */
+static lipt_status set_run_precision(lipt_ctx *ctx, const bench *b, int k, lipt_error *err) {
+    return lipt_ctx_set_precision(ctx, k ? LIPT_PRECISION_FLOAT32 : b->cfg.precision, err);
+}
+
 /* Model FLOPs per token (a multiply-add is 2 FLOPs), for full windows of T tokens in batches of B.
  * Matmuls: the projections, the feed-forward and the head (embedding lookups are not matmuls). The tied
  * variants form their values as Q_h M_h with M_h = W^{Q,h}ᵀ W^{V,h} / s (d x d per head): D·d per token instead
@@ -227,15 +240,11 @@ static lipt_status bench_train(bench *b, lipt_error *err) {
     lipt_status st = LIPT_OK;
     for (int run = -b->warmup; run < b->runs && st == LIPT_OK; run++)
         for (int k = 0; k <= b->paired && st == LIPT_OK; k++) {
-            /* every run sets its precision (with --paired they alternate); an error stops before any work */
-            if ((st = lipt_ctx_set_precision(&ctx, k ? LIPT_PRECISION_FLOAT32 : b->cfg.precision, err)) != LIPT_OK)
-                break;
+            if ((st = set_run_precision(&ctx, b, k, err)) != LIPT_OK) break;
             double t_in = 0;
             double t0 = cli_now();
             for (int s = 0; s < b->steps; s++) {
-                double c0 = cli_now();
-                batch_ids(b, s, in, tg); /* a copy of B·T ints: not model work, kept out of the time */
-                t_in += cli_now() - c0;
+                t_in += batch_ids_timed(b, s, in, tg);
                 const lipt_step_opts so = {BENCH_LR, BENCH_CLIP, b->cfg.power_iters, NULL, 0, 0};
                 lipt_step_result sr;
                 st = lipt_train_step(&ctx, &b->model, &opt, in, tg, B, T, &so, &sr, err);
@@ -276,14 +285,11 @@ static lipt_status bench_eval(bench *b, lipt_error *err) {
     for (int run = -b->warmup; run < b->runs && st == LIPT_OK; run++)
         for (int k = 0; k <= b->paired && st == LIPT_OK; k++) {
             lipt_ctx_reset(&ctx); /* the precision changes between products only */
-            if ((st = lipt_ctx_set_precision(&ctx, k ? LIPT_PRECISION_FLOAT32 : b->cfg.precision, err)) != LIPT_OK)
-                break;
+            if ((st = set_run_precision(&ctx, b, k, err)) != LIPT_OK) break;
             double t_in = 0;
             double t0 = cli_now();
             for (int s = 0; s < b->steps; s++) {
-                double c0 = cli_now();
-                batch_ids(b, s, in, tg);
-                t_in += cli_now() - c0;
+                t_in += batch_ids_timed(b, s, in, tg);
                 lipt_tensor *logits = NULL, *loss = NULL;
                 lipt_ctx_reset(&ctx);
                 st = lipt_model_forward(&ctx, &b->model, in, B, T, tg, &logits, &loss, err);
