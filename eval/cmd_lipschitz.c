@@ -213,6 +213,7 @@ static void print_json(const cli_args *a, const lipt_model *m, long N, long K, i
     json_int(&j, "windows", K);
     json_int(&j, "gram_iters", g);
     json_int(&j, "gram_iters_training", cfg->gram_iters);
+    json_str(&j, "spectral_bound", lipt_spectral_bound_name(cfg->spectral_bound));
     json_arr_open(&j, "branches");
     for (int k = 0; k < 2 * cfg->n_layers; k++) {
         const branch_report *r = &rep[k];
@@ -267,8 +268,13 @@ static void print_text(const cli_args *a, const lipt_model *m, long N, long K, i
         printf("(nan: no bound exists for that map; this model is not invertible, so it has no certificate)\n");
         return;
     }
-    printf("certificates recomputed with %d Gram squarings (training divides by %d); UB at seq_len = %d and at N = %ld\n",
-           g, cfg->gram_iters, cfg->seq_len, N);
+    if (cfg->spectral_bound == LIPT_SPECTRAL_BOUND_CHOLESKY)
+        printf("spectral norms certified by Cholesky (spectral_bound = cholesky, as in training; Gram iteration with %d "
+               "squarings where that finds no proof, %d in training); UB at seq_len = %d and at N = %ld\n",
+               g, cfg->gram_iters, cfg->seq_len, N);
+    else
+        printf("certificates recomputed with %d Gram squarings (training divides by %d); UB at seq_len = %d and at N = "
+               "%ld\n", g, cfg->gram_iters, cfg->seq_len, N);
     printf("%-5s %-4s %-4s %11s %9s %10s %10s %9s %9s %9s %9s %11s %8s%s\n", "layer", "map", "norm", "certificate",
            "factor", "ub_seqlen", "ub_tokens", "sig_q/w1", "sig_k/w2", "sig_v", "sig_o", "measured", "budget",
            asteps ? "      ascent" : "");
@@ -340,8 +346,10 @@ int cmd_lipschitz(int argc, char **argv) {
     /* the power vectors only steer gradients; run some rounds so the ffn's gradient directions are current (their
      * values never enter a certificate) */
     lipt_model_refresh_norms(&m, (int)piters);
-    if (m.invertible) certify(&m, (int)N, (int)gi, rep);
-    else bounds_plain(&m, (int)N, (int)gi, rep);
+    /* the report's spectral norms: gi Gram squarings, after a Cholesky-verified bound when the model uses those */
+    const int garg = (int)gi | (cfg->spectral_bound == LIPT_SPECTRAL_BOUND_CHOLESKY ? LIPT_SPECTRAL_CHOLESKY : 0);
+    if (m.invertible) certify(&m, (int)N, garg, rep);
+    else bounds_plain(&m, (int)N, garg, rep);
     rc = measure(&m, &ds, split, N, K, asteps, rep, C);
     if (rc == 0) {
         int certified = 1, first_bad = -1;

@@ -121,6 +121,8 @@ static const bad_case bad_cases[] = {
     {"attention = clipped-dp\nffn = contractive\nactivation = relu\nlip_norm = inf2\nnorm = post\n", 5,
      {"norm = post", "non-invertible", "clipped-dp"}},
     {"d_model = 64\nnorm = post\ncoupling = 1\n", 3, {"norm = post", "coupling = 1", NULL}},
+    {"spectral_bound = lanczos\n", 1, {"spectral_bound = 'lanczos'", "gram, cholesky", NULL}},
+    {"spectral_bound = cholesky\nd_model = 64\n", 1, {"spectral_bound = cholesky", "ffn = contractive", NULL}},
 };
 
 START_TEST(test_bad_cases) {
@@ -184,6 +186,9 @@ START_TEST(test_set_and_roundtrip) {
     ck_assert(lipt_config_set(&cfg, "init_seed", "987654321987654321", &err) == LIPT_OK);
     ck_assert(lipt_config_set(&cfg, "power_iters", "7", &err) == LIPT_OK);
     ck_assert(lipt_config_validate(&cfg, &err) == LIPT_OK);
+    ck_assert(lipt_config_gram_arg(&cfg) == 8);
+    ck_assert(lipt_config_set(&cfg, "spectral-bound", "cholesky", &err) == LIPT_OK);
+    ck_assert(lipt_config_gram_arg(&cfg) == (8 | LIPT_SPECTRAL_CHOLESKY));
     ck_assert(lipt_config_set(&cfg, "heads", "2", &err) == LIPT_ERR_ARG);
     ck_assert(strstr(err.msg, "unknown config key 'heads'") && strstr(err.msg, "n_heads"));
     printf("override error: %s\n", err.msg);
@@ -209,12 +214,14 @@ START_TEST(test_set_and_roundtrip) {
     const char *keys[] = {"vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn",
                           "activation", "dropout", "c =", "lip_norm", "power_iters", "init_seed", "ln_eps"};
     for (int i = 0; i < 15; i++) ck_assert_msg(strstr(buf, keys[i]), "text lacks %s", keys[i]);
-    /* the defaults round-trip too */
+    ck_assert_msg(strstr(buf, "spectral_bound = cholesky\n"), "text lacks spectral_bound:\n%s", buf);
+    /* the defaults round-trip too, without the keys that only non-default values write (older readers) */
     lipt_config def;
     lipt_config_default(&def);
     lipt_config_to_text(&def, buf, sizeof buf);
     ck_assert(lipt_config_parse(&back, buf, "ckpt", &err) == LIPT_OK);
     ck_assert(memcmp(&back, &def, sizeof def) == 0);
+    ck_assert(!strstr(buf, "spectral_bound") && !strstr(buf, "precision"));
     printf("round trip ok (%zu chars)\n", need);
 }
 END_TEST

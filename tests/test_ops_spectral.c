@@ -2,8 +2,11 @@
  * zero-vector re-seeding, monotone convergence of the persistent vectors over repeated calls, the saved copies of
  * u and v, accumulation, and the gradient u vᵀ by finite differences with the vectors held fixed (iters = 0).
  * spectral_ub / spectral_norm_ub: the Gram-iteration bound never below the exact sigma, within r^(1/2^(t+2)) of it,
- * special inputs, the op's gradient and power vectors, thread invariance, timings. */
+ * special inputs, the op's gradient and power vectors, thread invariance, timings; with LIPT_SPECTRAL_CHOLESKY the
+ * Cholesky-verified bound on the same cases, and its proof step against spectra known exactly. */
 #include "testutil.h"
+
+#include "ops/spectral_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -570,6 +573,98 @@ START_TEST(test_spectral_ub_bounds) {
 }
 END_TEST
 
+/* The proof step alone: H = Q diag(λ) Qᵀ with λ_max = 1 (Q orthonormal, formed in double, so H's own top eigenvalue
+ * is 1 to about 1e-15). Certifying μ = 1 - 1e-9 must fail (μ is below λ_max(H): "success" there would be a false
+ * certificate); μ = 1 + 1e-9 must succeed, with a bound above μ only by the proof's margins. Spectra: a gap, the top
+ * 8 within 1e-12 of each other, rank one (the rest 0), and n = 1. */
+START_TEST(test_spectral_chol_certify) {
+    lipt_rng rng;
+    lipt_rng_seed(&rng, 99);
+    static const int ns[] = {1, 7, 64, 256};
+    int checked = 0;
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+        const int n = ns[ni];
+        double *Q = malloc((size_t)n * n * sizeof(double)), *H = malloc((size_t)n * n * sizeof(double));
+        double *B = malloc((size_t)n * n * sizeof(double)), *lam = malloc((size_t)n * sizeof(double));
+        for (int kind = 0; kind < 3; kind++) {
+            rand_orth(&rng, Q, n, n);
+            for (int l = 0; l < n; l++)
+                lam[l] = l == 0 ? 1.0 : kind == 0 ? 0.9 * (1 - (double)l / n) : kind == 1 ? (l < 8 ? 1 - 1e-12 * l : 0.5) : 0.0;
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j < n; j++) {
+                    double x = 0;
+                    for (int l = 0; l < n; l++) x += Q[i * n + l] * lam[l] * Q[j * n + l];
+                    H[(size_t)i * n + j] = x;
+                }
+            for (int i = 0; i < n; i++) /* exactly symmetric, as the Gram matrices are */
+                for (int j = 0; j < i; j++) H[(size_t)i * n + j] = H[(size_t)j * n + i];
+            double b = -1;
+            ck_assert_msg(!lipt_spectral_chol_certify(H, n, 1 - 1e-9, B, &b),
+                          "n %d kind %d: certified mu = 1 - 1e-9 below lambda_max = 1 (bound %.17g)", n, kind, b);
+            ck_assert_msg(lipt_spectral_chol_certify(H, n, 1 + 1e-9, B, &b), "n %d kind %d: mu = 1 + 1e-9 not certified",
+                          n, kind);
+            /* above μ by the proof's margins: τ = gamma_{n+1} tr(B) <= (n+1) u n (μ + 1), and far less of the rest */
+            const double tol = 2 * (n + 1) * 0x1p-53 * n * 2.0;
+            ck_assert_msg(b >= 1 - 1e-12 && b <= 1 + 1e-9 + tol, "n %d kind %d: bound %.17g (tol %.2e)", n, kind, b, tol);
+            double *work = malloc(lipt_spectral_verify_scratch(n) * sizeof(double));
+            const double top = lipt_spectral_verify_top(H, n, work);
+            free(work);
+            ck_assert_msg(top >= 1 - 1e-12 && top <= 1 + 1e-5, "n %d kind %d: verified top %.17g", n, kind, top);
+            checked++;
+        }
+        /* NaN and a matrix whose top eigenvalue is above every tried μ: no proof */
+        H[0] = NAN;
+        double b;
+        ck_assert(!lipt_spectral_chol_certify(H, n, 10, B, &b));
+        free(Q);
+        free(H);
+        free(B);
+        free(lam);
+    }
+    printf("spectral chol_certify: %d spectra, mu = 1 - 1e-9 rejected and 1 + 1e-9 certified within (n+1) u n (mu+1)\n", checked);
+}
+END_TEST
+
+/* spectral_bound = cholesky on every case of test_spectral_ub_bounds: never below sigma, and within 2^-21 (the first
+ * margin, sqrt(1 + 2^-20)) plus 1e-9 of it, which also shows the proof was found without the Gram fallback; the op
+ * (column blocks side by side) gives each block's value, rounded up to float. Prints the worst excess per case. */
+START_TEST(test_spectral_ub_cholesky) {
+    lipt_ctx ctx;
+    lipt_ctx_init(&ctx, 1 << 20, 1);
+    const int arg = 8 | LIPT_SPECTRAL_CHOLESKY;
+    double worst_all = 0, min_all = INFINITY;
+    for (size_t ci = 0; ci < N_UB_CASES; ci++) {
+        const ub_case *c = &ub_cases[ci];
+        int R = c->R, C = c->C, nb = c->nb, cb = C / nb;
+        float *w = ub_matrix(c, 4242 + ci);
+        double worst = -INFINITY;
+        lipt_tensor *W = lipt_tensor_2d(&ctx, R, C);
+        memcpy(W->data, w, (size_t)R * C * sizeof(float));
+        float *u = calloc((size_t)nb * R, sizeof(float)), *v = calloc(C, sizeof(float));
+        lipt_tensor *op = lipt_spectral_norm_ub(&ctx, W, u, v, nb, 0, arg);
+        for (int b = 0; b < nb; b++) {
+            const double sigma = c->kind == UB_IDENT ? 1.0 : ref_sigma_f(w, R, C, b * cb, cb);
+            const double ub = lipt_spectral_ub(&ctx, w, R, C, b * cb, cb, arg), ex = ub / sigma - 1;
+            ck_assert_msg(ub >= sigma * (1 - 1e-12), "%s block %d: bound %.17g below sigma %.17g", c->name, b, ub, sigma);
+            ck_assert_msg(ex <= 0x1p-21 + 1e-9, "%s block %d: bound/sigma - 1 = %.3e (Gram fallback?)", c->name, b, ex);
+            const float f = (float)ub;
+            ck_assert(op->data[b] == ((double)f < ub ? nextafterf(f, INFINITY) : f));
+            worst = fmax(worst, ex);
+            min_all = fmin(min_all, ex);
+        }
+        worst_all = fmax(worst_all, worst);
+        printf("  cholesky %-22s bound/sigma - 1 = %9.2e\n", c->name, worst);
+        free(u);
+        free(v);
+        free(w);
+        lipt_ctx_reset(&ctx);
+    }
+    printf("spectral_ub cholesky: %zu cases, bound/sigma - 1 in [%.2e, %.2e] (must be >= -1e-12 and <= 2^-21 + 1e-9 = "
+           "%.2e)\n", N_UB_CASES, min_all, worst_all, 0x1p-21 + 1e-9);
+    lipt_ctx_free(&ctx);
+}
+END_TEST
+
 /* Rank one with an exact closed form, a zero block, non-finite entries (in one block of four), and the reference
  * against the closed form. */
 START_TEST(test_spectral_ub_special) {
@@ -898,6 +993,8 @@ int main(void) {
     tcase_set_timeout(tu, 600);
     tcase_add_test(tu, test_spectral_ub_bounds);
     tcase_add_test(tu, test_spectral_ub_special);
+    tcase_add_test(tu, test_spectral_chol_certify);
+    tcase_add_test(tu, test_spectral_ub_cholesky);
     tcase_add_test(tu, test_spectral_ub_grad);
     tcase_add_test(tu, test_spectral_ub_power_vectors);
     tcase_add_test(tu, test_spectral_ub_threads);

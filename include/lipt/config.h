@@ -31,6 +31,12 @@ typedef enum {
                                 * contractive-l2; the only norm of clipped-dp) */
 } lipt_lipnorm_kind;
 
+typedef enum {
+    LIPT_SPECTRAL_BOUND_GRAM = 0, /* "gram": Gram iteration with gram_iters squarings (the default) */
+    LIPT_SPECTRAL_BOUND_CHOLESKY  /* "cholesky": a Lanczos estimate proven by a Cholesky factorisation, Gram
+                                   * iteration only when that finds no proof (lipt_spectral_ub) */
+} lipt_spectral_bound_kind;
+
 typedef struct {
     int vocab_size;            /* tokens (50 for PTB char, 256 byte-level) */
     int d_model;               /* width D */
@@ -52,6 +58,8 @@ typedef struct {
     int rel_bias;              /* clipped-dp: 1 learns a relative-position logit bias per head (default 1) */
     int actnorm;               /* invertible model: 1 puts ActNorm (per-channel exp(s) x + b) after every block */
     int gram_iters;            /* Gram-iteration squarings of the certified spectral norms in the forward pass */
+    lipt_spectral_bound_kind spectral_bound; /* how the forward pass certifies its spectral norms: gram (default)
+                                * or cholesky (faster, within ~1e-6 of sigma; gram_iters is then the fallback) */
     int coupling;              /* 1: additive coupling blocks (a control): attention writes the first half of the
                                 * channels from the second, the ffn the second from the first; exact inverse, no
                                 * Lipschitz constraint (pre-LN variants dp, l2, l2-tied only) */
@@ -97,6 +105,13 @@ const char *lipt_ffn_name(lipt_ffn_kind k);
 const char *lipt_act_name(lipt_act_kind k);
 const char *lipt_lipnorm_name(lipt_lipnorm_kind k);
 const char *lipt_norm_name(lipt_norm_kind k);
+const char *lipt_spectral_bound_name(lipt_spectral_bound_kind k);
+
+/* The gram_iters argument of the certified spectral norms (lipt_spectral_ub) that the forward pass divides by:
+ * cfg->gram_iters, with LIPT_SPECTRAL_CHOLESKY (1 << 16, lipt/ops.h) or'd in for spectral_bound = cholesky. */
+static inline int lipt_config_gram_arg(const lipt_config *cfg) {
+    return cfg->gram_iters | (cfg->spectral_bound == LIPT_SPECTRAL_BOUND_CHOLESKY ? 1 << 16 : 0);
+}
 
 /* A contractive attention kind (divided by a certified bound: an invertible model's attention); 0 for a value
  * outside the enum. */

@@ -96,8 +96,16 @@ lipt_tensor *lipt_spectral_norm(lipt_ctx *ctx, lipt_tensor *w, float *u, float *
  * rank-one blocks, 3e-5 on the 1024 identity, 1e-4 on Gaussian 256×1024 blocks.  +inf if the block has a non-finite
  * entry, 0 if it is all zero.  Scratch (R·cb + 2 n²) doubles, n = min(R, cb), from ctx's arena, released before
  * returning; cost about max(R, cb) n² / 2 multiply-adds through cblas_dsyrk and t n³ / 2 through cblas_ssyrk (from
- * n = 128 on: two ?syrk and a ?gemm side by side). */
+ * n = 128 on: two ?syrk and a ?gemm side by side).
+ * With LIPT_SPECTRAL_CHOLESKY or'd into gram_iters the bound is first sought the faster, tighter way: a Lanczos
+ * estimate θ of λ_max(G), then μ = θ (1 + δ), δ = 2^-20 (2^-13, 2^-6 if that fails), proven >= λ_max(G) by a
+ * floating-point Cholesky factorisation of μ I - G (the argument in spectral_verify.c): sigma <= sqrt(μ + margins),
+ * within about δ/2 of sigma, at n³/6 multiply-adds instead of t n³/2; Gram iteration only when no μ is proven. */
 double lipt_spectral_ub(lipt_ctx *ctx, const float *w, int R, int C, int c0, int cb, int gram_iters);
+/* A flag or'd into the gram_iters arguments of the certified spectral norms: try the Cholesky-verified bound first
+ * (config key spectral_bound = cholesky; lipt_config_gram_arg). The low bits stay the Gram squarings of the
+ * fallback. */
+#define LIPT_SPECTRAL_CHOLESKY (1 << 16)
 /* Squarings that bring lipt_spectral_ub within 1e-3 of sigma in the worst case for rank <= 1024 (all singular values
  * equal): 1024^(1/2^(t+2)) <= 1.001 needs 2^(t+2) >= ln 1024 / ln 1.001 = 6935, so t = 11 (factor 1.00085; t = 10
  * gives 1.0017). */

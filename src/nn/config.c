@@ -14,22 +14,23 @@
 enum {
     K_VOCAB, K_DMODEL, K_HEADS, K_DFF, K_LAYERS, K_SEQ, K_ATTN, K_FFN, K_ACT, K_DROPOUT, K_C, K_LIPNORM,
     K_POWER, K_SEED, K_LNEPS, K_CLIPR, K_RELB, K_ACTNORM, K_GRAM, K_FFNB, K_COUPLING, K_HEADH, K_NORM, K_PRECISION,
-    K_COUNT
+    K_SPECB, K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
     "vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn", "activation",
     "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps", "clip_radius", "rel_bias", "actnorm",
-    "gram_iters", "ffn_full_budget", "coupling", "head_hidden", "norm", "precision"};
+    "gram_iters", "ffn_full_budget", "coupling", "head_hidden", "norm", "precision", "spectral_bound"};
 #define ACCEPTED_KEYS \
     "vocab_size, d_model, n_heads, d_ff, n_layers, seq_len, attention, ffn, activation, dropout, c, lip_norm, " \
     "power_iters, init_seed, ln_eps, clip_radius, rel_bias, actnorm, gram_iters, " \
-    "ffn_full_budget, coupling, head_hidden, norm, precision"
+    "ffn_full_budget, coupling, head_hidden, norm, precision, spectral_bound"
 
 static const char *const ffn_names[] = {"standard", "contractive"};
 static const char *const act_names[] = {"gelu", "relu", "elu", "lipswish", "maxmin"};
 static const char *const lipnorm_names[] = {"inf", "2", "inf2"};
 static const char *const norm_names[] = {"pre", "post"};
 static const char *const precision_names[] = {"float32", "bf16", "bf16-emulated"};
+static const char *const specb_names[] = {"gram", "cholesky"};
 #define NAMES(a) (int)(sizeof(a) / sizeof((a)[0]))
 /* one name per enum value (a new value without its name fails to compile; attention names: attn_variants.c) */
 _Static_assert(NAMES(ffn_names) == LIPT_FFN_CONTRACTIVE + 1, "ffn_names matches lipt_ffn_kind");
@@ -37,11 +38,15 @@ _Static_assert(NAMES(act_names) == LIPT_ACT_MAXMIN + 1, "act_names matches lipt_
 _Static_assert(NAMES(lipnorm_names) == LIPT_LIPNORM_INF2 + 1, "lipnorm_names matches lipt_lipnorm_kind");
 _Static_assert(NAMES(norm_names) == LIPT_NORM_POST + 1, "norm_names matches lipt_norm_kind");
 _Static_assert(NAMES(precision_names) == LIPT_PRECISION_COUNT, "precision_names matches lipt_precision");
+_Static_assert(NAMES(specb_names) == LIPT_SPECTRAL_BOUND_CHOLESKY + 1, "specb_names matches lipt_spectral_bound_kind");
 
 const char *lipt_ffn_name(lipt_ffn_kind k) { return (unsigned)k < NAMES(ffn_names) ? ffn_names[k] : "?"; }
 const char *lipt_act_name(lipt_act_kind k) { return (unsigned)k < NAMES(act_names) ? act_names[k] : "?"; }
 const char *lipt_lipnorm_name(lipt_lipnorm_kind k) { return (unsigned)k < NAMES(lipnorm_names) ? lipnorm_names[k] : "?"; }
 const char *lipt_norm_name(lipt_norm_kind k) { return (unsigned)k < NAMES(norm_names) ? norm_names[k] : "?"; }
+const char *lipt_spectral_bound_name(lipt_spectral_bound_kind k) {
+    return (unsigned)k < NAMES(specb_names) ? specb_names[k] : "?";
+}
 const char *lipt_precision_name(lipt_precision p) {
     return (unsigned)p < NAMES(precision_names) ? precision_names[p] : "?";
 }
@@ -175,6 +180,10 @@ static lipt_status set_key(lipt_config *cfg, int k, const char *v, const char *w
         if ((st = parse_enum(where, key, v, precision_names, NAMES(precision_names), &e, err)) == LIPT_OK)
             cfg->precision = (lipt_precision)e;
         return st;
+    case K_SPECB:
+        if ((st = parse_enum(where, key, v, specb_names, NAMES(specb_names), &e, err)) == LIPT_OK)
+            cfg->spectral_bound = (lipt_spectral_bound_kind)e;
+        return st;
     case K_DROPOUT: return parse_float(where, key, v, 0.0, 0, 1.0, 1, &cfg->dropout, err);
     case K_C: return parse_float(where, key, v, 0.0, 1, 1.0, 1, &cfg->c, err);
     case K_LNEPS: return parse_float(where, key, v, 0.0, 1, 1.0, 1, &cfg->ln_eps, err);
@@ -239,6 +248,18 @@ static lipt_status validate(const lipt_config *cfg, const char *source, const in
     if ((unsigned)cfg->precision >= LIPT_PRECISION_COUNT) {
         WHERE2(K_PRECISION, K_PRECISION);
         return lipt_fail(err, LIPT_ERR_ARG, "%sprecision = %d is not a lipt_precision", where, (int)cfg->precision);
+    }
+    if ((unsigned)cfg->spectral_bound > LIPT_SPECTRAL_BOUND_CHOLESKY) {
+        WHERE2(K_SPECB, K_SPECB);
+        return lipt_fail(err, LIPT_ERR_ARG, "%sspectral_bound = %d is not a lipt_spectral_bound_kind", where,
+                         (int)cfg->spectral_bound);
+    }
+    if (cfg->spectral_bound != LIPT_SPECTRAL_BOUND_GRAM && cfg->ffn != LIPT_FFN_CONTRACTIVE) {
+        WHERE2(K_SPECB, K_FFN);
+        return lipt_fail(err, LIPT_ERR_ARG,
+                         "%sspectral_bound = %s sets how the invertible model certifies its spectral norms: it needs "
+                         "ffn = contractive (got ffn = %s)",
+                         where, lipt_spectral_bound_name(cfg->spectral_bound), lipt_ffn_name(cfg->ffn));
     }
     const lipt_attn_info *ai = lipt_attn_info_of(cfg->attention);
     char contractive_kinds[128], plain_kinds[128];
@@ -405,7 +426,7 @@ size_t lipt_config_to_text(const lipt_config *cfg, char *buf, size_t len) {
                      "attention = %s\nffn = %s\nactivation = %s\ndropout = %s\nc = %s\nlip_norm = %s\n"
                      "power_iters = %d\ninit_seed = %" PRIu64 "\nln_eps = %s\nclip_radius = %s\nrel_bias = %d\n"
                      "actnorm = %d\ngram_iters = %d\nffn_full_budget = %d\ncoupling = %d\nhead_hidden = %d\nnorm = %s\n"
-                     "%s%s%s",
+                     "%s%s%s%s%s%s",
                      cfg->vocab_size, cfg->d_model, cfg->n_heads, cfg->d_ff, cfg->n_layers, cfg->seq_len,
                      lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn), lipt_act_name(cfg->activation),
                      float_text(cfg->dropout, fd), float_text(cfg->c, fc), lipt_lipnorm_name(cfg->lip_norm),
@@ -415,6 +436,8 @@ size_t lipt_config_to_text(const lipt_config *cfg, char *buf, size_t len) {
                      /* only when not the default: a float32 run's run.cfg and checkpoints stay readable by lipt
                       * binaries from before the key existed */
                      cfg->precision ? "precision = " : "", cfg->precision ? lipt_precision_name(cfg->precision) : "",
-                     cfg->precision ? "\n" : "");
+                     cfg->precision ? "\n" : "", cfg->spectral_bound ? "spectral_bound = " : "",
+                     cfg->spectral_bound ? lipt_spectral_bound_name(cfg->spectral_bound) : "",
+                     cfg->spectral_bound ? "\n" : "");
     return n < 0 ? 0 : (size_t)n;
 }

@@ -148,7 +148,7 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
         L->attn_factor = 1.0f;
         if (s->contractive) L->attn_factor = lipt_model_attn_factor(&ctx, m, l, 0, NULL)->data[0];
         if (cffn) {
-            const int g = c->gram_iters;
+            const int g = lipt_config_gram_arg(c);
             const float f1 = lipt_contract_factor(
                                  &ctx, lipt_spectral_norm_ub(&ctx, W->w1, W->sn1_u->data, W->sn1_v->data, 1, 0, g),
                                  c->ffn_full_budget ? 1.0f : c->c)

@@ -85,7 +85,7 @@ static lipt_tensor *feed_forward(lipt_ctx *ctx, const lipt_model *m, const lipt_
     lipt_tensor *w1 = L->w1, *w2 = L->w2;
     if (m->cfg.ffn == LIPT_FFN_CONTRACTIVE) {
         const float c = m->cfg.c;
-        const int g = m->cfg.gram_iters;
+        const int g = lipt_config_gram_arg(&m->cfg);
         /* full budget: W1 to 1, W2 to c, so Lip <= c (else both to c: c²) */
         const float c1 = m->cfg.ffn_full_budget ? 1.0f : c;
         lipt_tensor *sigma[2];

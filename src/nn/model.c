@@ -161,7 +161,7 @@ static lipt_bound_vectors bound_vectors(const lipt_model *m, const lipt_layer *L
     float *p[8] = {0};
     for (int i = 0; i < 8; i++) p[i] = L->bv[i] ? L->bv[i]->data : NULL;
     v.uq = p[0], v.vq = p[1], v.uv = p[2], v.vv = p[3], v.uo = p[4], v.vo = p[5], v.uk = p[6], v.vk = p[7];
-    v.gram_iters = gram_iters > 0 ? gram_iters : m->cfg.gram_iters;
+    v.gram_iters = gram_iters > 0 ? gram_iters : lipt_config_gram_arg(&m->cfg);
     return v;
 }
 
@@ -276,7 +276,7 @@ void lipt_model_layer_lipschitz(lipt_model *m, int layer, int gram_iters, lipt_l
     lipt_layer *L = &m->layers[layer];
     lipt_ctx *ctx = &m->scratch;
     lipt_no_grad_push(ctx);
-    const int g = gram_iters > 0 ? gram_iters : c->gram_iters;
+    const int g = gram_iters > 0 ? gram_iters : lipt_config_gram_arg(c);
     lipt_tensor *ub;
     out->attn_factor = lipt_model_attn_factor(ctx, m, layer, g, &ub)->data[0];
     out->attn_bound = ub->data[0];

@@ -304,7 +304,7 @@ void lipt_spectral_norm_backward(lipt_ctx *ctx, lipt_node *node) { uv_backward(c
  *    rho(X_k) <= 2^e_{k+1} (rho(G_{k+1}) + d_{k+1}), and at the end rho(G_t) <= ‖G_t‖_F.  Nesting these from t
  *    down to 0 gives the bound; without the error terms it is ‖H_0^(2^t)‖_F^(1/2^(t+1)), the Gram iteration
  *    bound itself.  (t = 0: sigma² <= ‖H_0‖_F + e_0, no float level.)
- *  - Each scalar step (sum, product, sqrt) is rounded once to nearest and then moved up one ulp (up()), which is >=
+ *  - Each scalar step (sum, product, sqrt) is rounded once to nearest and then moved up one ulp (lipt_ub_up()), which is >=
  *    the exact result; sums of N nonnegative terms (squares, absolute values; taken in lanes, an order whose error is
  *    bounded as any other's) are inflated by 1/(1 - gamma_N) <= 1 + 2 gamma_N plus an underflow slack.  ldexp by
  *    2^e_k is exact unless the result is subnormal (then moved up too).
@@ -320,33 +320,12 @@ void lipt_spectral_norm_backward(lipt_ctx *ctx, lipt_node *node) { uv_backward(c
  * blocks, 3e-5 on the 1024 identity and up to 1e-4 on Gaussian blocks of order 256 (whose dense Gram matrices have
  * κ² near 10); cf. the Gram bound's own slack r^(1/2^(t+2)) - 1. */
 
-/* The next double up: >= the exact value of an operation whose round-to-nearest result is x. */
-static double up(double x) { return nextafter(x, INFINITY); }
-
-/* An upper bound of k uu / (1 - k uu) (gamma_k at unit roundoff uu); the factor 1 + 2^-40 covers the three
- * roundings of its evaluation. +inf (a useless but valid bound) for absurd k. */
-static double gamma_at(double k, double uu) {
-    double ku = k * uu;
-    return ku < 0.25 ? ku / (1 - ku) * (1 + 0x1p-40) : INFINITY;
-}
-static double gamma_up(double k) { return gamma_at(k, 0x1p-53); }
-static double gamma_up_f(double k) { return gamma_at(k, 0x1p-24); }
-
-/* Absolute slack for N underflowing terms, each off by at most a (doubled) half unit of 2^-1074. */
-static double tiny_slack(double N) { return ldexp(N, -1070); }
-
-/* An upper bound of the exact sum of N nonnegative doubles from s, that sum computed in double in any order (the
- * error of any order of summation of N nonnegative terms is <= gamma_N of the sum). */
-static double sumsq_bound(double s, size_t N) {
-    return up(up(s * up(1 + 2 * gamma_up((double)N))) + tiny_slack((double)N));
-}
-
 /* Lanes of the sums of squares below: four vectors of doubles. */
 #define SPEC_VD LIPT_VDW
 #define SPEC_LANES (4 * SPEC_VD)
 
 /* Σ x_i² of N doubles, in SPEC_LANES lanes (each a recursive sum of every SPEC_LANES-th square) added lane by lane,
- * the tail last: a summation order whose error is bounded as any other's (sumsq_bound), and which does not wait on
+ * the tail last: a summation order whose error is bounded as any other's (lipt_ub_sum_bound), and which does not wait on
  * one addition per element. With sc != 1, x is first scaled in place by sc (a power of two here). */
 static double scale_sumsq(double *x, size_t N, double sc) {
     lipt_vdh a[4] = {{0}};
@@ -382,7 +361,7 @@ static lipt_vdh vdh_abs(lipt_vdh v) {
 }
 
 /* Sums over an n×n matrix of one precision level: Σ x² (in SPEC_VD-lane vectors, the tail last), and the largest row
- * sum of |x| (each row in lanes): both sums of nonnegative doubles, bounded by sumsq_bound. */
+ * sum of |x| (each row in lanes): both sums of nonnegative doubles, bounded by lipt_ub_sum_bound. */
 typedef struct {
     double ssq, rmax;
 } level_sums;
@@ -428,7 +407,7 @@ static double level_float(float *f, int n, float sc, level_sums *s) {
 
 /* An upper bound of min(‖X‖_F, ‖|X|‖_∞) from the sums of an n×n level. */
 static double level_norm_bound(const level_sums *s, int n) {
-    return fmin(up(sqrt(sumsq_bound(s->ssq, (size_t)n * n))), sumsq_bound(s->rmax, (size_t)n));
+    return fmin(lipt_ub_up(sqrt(lipt_ub_sum_bound(s->ssq, (size_t)n * n))), lipt_ub_sum_bound(s->rmax, (size_t)n));
 }
 
 /* The upper triangle of the row-major n×n C, written by ?syrk, copied to the lower one (in tiles: a column of
@@ -536,11 +515,15 @@ static void gram_upper(int single, int trans, int n, int m, const void *a, int l
 typedef struct {
     double *a, *g, *h, *fk, *dk;
     int *ek;
+    double *vw; /* lipt_spectral_verify_top's scratch (LIPT_SPECTRAL_CHOLESKY), else NULL */
 } ub_scratch;
 
-static ub_scratch ub_scratch_alloc(lipt_arena *ar, int R, int cb, int t) {
+static ub_scratch ub_scratch_alloc(lipt_arena *ar, int R, int cb, int gram_arg) {
     const size_t n = (size_t)(cb > R ? R : cb);
+    const int t = gram_arg & ~LIPT_SPECTRAL_CHOLESKY;
     ub_scratch s;
+    s.vw = gram_arg & LIPT_SPECTRAL_CHOLESKY ? lipt_arena_alloc(ar, lipt_spectral_verify_scratch((int)n) * sizeof(double))
+                                             : NULL;
     s.a = lipt_arena_alloc(ar, (size_t)R * cb * sizeof(double));
     s.g = lipt_arena_alloc(ar, n * n * sizeof(double));
     s.h = lipt_arena_alloc(ar, n * n * sizeof(double));
@@ -557,9 +540,9 @@ static int frob_exponent(double s) {
     return e;
 }
 
-static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int gram_iters, ub_scratch sc_) {
+static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int gram_arg, ub_scratch sc_) {
     const int rows = cb > R; /* Gram matrix of the smaller side: W_b W_bᵀ when the block is wide */
-    const int n = rows ? R : cb, m = rows ? cb : R, t = gram_iters;
+    const int n = rows ? R : cb, m = rows ? cb : R, t = gram_arg & ~LIPT_SPECTRAL_CHOLESKY;
     const size_t nn = (size_t)n * n;
     double *a = sc_.a, *g = sc_.g, *fk = sc_.fk, *dk = sc_.dk;
     float *gf = (float *)sc_.h, *hf = gf + nn; /* the float levels: G_k and X_k */
@@ -569,29 +552,32 @@ static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int
     const double fa = block_to_double(w, R, C, c0, cb, a);
     if (!isfinite(fa)) return INFINITY;
     if (fa == 0) return 0; /* all zero: a nonzero float square is >= 2^-298, so the sum cannot vanish otherwise */
-    const double fa_up = sumsq_bound(fa, (size_t)R * cb);
-    const double e0 = up(up(gamma_up(m) * fa_up) + tiny_slack((double)nn));
+    const double fa_up = lipt_ub_sum_bound(fa, (size_t)R * cb);
+    const double e0 = lipt_ub_up(lipt_ub_up(lipt_ub_gamma(m) * fa_up) + lipt_ub_tiny_slack((double)nn));
     gram_upper(0, !rows, n, m, a, cb, g);
     mirror_upper(g, n);
-    double c; /* bounds rho(H_0) */
-    if (t == 0) {
-        c = up(sqrt(sumsq_bound(scale_sumsq(g, nn, 1.0), nn)));
+    double c = 0; /* bounds rho(H_0), or (verified) λ_max(H_0), which is all the last step needs (Weyl) */
+    if (sc_.vw) c = lipt_spectral_verify_top(g, n, sc_.vw);
+    if (c > 0) {
+        /* proven by Cholesky (spectral_verify.c) */
+    } else if (t == 0) {
+        c = lipt_ub_up(sqrt(lipt_ub_sum_bound(scale_sumsq(g, nn, 1.0), nn)));
     } else {
-        const double gam_f = gamma_up_f(n), under_f = ldexp((double)nn, -149), sub_f = ldexp((double)n, -149);
+        const double gam_f = lipt_ub_gamma_f(n), under_f = ldexp((double)nn, -149), sub_f = ldexp((double)n, -149);
         for (int k = 0; k < t; k++) {
             level_sums sf;
             if (k == 0) { /* G_0 = fl_f(2^-e H_0), off by <= u_f / (1 - u_f) <= 2^-24 (1 + 2^-23) of itself */
                 ek[0] = frob_exponent(scale_sumsq(g, nn, 1.0));
                 level0_to_float(g, n, ldexp(1.0, -ek[0]), gf);
                 level_float(gf, n, 1.0f, &sf);
-                dk[0] = up(up(0x1p-24 * (1 + 0x1p-23) * level_norm_bound(&sf, n)) + sub_f);
+                dk[0] = lipt_ub_up(lipt_ub_up(0x1p-24 * (1 + 0x1p-23) * level_norm_bound(&sf, n)) + sub_f);
             } else { /* G_k = 2^-e X_{k-1}, in place */
                 ek[k] = frob_exponent(level_float(gf, n, 1.0f, NULL));
                 level_float(gf, n, ldexpf(1.0f, -ek[k]), &sf);
                 dk[k] = sub_f;
             }
             const double nb = level_norm_bound(&sf, n);
-            fk[k] = up(up(gam_f * up(nb * nb)) + under_f);
+            fk[k] = lipt_ub_up(lipt_ub_up(gam_f * lipt_ub_up(nb * nb)) + under_f);
             gram_upper(1, 0, n, n, gf, n, hf); /* X_k = G_k G_kᵀ = G_k² */
             mirror_upper_f(hf, n);
             float *tmp = gf;
@@ -599,22 +585,23 @@ static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int
             hf = tmp;
         }
         /* from rho(G_t) <= ‖G_t‖_F back to rho(H_0) */
-        c = up(sqrt(sumsq_bound(level_float(gf, n, 1.0f, NULL), nn)));
+        c = lipt_ub_up(sqrt(lipt_ub_sum_bound(level_float(gf, n, 1.0f, NULL), nn)));
         for (int k = t - 1; k >= 0; k--) {
-            c = up(sqrt(up(c + fk[k]))); /* >= rho(G_k) */
-            c = up(c + dk[k]);           /* >= rho(2^-e_k X_{k-1}), or of 2^-e_0 H_0 */
+            c = lipt_ub_up(sqrt(lipt_ub_up(c + fk[k]))); /* >= rho(G_k) */
+            c = lipt_ub_up(c + dk[k]);           /* >= rho(2^-e_k X_{k-1}), or of 2^-e_0 H_0 */
             c = ldexp(c, ek[k]);         /* >= rho(X_{k-1}), or rho(H_0) */
-            if (c < DBL_MIN) c = up(c);  /* ldexp rounded (subnormal result) */
+            if (c < DBL_MIN) c = lipt_ub_up(c);  /* ldexp rounded (subnormal result) */
         }
     }
-    double result = up(sqrt(up(c + e0))); /* sigma² <= rho(H_0) + e_0 */
+    double result = lipt_ub_up(sqrt(lipt_ub_up(c + e0))); /* sigma² <= rho(H_0) + e_0 */
     return isnan(result) ? INFINITY : result;
 }
 
 static void check_ub_args(int R, int C, int c0, int cb, int gram_iters) {
     LIPT_CHECK(R > 0 && cb > 0 && c0 >= 0 && c0 + cb <= C, "spectral_ub: block [%d, %d) x %d rows outside [%d, %d]",
                c0, c0 + cb, R, R, C);
-    LIPT_CHECK(gram_iters >= 0, "spectral_ub: gram_iters %d < 0", gram_iters);
+    LIPT_CHECK(gram_iters >= 0 && (gram_iters & ~LIPT_SPECTRAL_CHOLESKY) < LIPT_SPECTRAL_CHOLESKY,
+               "spectral_ub: gram_iters %d out of range", gram_iters);
 }
 
 double lipt_spectral_ub(lipt_ctx *ctx, const float *w, int R, int C, int c0, int cb, int gram_iters) {

@@ -1,6 +1,11 @@
-/* Private: power iteration on many matrices at once, for lipt_model_refresh_norms (src/nn/model.c). */
+/* Private: power iteration on many matrices at once, for lipt_model_refresh_norms (src/nn/model.c); the rounding
+ * helpers of the certified bounds (spectral.c, spectral_verify.c) and the Cholesky-verified bound of a Gram matrix's
+ * largest eigenvalue (spectral_verify.c). */
 #ifndef LIPT_OPS_SPECTRAL_IMPL_H
 #define LIPT_OPS_SPECTRAL_IMPL_H
+
+#include <math.h>
+#include <stddef.h>
 
 /* A row-major [R, C] matrix split into n_blocks column blocks, with its persistent power-iteration vectors
  * u [n_blocks*R] and v [C] (as lipt_spectral_norm takes them). */
@@ -14,5 +19,45 @@ typedef struct {
  * that many lipt_spectral_norm calls would (without computing the norms). The blocks run in parallel, each on one
  * thread; the jobs must not share vectors. */
 void lipt_spectral_power_jobs(const lipt_power_job *jobs, int n_jobs, int iters);
+
+/* The next double up: >= the exact value of an operation whose round-to-nearest result is x. */
+static inline double lipt_ub_up(double x) { return nextafter(x, INFINITY); }
+
+/* An upper bound of k uu / (1 - k uu) (gamma_k at unit roundoff uu); the factor 1 + 2^-40 covers the three
+ * roundings of its evaluation. +inf (a useless but valid bound) for absurd k. */
+static inline double lipt_ub_gamma_at(double k, double uu) {
+    double ku = k * uu;
+    return ku < 0.25 ? ku / (1 - ku) * (1 + 0x1p-40) : INFINITY;
+}
+static inline double lipt_ub_gamma(double k) { return lipt_ub_gamma_at(k, 0x1p-53); }
+static inline double lipt_ub_gamma_f(double k) { return lipt_ub_gamma_at(k, 0x1p-24); }
+
+/* Absolute slack for N underflowing terms, each off by at most a (doubled) half unit of 2^-1074. */
+static inline double lipt_ub_tiny_slack(double N) { return ldexp(N, -1070); }
+
+/* An upper bound of the exact sum of N nonnegative doubles from s, that sum computed in double in any order (the
+ * error of any order of summation of N nonnegative terms is <= gamma_N of the sum). */
+static inline double lipt_ub_sum_bound(double s, size_t N) {
+    return lipt_ub_up(lipt_ub_up(s * lipt_ub_up(1 + 2 * lipt_ub_gamma((double)N))) + lipt_ub_tiny_slack((double)N));
+}
+
+/* Lanczos steps at most of lipt_spectral_verify_top (fewer when it converges or the order is smaller). */
+#define LIPT_LANCZOS_MAX 64
+
+/* Doubles of scratch that lipt_spectral_verify_top needs for an n×n matrix. */
+static inline size_t lipt_spectral_verify_scratch(int n) {
+    return (size_t)n * n + (size_t)(LIPT_LANCZOS_MAX + 3) * n;
+}
+
+/* A proven upper bound of the largest eigenvalue of the symmetric n×n double matrix H (row-major, both triangles
+ * stored), or 0 when no proof was found (the caller then falls back on Gram iteration): a Lanczos estimate θ,
+ * then lipt_spectral_chol_certify at μ = θ (1 + δ) for δ = 2^-20, 2^-13, 2^-6. Deterministic (a fixed start
+ * vector, fixed operation order). work: lipt_spectral_verify_scratch(n) doubles. */
+double lipt_spectral_verify_top(const double *H, int n, double *work);
+
+/* The proof step: if the floating-point Cholesky factorisation of B = fl(μ I - H) (H symmetric n×n, row-major, its
+ * upper triangle read) runs to completion with positive pivots, returns 1 and *bound >= λ_max(H); else 0. B: n²
+ * doubles of scratch (overwritten by the factor). The argument is in spectral_verify.c. */
+int lipt_spectral_chol_certify(const double *H, int n, double mu, double *B, double *bound);
 
 #endif
