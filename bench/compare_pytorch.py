@@ -309,6 +309,8 @@ VARIANTS = [  # (label, config overrides of models/tiny.cfg)
                               "lip_norm": "inf"}),
     ("contractive-l2 (2)", {"attention": "contractive-l2", "ffn": "contractive", "activation": "elu",
                             "lip_norm": "2", "power_iters": "2"}),
+    ("clipped-dp (cholesky)", {"attention": "clipped-dp", "ffn": "contractive", "activation": "maxmin",
+                               "lip_norm": "inf2", "ffn_full_budget": "1", "spectral_bound": "cholesky"}),
 ]
 
 

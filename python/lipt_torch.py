@@ -89,10 +89,11 @@ class LiptConfig:
     norm: str = "pre"          # "pre": x + f(LN(x)); "post": LN(x + f(x)) (dp, l2, l2-tied without coupling)
     precision: str = "float32"  # lipt's matrix products (float32, bf16, bf16-emulated); this module computes in its
                                 # own dtype (torch.autocast gives bf16 products)
+    spectral_bound: str = "gram"  # "cholesky": sigma certified by a Cholesky factorisation at an eigenvalue estimate
 
     KEYS = ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn", "activation",
             "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps", "clip_radius", "rel_bias", "actnorm",
-            "gram_iters", "ffn_full_budget", "coupling", "head_hidden", "norm", "precision")
+            "gram_iters", "ffn_full_budget", "coupling", "head_hidden", "norm", "precision", "spectral_bound")
 
     def __post_init__(self):
         self.validate()
@@ -134,6 +135,10 @@ class LiptConfig:
             raise ValueError("rel_bias and actnorm are 0 or 1")
         if not 1 <= self.gram_iters <= 30:
             raise ValueError(f"gram_iters {self.gram_iters} outside [1, 30]")
+        if self.spectral_bound not in ("gram", "cholesky"):
+            raise ValueError(f"spectral_bound {self.spectral_bound!r} not in ('gram', 'cholesky')")
+        if self.spectral_bound != "gram" and self.ffn != "contractive":
+            raise ValueError("spectral_bound = cholesky needs ffn = contractive")
         if not 0 <= self.clip_radius <= 1e6:
             raise ValueError(f"clip_radius {self.clip_radius} outside [0, 1e6]")
         if self.ffn == "contractive" and self.activation == "gelu":
@@ -183,7 +188,13 @@ class LiptConfig:
                 f"clip_radius = {g(self.clip_radius)}\nrel_bias = {self.rel_bias}\nactnorm = {self.actnorm}\n"
                 f"gram_iters = {self.gram_iters}\nffn_full_budget = {self.ffn_full_budget}\n"
                 f"coupling = {self.coupling}\nhead_hidden = {self.head_hidden}\nnorm = {self.norm}\n"
-                f"precision = {self.precision}\n")
+                f"precision = {self.precision}\n"
+                + (f"spectral_bound = {self.spectral_bound}\n" if self.spectral_bound != "gram" else ""))
+
+    @property
+    def gram_arg(self) -> int:
+        """lipt_config_gram_arg: gram_iters, with SPECTRAL_CHOLESKY or'd in for spectral_bound = cholesky."""
+        return self.gram_iters | (SPECTRAL_CHOLESKY if self.spectral_bound == "cholesky" else 0)
 
 
 def parameter_specs(cfg: LiptConfig) -> List[Tuple[str, Tuple[int, ...], str]]:
@@ -278,13 +289,37 @@ def spectral_sigma(w: torch.Tensor, u: torch.Tensor, v: torch.Tensor, n_blocks: 
     return torch.einsum("br,rbc,bc->b", u, wb, v)
 
 
+SPECTRAL_CHOLESKY = 1 << 16  # LIPT_SPECTRAL_CHOLESKY: or'd into gram_iters, the Cholesky-verified bound first
+
+
+def cholesky_top_ub(g: torch.Tensor) -> float:
+    """lipt_spectral_verify_top for the float64 Gram matrix g: an estimate of lambda_max (here eigvalsh; lipt uses
+    Lanczos), then mu = theta (1 + delta) for delta = 2^-20, 2^-13, 2^-6 until the Cholesky factorisation of
+    mu I - g succeeds; mu plus the proof's margin gamma_{n+1} tr(mu I - g) (lipt adds its last-ulp terms too).
+    0.0 when no mu is proven (the caller falls back on Gram iteration)."""
+    n = g.shape[0]
+    theta = float(torch.linalg.eigvalsh(g)[-1])
+    if not (theta > 0 and math.isfinite(theta)):
+        return 0.0
+    eye = torch.eye(n, dtype=g.dtype)
+    for delta in (2.0 ** -20, 2.0 ** -13, 2.0 ** -6):
+        mu = theta + theta * delta
+        b = mu * eye - g
+        if int(torch.linalg.cholesky_ex(b).info) == 0:
+            gam = (n + 1) * 2.0 ** -53 / (1 - (n + 1) * 2.0 ** -53)
+            return mu + gam / (1 - gam) * float(b.diagonal().sum())
+    return 0.0
+
+
 def gram_spectral_ub(w: torch.Tensor, n_blocks: int, gram_iters: int) -> List[float]:
     """lipt_spectral_ub of each column block W_b (R x cb) of w, in float64: G = W_b^T W_b if cb <= R else
     W_b W_b^T; `gram_iters` squarings G <- (G / 2^e)^2 with 2^e just above ||G||_F (exact rescaling); the bound is
     ||G_t||_F^(1/2^(t+1)) with the scales put back, i.e. ||G_0^(2^t)||_F^(1/2^(t+1)) >= sigma(W_b). lipt squares in
     float32 and adds a rounding margin for that (about n 2^-24, 1e-6 relative at these sizes) that is left out
     here. +inf for a non-finite block, 0 for
-    a zero block."""
+    a zero block. With SPECTRAL_CHOLESKY in gram_iters: sqrt(cholesky_top_ub(G)) when that finds a proof."""
+    cholesky = bool(gram_iters & SPECTRAL_CHOLESKY)
+    gram_iters &= ~SPECTRAL_CHOLESKY
     wd = w.detach().double()
     R, C = wd.shape
     cb = C // n_blocks
@@ -298,6 +333,10 @@ def gram_spectral_ub(w: torch.Tensor, n_blocks: int, gram_iters: int) -> List[fl
             out.append(0.0)
             continue
         g = a @ a.t() if cb > R else a.t() @ a
+        top = cholesky_top_ub(g) if cholesky else 0.0
+        if top > 0:
+            out.append(math.sqrt(top))
+            continue
         scales = []
         for _ in range(gram_iters):
             s = float((g * g).sum())
@@ -595,16 +634,16 @@ class LiptTransformer(nn.Module):
         wq, wv, wo = self.p(p + "attn.wq"), self.p(p + "attn.wv"), self.p(p + "attn.wo")
         if cfg.attention == "clipped-dp":
             return bound_clipped_dp(wq, self.p(p + "attn.wk"), wv, wo, cfg.n_heads, cfg.radius, self.bound_vectors(l),
-                                    cfg.gram_iters)
+                                    cfg.gram_arg)
         if cfg.lip_norm == "2":
-            return bound_l2_2(wq, wv, wo, cfg.n_heads, cfg.seq_len, self.bound_vectors(l), cfg.gram_iters)
+            return bound_l2_2(wq, wv, wo, cfg.n_heads, cfg.seq_len, self.bound_vectors(l), cfg.gram_arg)
         if cfg.lip_norm == "inf2":
-            return bound_l2_inf2(wq, wv, wo, cfg.n_heads, cfg.seq_len, self.bound_vectors(l), cfg.gram_iters)
+            return bound_l2_inf2(wq, wv, wo, cfg.n_heads, cfg.seq_len, self.bound_vectors(l), cfg.gram_arg)
         return bound_l2_inf(wq, wv, wo, cfg.n_heads, cfg.seq_len)
 
     def ffn_sigmas(self, l: int) -> Tuple[torch.Tensor, torch.Tensor]:
         """Certified spectral norms of ffn.w1, ffn.w2 (cfg.gram_iters squarings; gradient from ffn.sn*)."""
-        p, g = f"layers.{l}.", self.cfg.gram_iters
+        p, g = f"layers.{l}.", self.cfg.gram_arg
         s1 = spectral_ub(self.p(p + "ffn.w1"), self.p(p + "ffn.sn1.u"), self.p(p + "ffn.sn1.v"), 1, g)
         s2 = spectral_ub(self.p(p + "ffn.w2"), self.p(p + "ffn.sn2.u"), self.p(p + "ffn.sn2.v"), 1, g)
         return s1, s2

@@ -14,6 +14,8 @@ static const char *const topic_config =
     "  lip_norm         inf | 2 | inf2: the norm the contractive attention is certified in\n"
     "  power_iters, gram_iters, init_seed, ln_eps, clip_radius, rel_bias, actnorm, ffn_full_budget, coupling,\n"
     "  head_hidden      see models/README.md for each\n"
+    "  spectral_bound   gram | cholesky: how the invertible model certifies its spectral norms (Gram iteration,\n"
+    "                   or a Lanczos estimate proven by a Cholesky factorisation: tighter and faster)\n"
     "  precision        float32 | bf16 | bf16-emulated: the model's matrix products (also --precision on train,\n"
     "                   eval, sample, bench); bf16 needs oneDNN and AVX512_BF16, bf16-emulated is bf16's numerics\n"
     "Training keys in the same file: data, steps, batch, lr, schedule, warmup, min-lr, beta1, beta2, adam-eps,\n"
