@@ -31,8 +31,8 @@ lipt_tensor *lipt_bound_l2_inf(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv, 
 /* Persistent power-iteration vectors for the spectral norms of the bounds (sizes for D, H: uq [H*D], vq [D],
  * uv [H*D], vv [D], uo [D], vo [D], and for clipped-dp uk [H*D], vk [D]); owned by the caller (model buffers).
  * The values of the spectral norms are certified upper bounds (lipt_spectral_norm_ub, Gram iteration with
- * gram_iters squarings; <= 0 means LIPT_SPECTRAL_UB_ITERS_REPORT, the converged setting); the vectors only give
- * the gradient u vᵀ. */
+ * gram_iters squarings, or with LIPT_SPECTRAL_CHOLESKY or'd in the Cholesky-verified bound first; <= 0 means
+ * LIPT_SPECTRAL_UB_ITERS_REPORT, the converged setting); the vectors only give the gradient u vᵀ. */
 typedef struct {
     float *uq, *vq, *uv, *vv, *uo, *vo, *uk, *vk;
     int gram_iters;

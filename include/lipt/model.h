@@ -100,7 +100,8 @@ typedef struct { const lipt_model *model; int layer, which; } lipt_branch_ref;
 lipt_tensor *lipt_model_branch_fn(lipt_ctx *ctx, lipt_tensor *x, void *branch_ref);
 
 /* Lipschitz normalisers of one block at the current weights, with the spectral norms certified by Gram iteration
- * with `gram_iters` squarings (0: the model's cfg.gram_iters, the setting the forward pass divides by). */
+ * with `gram_iters` squarings (0: the model's setting, lipt_config_gram_arg: the values the forward pass divides
+ * by, Cholesky-verified for spectral_bound = cholesky). */
 typedef struct {
     double attn_bound;    /* UB of the unnormalised attention F (lip_norm norm); 0 for non-contractive */
     double attn_factor;   /* 1 / max(1, UB / c) */
