@@ -304,8 +304,8 @@ void lipt_spectral_norm_backward(lipt_ctx *ctx, lipt_node *node) { uv_backward(c
  *    rho(X_k) <= 2^e_{k+1} (rho(G_{k+1}) + d_{k+1}), and at the end rho(G_t) <= ‖G_t‖_F.  Nesting these from t
  *    down to 0 gives the bound; without the error terms it is ‖H_0^(2^t)‖_F^(1/2^(t+1)), the Gram iteration
  *    bound itself.  (t = 0: sigma² <= ‖H_0‖_F + e_0, no float level.)
- *  - Each scalar step (sum, product, sqrt) is rounded once to nearest and then moved up one ulp (lipt_ub_up()), which is >=
- *    the exact result; sums of N nonnegative terms (squares, absolute values; taken in lanes, an order whose error is
+ *  - Each scalar step (sum, product, sqrt) is rounded once to nearest and then moved up one ulp (lipt_ub_up()),
+ *    which is >= the exact result; sums of N nonnegative terms (squares, absolute values; taken in lanes, an order whose error is
  *    bounded as any other's) are inflated by 1/(1 - gamma_N) <= 1 + 2 gamma_N plus an underflow slack.  ldexp by
  *    2^e_k is exact unless the result is subnormal (then moved up too).
  * Rescaling so that ‖G_k‖_F is in [1/2, 1) (up to the rounding to float) keeps every level near unit size
@@ -325,8 +325,8 @@ void lipt_spectral_norm_backward(lipt_ctx *ctx, lipt_node *node) { uv_backward(c
 #define SPEC_LANES (4 * SPEC_VD)
 
 /* Σ x_i² of N doubles, in SPEC_LANES lanes (each a recursive sum of every SPEC_LANES-th square) added lane by lane,
- * the tail last: a summation order whose error is bounded as any other's (lipt_ub_sum_bound), and which does not wait on
- * one addition per element. With sc != 1, x is first scaled in place by sc (a power of two here). */
+ * the tail last: a summation order whose error is bounded as any other's (lipt_ub_sum_bound), and which does not
+ * wait on one addition per element. With sc != 1, x is first scaled in place by sc (a power of two here). */
 static double scale_sumsq(double *x, size_t N, double sc) {
     lipt_vdh a[4] = {{0}};
     size_t i = 0;
@@ -522,8 +522,8 @@ static ub_scratch ub_scratch_alloc(lipt_arena *ar, int R, int cb, int gram_arg) 
     const size_t n = (size_t)(cb > R ? R : cb);
     const int t = gram_arg & ~LIPT_SPECTRAL_CHOLESKY;
     ub_scratch s;
-    s.vw = gram_arg & LIPT_SPECTRAL_CHOLESKY ? lipt_arena_alloc(ar, lipt_spectral_verify_scratch((int)n) * sizeof(double))
-                                             : NULL;
+    const size_t vw_doubles = gram_arg & LIPT_SPECTRAL_CHOLESKY ? lipt_spectral_verify_scratch((int)n) : 0;
+    s.vw = vw_doubles ? lipt_arena_alloc(ar, vw_doubles * sizeof(double)) : NULL;
     s.a = lipt_arena_alloc(ar, (size_t)R * cb * sizeof(double));
     s.g = lipt_arena_alloc(ar, n * n * sizeof(double));
     s.h = lipt_arena_alloc(ar, n * n * sizeof(double));
@@ -540,59 +540,63 @@ static int frob_exponent(double s) {
     return e;
 }
 
-static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int gram_arg, ub_scratch sc_) {
-    const int rows = cb > R; /* Gram matrix of the smaller side: W_b W_bᵀ when the block is wide */
-    const int n = rows ? R : cb, m = rows ? cb : R, t = gram_arg & ~LIPT_SPECTRAL_CHOLESKY;
+/* An upper bound of rho(H_0) for the mirrored n×n double Gram matrix g (scaled in place), by t Gram-iteration
+ * squarings in float (t = 0: ‖H_0‖_F) with the error terms of the argument above; scratch from sc_. */
+static double gram_rho_bound(double *g, int n, int t, ub_scratch sc_) {
     const size_t nn = (size_t)n * n;
-    double *a = sc_.a, *g = sc_.g, *fk = sc_.fk, *dk = sc_.dk;
+    if (t == 0) return lipt_ub_up(sqrt(lipt_ub_sum_bound(scale_sumsq(g, nn, 1.0), nn)));
+    double *fk = sc_.fk, *dk = sc_.dk;
     float *gf = (float *)sc_.h, *hf = gf + nn; /* the float levels: G_k and X_k */
     int *ek = sc_.ek;
+    const double gam_f = lipt_ub_gamma_f(n), under_f = ldexp((double)nn, -149), sub_f = ldexp((double)n, -149);
+    for (int k = 0; k < t; k++) {
+        level_sums sf;
+        if (k == 0) { /* G_0 = fl_f(2^-e H_0), off by <= u_f / (1 - u_f) <= 2^-24 (1 + 2^-23) of itself */
+            ek[0] = frob_exponent(scale_sumsq(g, nn, 1.0));
+            level0_to_float(g, n, ldexp(1.0, -ek[0]), gf);
+            level_float(gf, n, 1.0f, &sf);
+            dk[0] = lipt_ub_up(lipt_ub_up(0x1p-24 * (1 + 0x1p-23) * level_norm_bound(&sf, n)) + sub_f);
+        } else { /* G_k = 2^-e X_{k-1}, in place */
+            ek[k] = frob_exponent(level_float(gf, n, 1.0f, NULL));
+            level_float(gf, n, ldexpf(1.0f, -ek[k]), &sf);
+            dk[k] = sub_f;
+        }
+        const double nb = level_norm_bound(&sf, n);
+        fk[k] = lipt_ub_up(lipt_ub_up(gam_f * lipt_ub_up(nb * nb)) + under_f);
+        gram_upper(1, 0, n, n, gf, n, hf); /* X_k = G_k G_kᵀ = G_k² */
+        mirror_upper_f(hf, n);
+        float *tmp = gf;
+        gf = hf;
+        hf = tmp;
+    }
+    /* from rho(G_t) <= ‖G_t‖_F back to rho(H_0) */
+    double c = lipt_ub_up(sqrt(lipt_ub_sum_bound(level_float(gf, n, 1.0f, NULL), nn)));
+    for (int k = t - 1; k >= 0; k--) {
+        c = lipt_ub_up(sqrt(lipt_ub_up(c + fk[k]))); /* >= rho(G_k) */
+        c = lipt_ub_up(c + dk[k]);                  /* >= rho(2^-e_k X_{k-1}), or of 2^-e_0 H_0 */
+        c = ldexp(c, ek[k]);                        /* >= rho(X_{k-1}), or rho(H_0) */
+        if (c < DBL_MIN) c = lipt_ub_up(c);         /* ldexp rounded (subnormal result) */
+    }
+    return c;
+}
+
+static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int gram_arg, ub_scratch sc_) {
+    const int rows = cb > R; /* Gram matrix of the smaller side: W_b W_bᵀ when the block is wide */
+    const int n = rows ? R : cb, m = rows ? cb : R;
+    const size_t nn = (size_t)n * n;
 
     /* The block in double (exact), its squared Frobenius norm (float squares are exact in double). */
-    const double fa = block_to_double(w, R, C, c0, cb, a);
+    const double fa = block_to_double(w, R, C, c0, cb, sc_.a);
     if (!isfinite(fa)) return INFINITY;
     if (fa == 0) return 0; /* all zero: a nonzero float square is >= 2^-298, so the sum cannot vanish otherwise */
     const double fa_up = lipt_ub_sum_bound(fa, (size_t)R * cb);
     const double e0 = lipt_ub_up(lipt_ub_up(lipt_ub_gamma(m) * fa_up) + lipt_ub_tiny_slack((double)nn));
-    gram_upper(0, !rows, n, m, a, cb, g);
-    mirror_upper(g, n);
-    double c = 0; /* bounds rho(H_0), or (verified) λ_max(H_0), which is all the last step needs (Weyl) */
-    if (sc_.vw) c = lipt_spectral_verify_top(g, n, sc_.vw);
-    if (c > 0) {
-        /* proven by Cholesky (spectral_verify.c) */
-    } else if (t == 0) {
-        c = lipt_ub_up(sqrt(lipt_ub_sum_bound(scale_sumsq(g, nn, 1.0), nn)));
-    } else {
-        const double gam_f = lipt_ub_gamma_f(n), under_f = ldexp((double)nn, -149), sub_f = ldexp((double)n, -149);
-        for (int k = 0; k < t; k++) {
-            level_sums sf;
-            if (k == 0) { /* G_0 = fl_f(2^-e H_0), off by <= u_f / (1 - u_f) <= 2^-24 (1 + 2^-23) of itself */
-                ek[0] = frob_exponent(scale_sumsq(g, nn, 1.0));
-                level0_to_float(g, n, ldexp(1.0, -ek[0]), gf);
-                level_float(gf, n, 1.0f, &sf);
-                dk[0] = lipt_ub_up(lipt_ub_up(0x1p-24 * (1 + 0x1p-23) * level_norm_bound(&sf, n)) + sub_f);
-            } else { /* G_k = 2^-e X_{k-1}, in place */
-                ek[k] = frob_exponent(level_float(gf, n, 1.0f, NULL));
-                level_float(gf, n, ldexpf(1.0f, -ek[k]), &sf);
-                dk[k] = sub_f;
-            }
-            const double nb = level_norm_bound(&sf, n);
-            fk[k] = lipt_ub_up(lipt_ub_up(gam_f * lipt_ub_up(nb * nb)) + under_f);
-            gram_upper(1, 0, n, n, gf, n, hf); /* X_k = G_k G_kᵀ = G_k² */
-            mirror_upper_f(hf, n);
-            float *tmp = gf;
-            gf = hf;
-            hf = tmp;
-        }
-        /* from rho(G_t) <= ‖G_t‖_F back to rho(H_0) */
-        c = lipt_ub_up(sqrt(lipt_ub_sum_bound(level_float(gf, n, 1.0f, NULL), nn)));
-        for (int k = t - 1; k >= 0; k--) {
-            c = lipt_ub_up(sqrt(lipt_ub_up(c + fk[k]))); /* >= rho(G_k) */
-            c = lipt_ub_up(c + dk[k]);           /* >= rho(2^-e_k X_{k-1}), or of 2^-e_0 H_0 */
-            c = ldexp(c, ek[k]);         /* >= rho(X_{k-1}), or rho(H_0) */
-            if (c < DBL_MIN) c = lipt_ub_up(c);  /* ldexp rounded (subnormal result) */
-        }
-    }
+    gram_upper(0, !rows, n, m, sc_.a, cb, sc_.g);
+    mirror_upper(sc_.g, n);
+    /* c bounds λ_max(H_0), all the last step needs (Weyl): proven by Cholesky when asked for and found
+     * (spectral_verify.c), else Gram iteration's bound of rho(H_0) */
+    double c = sc_.vw ? lipt_spectral_verify_top(sc_.g, n, sc_.vw) : 0;
+    if (!(c > 0)) c = gram_rho_bound(sc_.g, n, gram_arg & ~LIPT_SPECTRAL_CHOLESKY, sc_);
     double result = lipt_ub_up(sqrt(lipt_ub_up(c + e0))); /* sigma² <= rho(H_0) + e_0 */
     return isnan(result) ? INFINITY : result;
 }

@@ -30,7 +30,6 @@
 #include "ops/spectral_impl.h"
 #include "ops/vmath.h"
 
-#define up lipt_ub_up
 
 /* Σ a_i b_i in LIPT_VDW lanes, the tail last (an estimate's arithmetic: any fixed order will do). */
 static double dot(const double *a, const double *b, int n) {
@@ -48,9 +47,9 @@ static double dot(const double *a, const double *b, int n) {
     return t;
 }
 
-/* y -= a x, then y -= b z (when z): element by element, each subtraction rounded on its own (the Cholesky
+/* y -= a x, then y -= b z when z is given: element by element, each subtraction rounded on its own (the Cholesky
  * update's arithmetic; the two-row form only saves a pass over y). */
-static void sub_scaled2(double *y, double a, const double *x, double b, const double *z, int n) {
+static void sub_scaled(double *y, double a, const double *x, double b, const double *z, int n) {
     int i = 0;
     for (; i + LIPT_VDW <= n; i += LIPT_VDW) {
         lipt_vdh vx, vy, vz;
@@ -69,18 +68,6 @@ static void sub_scaled2(double *y, double a, const double *x, double b, const do
     }
 }
 
-/* y -= a x, element by element. */
-static void sub_scaled(double *y, double a, const double *x, int n) {
-    int i = 0;
-    for (; i + LIPT_VDW <= n; i += LIPT_VDW) {
-        lipt_vdh vx, vy;
-        memcpy(&vx, x + i, sizeof vx);
-        memcpy(&vy, y + i, sizeof vy);
-        vy -= a * vx;
-        memcpy(y + i, &vy, sizeof vy);
-    }
-    for (; i < n; i++) y[i] -= a * x[i];
-}
 
 /* The largest eigenvalue of the k×k symmetric tridiagonal matrix (alpha on the diagonal, beta beside it), by
  * bisection on Sturm counts inside the Gershgorin interval: the upper end of the final bracket. */
@@ -128,11 +115,11 @@ static double lanczos_top(const double *H, int n, double *Q, double *w) {
         const double *qj = Q + (size_t)j * n;
         for (int i = 0; i < n; i++) w[i] = dot(H + (size_t)i * n, qj, n);
         double a = dot(qj, w, n);
-        sub_scaled(w, a, qj, n);
-        if (j > 0) sub_scaled(w, beta[j - 1], qj - n, n);
+        sub_scaled(w, a, qj, 0, NULL, n);
+        if (j > 0) sub_scaled(w, beta[j - 1], qj - n, 0, NULL, n);
         for (int i = 0; i <= j; i++) { /* full reorthogonalisation (once: θ is only an estimate) */
             const double c = dot(Q + (size_t)i * n, w, n);
-            sub_scaled(w, c, Q + (size_t)i * n, n);
+            sub_scaled(w, c, Q + (size_t)i * n, 0, NULL, n);
             if (i == j) a += c;
         }
         alpha[j] = a;
@@ -173,7 +160,8 @@ int lipt_spectral_chol_certify(const double *H, int n, double mu, double *B, dou
         for (int p = 0; p < (rk1 ? 2 : 1); p++) {
             double *rp = rk + (size_t)p * n;
             const int kp = k + p;
-            if (p == 1) sub_scaled(rp + kp, rk[kp], rk + kp, n - kp); /* row k + 1 gets row k's update first */
+            if (p == 1) /* row k + 1 gets row k's update first */
+                sub_scaled(rp + kp, rk[kp], rk + kp, 0, NULL, n - kp);
             const double d = rp[kp];
             if (!(d > 0)) return 0; /* not positive definite to working accuracy, or NaN */
             const double r = sqrt(d);
@@ -181,13 +169,14 @@ int lipt_spectral_chol_certify(const double *H, int n, double mu, double *B, dou
             for (int j = kp + 1; j < n; j++) rp[j] /= r; /* a division, as the analysis assumes (not a reciprocal) */
         }
         for (int i = k + 2; i < n; i++)
-            sub_scaled2(B + (size_t)i * n + i, rk[i], rk + i, rk1 ? rk1[i] : 0, rk1 ? rk1 + i : NULL, n - i);
+            sub_scaled(B + (size_t)i * n + i, rk[i], rk + i, rk1 ? rk1[i] : 0, rk1 ? rk1 + i : NULL, n - i);
     }
     const double g = lipt_ub_gamma(n + 1);
-    const double tau = up(up(g * up(1 + 2 * g)) * lipt_ub_sum_bound(tr, (size_t)n)); /* γ/(1-γ) <= γ (1 + 2γ) */
-    const double dmax = up(maxb * 0x1p-53 * (1 + 0x1p-51));                          /* u/(1-u) <= u (1 + 2u) */
-    const double under = up(ldexp(up(up((double)n * (n + 2)) * up(1 + maxb)), -1070));
-    *bound = up(mu + up(tau + up(dmax + under)));
+    /* τ: γ/(1-γ) <= γ (1 + 2γ), times a bound of tr(B); the diagonal's rounding: u/(1-u) <= u (1 + 2u) of max B_ii */
+    const double tau = lipt_ub_up(lipt_ub_up(g * lipt_ub_up(1 + 2 * g)) * lipt_ub_sum_bound(tr, (size_t)n));
+    const double dmax = lipt_ub_up(maxb * 0x1p-53 * (1 + 0x1p-51));
+    const double under = lipt_ub_up(ldexp(lipt_ub_up(lipt_ub_up((double)n * (n + 2)) * lipt_ub_up(1 + maxb)), -1070));
+    *bound = lipt_ub_up(mu + lipt_ub_up(tau + lipt_ub_up(dmax + under)));
     return isfinite(*bound);
 }
 
