@@ -347,7 +347,7 @@ int cmd_lipschitz(int argc, char **argv) {
      * values never enter a certificate) */
     lipt_model_refresh_norms(&m, (int)piters);
     /* the report's spectral norms: gi Gram squarings, after a Cholesky-verified bound when the model uses those */
-    const int garg = (int)gi | (cfg->spectral_bound == LIPT_SPECTRAL_BOUND_CHOLESKY ? LIPT_SPECTRAL_CHOLESKY : 0);
+    const int garg = (int)gi | (lipt_config_gram_arg(cfg) & LIPT_SPECTRAL_CHOLESKY);
     if (m.invertible) certify(&m, (int)N, garg, rep);
     else bounds_plain(&m, (int)N, garg, rep);
     rc = measure(&m, &ds, split, N, K, asteps, rep, C);

@@ -108,10 +108,8 @@ const char *lipt_norm_name(lipt_norm_kind k);
 const char *lipt_spectral_bound_name(lipt_spectral_bound_kind k);
 
 /* The gram_iters argument of the certified spectral norms (lipt_spectral_ub) that the forward pass divides by:
- * cfg->gram_iters, with LIPT_SPECTRAL_CHOLESKY (1 << 16, lipt/ops.h) or'd in for spectral_bound = cholesky. */
-static inline int lipt_config_gram_arg(const lipt_config *cfg) {
-    return cfg->gram_iters | (cfg->spectral_bound == LIPT_SPECTRAL_BOUND_CHOLESKY ? 1 << 16 : 0);
-}
+ * cfg->gram_iters, with LIPT_SPECTRAL_CHOLESKY (lipt/ops.h) or'd in for spectral_bound = cholesky. */
+int lipt_config_gram_arg(const lipt_config *cfg);
 
 /* A contractive attention kind (divided by a certified bound: an invertible model's attention); 0 for a value
  * outside the enum. */

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lipt/ops.h" /* LIPT_SPECTRAL_CHOLESKY */
+
 /* Every key, in file order (also the order of lipt_config_to_text). */
 enum {
     K_VOCAB, K_DMODEL, K_HEADS, K_DFF, K_LAYERS, K_SEQ, K_ATTN, K_FFN, K_ACT, K_DROPOUT, K_C, K_LIPNORM,
@@ -46,6 +48,9 @@ const char *lipt_lipnorm_name(lipt_lipnorm_kind k) { return (unsigned)k < NAMES(
 const char *lipt_norm_name(lipt_norm_kind k) { return (unsigned)k < NAMES(norm_names) ? norm_names[k] : "?"; }
 const char *lipt_spectral_bound_name(lipt_spectral_bound_kind k) {
     return (unsigned)k < NAMES(specb_names) ? specb_names[k] : "?";
+}
+int lipt_config_gram_arg(const lipt_config *cfg) {
+    return cfg->gram_iters | (cfg->spectral_bound == LIPT_SPECTRAL_BOUND_CHOLESKY ? LIPT_SPECTRAL_CHOLESKY : 0);
 }
 const char *lipt_precision_name(lipt_precision p) {
     return (unsigned)p < NAMES(precision_names) ? precision_names[p] : "?";
