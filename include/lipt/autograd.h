@@ -15,6 +15,7 @@ extern "C" {
 #define LIPT_OP_LIST(X)                 \
     X(MATMUL, matmul)                   \
     X(LINEAR, linear)                   \
+    X(CONCAT_COLS, concat_cols)         \
     X(ADD, add)                         \
     X(SUB, sub)                         \
     X(MUL, mul)                         \

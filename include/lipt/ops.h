@@ -58,12 +58,19 @@ lipt_tensor *lipt_cross_entropy(lipt_ctx *ctx, lipt_tensor *logits, const int *t
 /* Inverted dropout with probability p, mask drawn from ctx->rng; identity unless ctx->training. */
 lipt_tensor *lipt_dropout(lipt_ctx *ctx, lipt_tensor *x, float p);
 
+/* n (1 .. LIPT_MAX_INPUTS) 2-D tensors [K, N_i] side by side: [K, Σ N_i]. */
+lipt_tensor *lipt_concat_cols(lipt_ctx *ctx, int n, lipt_tensor *const *ts);
+
 /* Causal (or full) multi-head attention, fused. q, k, v [B,T,D], H heads, d = D/H, s = sqrt(d).
  * Output [B,T,D]: the heads concatenated, before the output projection.
  * DP: P = softmax(q kᵀ / s).   L2: P = softmax(-|q_i - k_j|² / s) (SPEC §1, untied).
  * Row i attends to j <= i when causal (the diagonal is always kept). */
 lipt_tensor *lipt_attention_dp(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal);
 lipt_tensor *lipt_attention_l2(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal);
+/* The same on q, k, v packed side by side: qkv [B,T,3D] is x [W^Q W^K W^V] (one product of the three weights
+ * concatenated, lipt_concat_cols), q, k, v its column blocks 0, D, 2D. The gradient flows to qkv. */
+lipt_tensor *lipt_attention_dp_packed(lipt_ctx *ctx, lipt_tensor *qkv, int H, int causal);
+lipt_tensor *lipt_attention_l2_packed(lipt_ctx *ctx, lipt_tensor *qkv, int H, int causal);
 /* Tied L2 attention (the Lipschitz one): q = X W^Q [B,T,D], wq = W^Q [D,D], wv = W^V [D,D].
  * Per head P = softmax(-|q_i - q_j|² / s), values Q_h M_h with M_h = W^{Q,h}ᵀ W^{V,h} / s,
  * which equals X A_h W^{V,h}. Gradients flow to q, wq and wv. */
@@ -73,6 +80,7 @@ lipt_tensor *lipt_attention_l2_tied(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *
  * to q, k, v and rel. */
 lipt_tensor *lipt_attention_dp_rel(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, lipt_tensor *rel,
                                    int H);
+lipt_tensor *lipt_attention_dp_rel_packed(lipt_ctx *ctx, lipt_tensor *qkv, lipt_tensor *rel, int H);
 /* Each row (last dim) projected onto the Euclidean ball of radius R: x · min(1, R / ‖x‖₂). 1-Lipschitz per row. */
 lipt_tensor *lipt_clip_rows(lipt_ctx *ctx, lipt_tensor *x, float R);
 /* GroupSort with groups of 2: channel pairs (2k, 2k+1) -> (max, min); last dim even. 1-Lipschitz. */

@@ -40,24 +40,18 @@ static lipt_tensor *attention(lipt_ctx *ctx, const lipt_model *m, int layer, lip
     const lipt_layer *L = &m->layers[layer];
     const int H = c->n_heads;
     if (ai->clip_rows) x = lipt_clip_rows(ctx, x, lipt_config_clip_radius(c)); /* q, k, v from the clipped rows */
-    lipt_tensor *q = lipt_matmul(ctx, x, L->wq, 0, 0), *a;
+    lipt_tensor *a;
     if (ai->tied) {
-        a = lipt_attention_l2_tied(ctx, q, L->wq, L->wv, H, 1);
+        a = lipt_attention_l2_tied(ctx, lipt_matmul(ctx, x, L->wq, 0, 0), L->wq, L->wv, H, 1);
     } else {
-        /* The projection order is part of the bits (x's gradient sums the projections' terms in reverse tape
-         * order): dp and l2 project V before K, clipped-dp K before V; a new kind may take either. */
-        lipt_tensor *k, *v;
-        if (ai->clip_rows) {
-            k = lipt_matmul(ctx, x, L->wk, 0, 0);
-            v = lipt_matmul(ctx, x, L->wv, 0, 0);
-        } else {
-            v = lipt_matmul(ctx, x, L->wv, 0, 0);
-            k = lipt_matmul(ctx, x, L->wk, 0, 0);
-        }
+        /* q, k, v from one product with the weights side by side ([B,T,3D]), the attention reading its column
+         * blocks: one GEMM of N = 3D instead of three of N = D, in the forward and both backward products */
+        lipt_tensor *w = lipt_concat_cols(ctx, 3, (lipt_tensor *[]){L->wq, L->wk, L->wv});
+        lipt_tensor *qkv = lipt_matmul(ctx, x, w, 0, 0);
         if (L->rel) /* DP logits plus the relative-position bias (registered only for kinds with rel_bias) */
-            a = lipt_attention_dp_rel(ctx, q, k, v, lipt_scale(ctx, L->rel, LIPT_REL_BIAS_GAIN), H);
-        else if (ai->l2_logits) a = lipt_attention_l2(ctx, q, k, v, H, 1);
-        else a = lipt_attention_dp(ctx, q, k, v, H, 1);
+            a = lipt_attention_dp_rel_packed(ctx, qkv, lipt_scale(ctx, L->rel, LIPT_REL_BIAS_GAIN), H);
+        else if (ai->l2_logits) a = lipt_attention_l2_packed(ctx, qkv, H, 1);
+        else a = lipt_attention_dp_packed(ctx, qkv, H, 1);
     }
     if (!ai->contractive) return linear(ctx, a, L->wo, L->bo);
     /* contractive: F / max(1, UB/c), UB a certified bound at the current weights. The bias is a constant shift,

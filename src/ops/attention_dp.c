@@ -42,11 +42,12 @@ typedef struct {
 static attn_packed pack_qkv(lipt_ctx *ctx, const lipt_attn_job *j) {
     attn_packed pk = {NULL, NULL, NULL, NULL};
     if (ctx->precision == LIPT_PRECISION_FLOAT32) return pk;
-    const int BT = j->B * j->T;
-    pk.q = lipt_lowp_pack_arena(ctx, j->q, BT, j->D);
+    const int BT = j->B * j->T, ld = lipt_attn_ld(j);
+    /* packed with row stride D whatever the job's ld */
+    pk.q = lipt_lowp_pack_arena(ctx, j->q, BT, j->D, ld);
     /* the tied kinds' keys are their queries */
-    pk.k = j->k == j->q ? pk.q : lipt_lowp_pack_arena(ctx, j->k, BT, j->D);
-    pk.v = lipt_lowp_pack_arena(ctx, j->v, BT, j->D);
+    pk.k = j->k == j->q ? pk.q : lipt_lowp_pack_arena(ctx, j->k, BT, j->D, ld);
+    pk.v = lipt_lowp_pack_arena(ctx, j->v, BT, j->D, ld);
     return pk;
 }
 
@@ -61,6 +62,9 @@ static void attn_gemm(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float 
     if (apk || bpk) lipt_gemm_lowp_pk(ctx, ta, tb, M, N, K, alpha, A, lda, apk, B, ldb, bpk, beta, C, ldc);
     else lipt_gemm_p(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
+
+/* Row stride of an operand of q, k, v: D when packed (pack_qkv), else the job's ld. */
+static int qkv_ld(const void *pk, int D, int ld) { return pk ? D : ld; }
 
 /* Rows [i0, i1) of P hold logits in columns [0, nc); turn them into probabilities over the
  * unmasked columns (j <= i when causal) and write exact zeros to the rest of the row. kn, if
@@ -114,23 +118,25 @@ static void softmax_grad_rows(const float *P, float *G, int T, int i0, int i1, i
  * precision (from any thread: lipt_gemm_p keeps per-thread scratch). */
 static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_packed *pk, int bh, float *P, float *kn,
                           float *out, int want_spread) {
-    const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H;
-    const size_t off = (size_t)b * T * D + (size_t)h * d;
-    const float *qh = j->q + off, *kh = j->k + off, *vh = j->v + off;
+    const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H, ld = lipt_attn_ld(j);
+    /* off: the output's and the packed operands' offset (row stride D); offi: q, k, v's (row stride ld) */
+    const size_t off = (size_t)b * T * D + (size_t)h * d, offi = (size_t)b * T * ld + (size_t)h * d;
+    const float *qh = j->q + offi, *kh = j->k + offi, *vh = j->v + offi;
+    const int ldq = qkv_ld(pk->q, D, ld), ldk = qkv_ld(pk->k, D, ld), ldv = qkv_ld(pk->v, D, ld);
     float *oh = out + off;
     const double inv_s = 1.0 / sqrt((double)d);
     const float alpha = (float)((j->l2 ? 2.0 : 1.0) * inv_s);
-    if (j->l2) lipt_attn_l2_key_norms(kh, T, D, d, inv_s, kn);
+    if (j->l2) lipt_attn_l2_key_norms(kh, T, ld, d, inv_s, kn);
     const int rb = row_block(T, j->causal);
     float spread = 0;
     for (int i0 = 0; i0 < T; i0 += rb) {
         const int i1 = i0 + rb < T ? i0 + rb : T, m = i1 - i0, nc = j->causal ? i1 : T;
-        attn_gemm(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * D, pk_at(ctx, pk->q, off + (size_t)i0 * D), D, kh,
-                  pk_at(ctx, pk->k, off), D, 0.0f, P + (size_t)i0 * T, T);
+        attn_gemm(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * ld, pk_at(ctx, pk->q, off + (size_t)i0 * D), ldq, kh,
+                  pk_at(ctx, pk->k, off), ldk, 0.0f, P + (size_t)i0 * T, T);
         const float sp = softmax_rows(P, T, i0, i1, nc, j->causal, j->l2 ? kn : NULL,
                                       j->rel ? j->rel + (size_t)h * j->rel_stride : NULL, want_spread);
         if (sp > spread || sp != sp) spread = sp;
-        attn_gemm(ctx, 0, 0, m, d, nc, 1.0f, P + (size_t)i0 * T, NULL, T, vh, pk_at(ctx, pk->v, off), D, 0.0f,
+        attn_gemm(ctx, 0, 0, m, d, nc, 1.0f, P + (size_t)i0 * T, NULL, T, vh, pk_at(ctx, pk->v, off), ldv, 0.0f,
                   oh + (size_t)i0 * D, D);
     }
     return spread;
@@ -165,10 +171,12 @@ void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float 
 static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_packed *pk, int bh, const float *P,
                           const float *dout, float *G, void *gpk, double *cs, float *dq, float *dk, float *dv,
                           double *drel_bh) {
-    const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H;
-    const size_t off = (size_t)b * T * D + (size_t)h * d;
-    const float *qh = j->q + off, *kh = j->k + off, *vh = j->v + off, *dOh = dout + off;
-    float *dqh = dq ? dq + off : NULL, *dkh = dk ? dk + off : NULL, *dvh = dv ? dv + off : NULL;
+    const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H, ld = lipt_attn_ld(j);
+    /* off: dout's and the packed operands' offset (row stride D); offi: q, k, v's and their gradients' (stride ld) */
+    const size_t off = (size_t)b * T * D + (size_t)h * d, offi = (size_t)b * T * ld + (size_t)h * d;
+    const float *qh = j->q + offi, *kh = j->k + offi, *vh = j->v + offi, *dOh = dout + off;
+    const int ldq = qkv_ld(pk->q, D, ld), ldk = qkv_ld(pk->k, D, ld), ldv = qkv_ld(pk->v, D, ld);
+    float *dqh = dq ? dq + offi : NULL, *dkh = dk ? dk + offi : NULL, *dvh = dv ? dv + offi : NULL;
     const double a = (j->l2 ? 2.0 : 1.0) / sqrt((double)d);
     const float alpha = (float)a;
     const int need_g = dqh || dkh || drel_bh, need_cs = j->l2 && dkh;
@@ -179,10 +187,10 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_pack
         const float *Pb = P + (size_t)i0 * T;
         const float *dOb = dOh + (size_t)i0 * D;
         const void *dOpk = pk_at(ctx, pk->dout, off + (size_t)i0 * D);
-        if (dvh) attn_gemm(ctx, 1, 0, nc, d, m, 1.0f, Pb, NULL, T, dOb, dOpk, D, 1.0f, dvh, D);
+        if (dvh) attn_gemm(ctx, 1, 0, nc, d, m, 1.0f, Pb, NULL, T, dOb, dOpk, D, 1.0f, dvh, ld);
         if (!need_g) continue;
         float *Gb = G + (size_t)i0 * T;
-        attn_gemm(ctx, 0, 1, m, nc, d, 1.0f, dOb, dOpk, D, vh, pk_at(ctx, pk->v, off), D, 0.0f, Gb, T);
+        attn_gemm(ctx, 0, 1, m, nc, d, 1.0f, dOb, dOpk, D, vh, pk_at(ctx, pk->v, off), ldv, 0.0f, Gb, T);
         softmax_grad_rows(P, G, T, i0, i1, nc, j->causal);
         if (drel_bh) /* causal only: logit (i, j) got rel[i - j] */
             for (int i = i0; i < i1; i++) {
@@ -194,14 +202,14 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_pack
         if (Gpk) lipt_lowp_pack_p(ctx, Gb, m, nc, T, gpk);
         const int ldg = Gpk ? nc : T;
         if (dqh)
-            attn_gemm(ctx, 0, 0, m, d, nc, alpha, Gb, Gpk, ldg, kh, pk_at(ctx, pk->k, off), D, 1.0f,
-                      dqh + (size_t)i0 * D, D);
+            attn_gemm(ctx, 0, 0, m, d, nc, alpha, Gb, Gpk, ldg, kh, pk_at(ctx, pk->k, off), ldk, 1.0f,
+                      dqh + (size_t)i0 * ld, ld);
         if (dkh)
-            attn_gemm(ctx, 1, 0, nc, d, m, alpha, Gb, Gpk, ldg, qh + (size_t)i0 * D,
-                      pk_at(ctx, pk->q, off + (size_t)i0 * D), D, 1.0f, dkh, D);
+            attn_gemm(ctx, 1, 0, nc, d, m, alpha, Gb, Gpk, ldg, qh + (size_t)i0 * ld,
+                      pk_at(ctx, pk->q, off + (size_t)i0 * D), ldq, 1.0f, dkh, ld);
         if (need_cs) lipt_attn_l2_colsum(G, T, i0, i1, j->causal, cs);
     }
-    if (need_cs) lipt_attn_l2_key_norm_grad(kh, T, D, d, a, cs, dkh);
+    if (need_cs) lipt_attn_l2_key_norm_grad(kh, T, ld, d, a, cs, dkh);
 }
 
 void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *j, const float *P, const float *dout, float *dq,
@@ -221,7 +229,7 @@ void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *j, const float *
     size_t gpk_bytes = 0;
     char *gpk = NULL;
     if (ctx->precision != LIPT_PRECISION_FLOAT32) {
-        pk.dout = lipt_lowp_pack_arena(ctx, dout, j->B * j->T, j->D);
+        pk.dout = lipt_lowp_pack_arena(ctx, dout, j->B * j->T, j->D, j->D);
         gpk_bytes = lipt_lowp_packed_bytes(ctx, row_block(j->T, j->causal), j->T);
         if (dq && dk) gpk = lipt_arena_alloc(&ctx->arena, (size_t)nthr * gpk_bytes);
     }
@@ -262,15 +270,41 @@ void lipt_attn_backward_op(lipt_ctx *ctx, const lipt_attn_job *j, const lipt_nod
     else lipt_attn_backward_rel(ctx, j, node->saved, node->out->grad, dq, dk, dv, drel);
 }
 
-/* The untied (q, k, v) op of either kind (l2 = 0: attention_dp, 1: attention_l2).
- * saved: P [B,H,T,T], or with iarg 2 set the tiled kernels' row stats [2,B,H,T]. iarg: 0 H, 1 causal, 2 tiled. */
-lipt_tensor *lipt_attn_qkv(lipt_ctx *ctx, int l2, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal) {
-    check_qkv(l2 ? "attention_l2" : "attention_dp", q, k, v, H);
-    lipt_tensor *out = lipt_tensor_new(ctx, 3, q->shape);
-    lipt_node *node = lipt_record(ctx, l2 ? LIPT_OP_ATTENTION_L2 : LIPT_OP_ATTENTION_DP, out, 3,
-                                  (lipt_tensor *[]){q, k, v});
-    const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], H, causal != 0, l2, q->data, k->data, v->data,
-                               NULL, 0};
+/* ---------------------------------------------------------------- the untied ops
+ * Their q, k, v come as three [B,T,D] tensors (inputs 0..2), or packed: one [B,T,3D] tensor (input 0), the product
+ * of x with the three weights side by side, whose column blocks 0, D, 2D are q, k, v (row stride 3D). One product of
+ * N = 3D instead of three of N = D packs x once and runs nearer the GEMM rate (forward, dx and dW alike). The op
+ * records iarg 3 = packed; a relative bias, when there is one, is the last input. */
+
+static void check_packed(const char *op, const lipt_tensor *qkv, int H) {
+    char a[64];
+    LIPT_CHECK(qkv->ndim == 3 && qkv->shape[2] >= 3 && qkv->shape[2] % 3 == 0,
+               "%s: packed qkv must be [B,T,3D], got %s", op, lipt_shape_str(qkv, a, 64));
+    const int D = qkv->shape[2] / 3;
+    LIPT_CHECK(H >= 1 && D % H == 0, "%s: D = %d not divisible into %d heads", op, D, H);
+}
+
+/* The job of an untied op's q, k, v inputs (see above); rel: the bias, or NULL. */
+static lipt_attn_job untied_job(lipt_tensor *const *in, int packed, int H, int causal, int l2, const lipt_tensor *rel) {
+    const lipt_tensor *x = in[0];
+    const int D = packed ? x->shape[2] / 3 : x->shape[2];
+    const float *q = x->data;
+    return (lipt_attn_job){.B = x->shape[0], .T = x->shape[1], .D = D, .H = H, .causal = causal != 0, .l2 = l2,
+                           .q = q, .k = packed ? q + D : in[1]->data, .v = packed ? q + 2 * D : in[2]->data,
+                           .rel = rel ? rel->data : NULL, .rel_stride = rel ? rel->shape[1] : 0,
+                           .ld = packed ? 3 * D : D};
+}
+
+/* Record and run an untied op: n_qkv inputs (3, or packed 1) then rel if given. saved: P [B,H,T,T], or with iarg 2
+ * set the tiled kernels' row stats [2,B,H,T]. iarg: 0 H, 1 causal, 2 tiled, 3 packed. */
+static lipt_tensor *untied_op(lipt_ctx *ctx, lipt_op_id op, int l2, lipt_tensor *const *qkv, int n_qkv,
+                              lipt_tensor *rel, int H, int causal) {
+    const int packed = n_qkv == 1;
+    const lipt_attn_job job = untied_job(qkv, packed, H, causal, l2, rel);
+    lipt_tensor *in[LIPT_MAX_INPUTS] = {qkv[0], qkv[packed ? 0 : 1], qkv[packed ? 0 : 2], NULL};
+    in[n_qkv] = rel;
+    lipt_tensor *out = lipt_tensor_3d(ctx, job.B, job.T, job.D);
+    lipt_node *node = lipt_record(ctx, op, out, n_qkv + (rel != NULL), in);
     int tiled;
     float *saved = lipt_attn_forward_op(ctx, &job, out->data, node != NULL, &tiled);
     if (node) {
@@ -278,53 +312,69 @@ lipt_tensor *lipt_attn_qkv(lipt_ctx *ctx, int l2, lipt_tensor *q, lipt_tensor *k
         node->iarg[0] = H;
         node->iarg[1] = job.causal;
         node->iarg[2] = tiled;
+        node->iarg[3] = packed;
     }
     return out;
 }
 
-void lipt_attn_qkv_backward(lipt_ctx *ctx, lipt_node *node, int l2) {
-    lipt_tensor *q = node->in[0], *k = node->in[1], *v = node->in[2];
-    float *dq = lipt_grad_of(ctx, q), *dk = lipt_grad_of(ctx, k), *dv = lipt_grad_of(ctx, v);
-    const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], node->iarg[0], node->iarg[1], l2,
-                               q->data, k->data, v->data, NULL, 0};
-    lipt_attn_backward_op(ctx, &job, node, dq, dk, dv, NULL);
+static void untied_backward(lipt_ctx *ctx, lipt_node *node, int l2, int has_rel) {
+    const int packed = node->iarg[3];
+    lipt_tensor *rel = has_rel ? node->in[node->n_in - 1] : NULL;
+    const lipt_attn_job job = untied_job(node->in, packed, node->iarg[0], node->iarg[1], l2, rel);
+    float *dq, *dk, *dv;
+    if (packed) {
+        float *g = lipt_grad_of(ctx, node->in[0]);
+        dq = g, dk = g ? g + job.D : NULL, dv = g ? g + 2 * job.D : NULL;
+    } else {
+        dq = lipt_grad_of(ctx, node->in[0]), dk = lipt_grad_of(ctx, node->in[1]), dv = lipt_grad_of(ctx, node->in[2]);
+    }
+    lipt_attn_backward_op(ctx, &job, node, dq, dk, dv, rel ? lipt_grad_of(ctx, rel) : NULL);
 }
+
+/* The untied op of either kind (l2 = 0: attention_dp, 1: attention_l2) on three tensors or (k = v = NULL) on a packed
+ * q. */
+lipt_tensor *lipt_attn_qkv(lipt_ctx *ctx, int l2, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal) {
+    const char *name = l2 ? "attention_l2" : "attention_dp";
+    const lipt_op_id op = l2 ? LIPT_OP_ATTENTION_L2 : LIPT_OP_ATTENTION_DP;
+    if (!k && !v) {
+        check_packed(name, q, H);
+        return untied_op(ctx, op, l2, (lipt_tensor *[]){q}, 1, NULL, H, causal);
+    }
+    check_qkv(name, q, k, v, H);
+    return untied_op(ctx, op, l2, (lipt_tensor *[]){q, k, v}, 3, NULL, H, causal);
+}
+
+void lipt_attn_qkv_backward(lipt_ctx *ctx, lipt_node *node, int l2) { untied_backward(ctx, node, l2, 0); }
 
 lipt_tensor *lipt_attention_dp(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal) {
     return lipt_attn_qkv(ctx, 0, q, k, v, H, causal);
 }
 
+lipt_tensor *lipt_attention_dp_packed(lipt_ctx *ctx, lipt_tensor *qkv, int H, int causal) {
+    return lipt_attn_qkv(ctx, 0, qkv, NULL, NULL, H, causal);
+}
+
 void lipt_attention_dp_backward(lipt_ctx *ctx, lipt_node *node) { lipt_attn_qkv_backward(ctx, node, 0); }
 
 /* DP attention with a learned relative-position logit bias, causal. rel [H, S] with S >= T: logit (i, j) of
- * head h gets rel[h, i - j]. saved: P [B,H,T,T] or (iarg 2 set) the tiled row stats [2,B,H,T]. iarg: 0 H, 1 S,
- * 2 tiled. */
+ * head h gets rel[h, i - j]. */
+static lipt_tensor *dp_rel(lipt_ctx *ctx, lipt_tensor *const *qkv, int n_qkv, lipt_tensor *rel, int H) {
+    const int T = qkv[0]->ndim == 3 ? qkv[0]->shape[1] : 0;
+    char a[64];
+    LIPT_CHECK(rel->ndim == 2 && rel->shape[0] == H && rel->shape[1] >= T,
+               "attention_dp_rel: rel must be [H = %d, S >= T = %d], got %s", H, T, lipt_shape_str(rel, a, 64));
+    return untied_op(ctx, LIPT_OP_ATTENTION_DP_REL, 0, qkv, n_qkv, rel, H, 1);
+}
+
 lipt_tensor *lipt_attention_dp_rel(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, lipt_tensor *rel,
                                    int H) {
     check_qkv("attention_dp_rel", q, k, v, H);
-    char a[64];
-    LIPT_CHECK(rel->ndim == 2 && rel->shape[0] == H && rel->shape[1] >= q->shape[1],
-               "attention_dp_rel: rel must be [H = %d, S >= T = %d], got %s", H, q->shape[1], lipt_shape_str(rel, a, 64));
-    lipt_tensor *out = lipt_tensor_new(ctx, 3, q->shape);
-    lipt_node *node = lipt_record(ctx, LIPT_OP_ATTENTION_DP_REL, out, 4, (lipt_tensor *[]){q, k, v, rel});
-    const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], H, 1, 0, q->data, k->data, v->data,
-                               rel->data, rel->shape[1]};
-    int tiled;
-    float *saved = lipt_attn_forward_op(ctx, &job, out->data, node != NULL, &tiled);
-    if (node) {
-        node->saved = saved;
-        node->iarg[0] = H;
-        node->iarg[1] = rel->shape[1];
-        node->iarg[2] = tiled;
-    }
-    return out;
+    return dp_rel(ctx, (lipt_tensor *[]){q, k, v}, 3, rel, H);
 }
 
-void lipt_attention_dp_rel_backward(lipt_ctx *ctx, lipt_node *node) {
-    lipt_tensor *q = node->in[0], *k = node->in[1], *v = node->in[2], *rel = node->in[3];
-    float *dq = lipt_grad_of(ctx, q), *dk = lipt_grad_of(ctx, k), *dv = lipt_grad_of(ctx, v);
-    float *drel = lipt_grad_of(ctx, rel);
-    const lipt_attn_job job = {q->shape[0], q->shape[1], q->shape[2], node->iarg[0], 1, 0,
-                               q->data, k->data, v->data, rel->data, node->iarg[1]};
-    lipt_attn_backward_op(ctx, &job, node, dq, dk, dv, drel);
+lipt_tensor *lipt_attention_dp_rel_packed(lipt_ctx *ctx, lipt_tensor *qkv, lipt_tensor *rel, int H) {
+    check_packed("attention_dp_rel", qkv, H);
+    return dp_rel(ctx, (lipt_tensor *[]){qkv}, 1, rel, H);
 }
+
+void lipt_attention_dp_rel_backward(lipt_ctx *ctx, lipt_node *node) { untied_backward(ctx, node, 0, 1); }

@@ -15,21 +15,29 @@ typedef struct {
      * of head h. A constant of the input, so it costs nothing in a Lipschitz bound. NULL: none. */
     const float *rel;
     int rel_stride;
+    /* Row stride of q, k, v and of their gradients; 0 means D. 3D when they are the column blocks of one [B,T,3D]
+     * projection (one product of the three weights side by side instead of three). The output and its gradient
+     * keep row stride D. */
+    int ld;
 } lipt_attn_job;
 
-/* The L2 logits' own kernels (attention_l2.c), per head slice (row stride D, head width d, s = √d):
+/* The row stride of a job's q, k, v and their gradients. */
+static inline int lipt_attn_ld(const lipt_attn_job *j) { return j->ld ? j->ld : j->D; }
+
+/* The L2 logits' own kernels (attention_l2.c), per head slice (row stride ld, head width d, s = √d):
  * key_norms: kn[t] = |k_t|² / s for T key rows, in double then rounded (the term subtracted from logit (i, t));
  * colsum: cs[j] += Σ_i G_ij over the rows [i0, i1) of the logit gradient G (row stride T, causal: j <= i);
  * key_norm_grad: that term's part of the key gradient, dk_t -= a cs_t k_t (a = 2/s);
  * tied_M: M_h = W^{Q,h}ᵀ W^{V,h} / s for every head, M [H,d,d], wq and wv [D,D] (the tied values are Q_h M_h), a
  * product of the model at ctx's precision. */
-void lipt_attn_l2_key_norms(const float *kh, int T, int D, int d, double inv_s, float *kn);
+void lipt_attn_l2_key_norms(const float *kh, int T, int ld, int d, double inv_s, float *kn);
 void lipt_attn_l2_colsum(const float *G, int T, int i0, int i1, int causal, double *cs);
-void lipt_attn_l2_key_norm_grad(const float *kh, int T, int D, int d, double a, const double *cs, float *dkh);
+void lipt_attn_l2_key_norm_grad(const float *kh, int T, int ld, int d, double a, const double *cs, float *dkh);
 void lipt_attn_l2_tied_M(lipt_ctx *ctx, const float *wq, const float *wv, int D, int H, float *M);
 
-/* The untied attention op: attention_dp (l2 = 0) or attention_l2 (l2 = 1) of [B,T,D] q, k, v with H heads,
- * recorded on the tape under that op; and its backward. */
+/* The untied attention op: attention_dp (l2 = 0) or attention_l2 (l2 = 1) of [B,T,D] q, k, v with H heads, or with
+ * k = v = NULL of a packed [B,T,3D] q (lipt_attention_dp_packed), recorded on the tape under that op; and its
+ * backward. */
 lipt_tensor *lipt_attn_qkv(lipt_ctx *ctx, int l2, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal);
 void lipt_attn_qkv_backward(lipt_ctx *ctx, lipt_node *node, int l2);
 

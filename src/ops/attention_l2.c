@@ -12,10 +12,10 @@
 
 /* Four rows at a time, each row's sum in column order (the bits of one running sum per row, without waiting on one
  * addition per element). */
-void lipt_attn_l2_key_norms(const float *kh, int T, int D, int d, double inv_s, float *kn) {
+void lipt_attn_l2_key_norms(const float *kh, int T, int ld, int d, double inv_s, float *kn) {
     int t = 0;
     for (; t + 4 <= T; t += 4) {
-        const float *r0 = kh + (size_t)t * D, *r1 = r0 + D, *r2 = r1 + D, *r3 = r2 + D;
+        const float *r0 = kh + (size_t)t * ld, *r1 = r0 + ld, *r2 = r1 + ld, *r3 = r2 + ld;
         double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
         for (int c = 0; c < d; c++) {
             a0 += (double)r0[c] * r0[c];
@@ -27,7 +27,7 @@ void lipt_attn_l2_key_norms(const float *kh, int T, int D, int d, double inv_s, 
         kn[t + 2] = (float)(a2 * inv_s), kn[t + 3] = (float)(a3 * inv_s);
     }
     for (; t < T; t++) {
-        const float *r = kh + (size_t)t * D;
+        const float *r = kh + (size_t)t * ld;
         double acc = 0;
         for (int c = 0; c < d; c++) acc += (double)r[c] * r[c];
         kn[t] = (float)(acc * inv_s);
@@ -42,11 +42,11 @@ void lipt_attn_l2_colsum(const float *G, int T, int i0, int i1, int causal, doub
     }
 }
 
-void lipt_attn_l2_key_norm_grad(const float *kh, int T, int D, int d, double a, const double *cs, float *dkh) {
+void lipt_attn_l2_key_norm_grad(const float *kh, int T, int ld, int d, double a, const double *cs, float *dkh) {
     for (int t = 0; t < T; t++) {
         const float f = (float)(a * cs[t]);
-        const float *kr = kh + (size_t)t * D;
-        float *dr = dkh + (size_t)t * D;
+        const float *kr = kh + (size_t)t * ld;
+        float *dr = dkh + (size_t)t * ld;
         for (int c = 0; c < d; c++) dr[c] -= f * kr[c];
     }
 }
@@ -64,6 +64,10 @@ void lipt_attn_l2_tied_M(lipt_ctx *ctx, const float *wq, const float *wv, int D,
 /* Untied: the (q, k, v) driver of attention_dp.c with L2 logits. */
 lipt_tensor *lipt_attention_l2(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal) {
     return lipt_attn_qkv(ctx, 1, q, k, v, H, causal);
+}
+
+lipt_tensor *lipt_attention_l2_packed(lipt_ctx *ctx, lipt_tensor *qkv, int H, int causal) {
+    return lipt_attn_qkv(ctx, 1, qkv, NULL, NULL, H, causal);
 }
 
 void lipt_attention_l2_backward(lipt_ctx *ctx, lipt_node *node) { lipt_attn_qkv_backward(ctx, node, 1); }
@@ -107,7 +111,7 @@ lipt_tensor *lipt_attention_l2_tied(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *
     lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
     float *VM = lipt_arena_alloc(&ctx->arena, ((size_t)B * T * D + (size_t)H * d * d) * sizeof(float));
     tied_values(ctx, q, wq, wv, H, VM);
-    const lipt_attn_job job = {B, T, D, H, causal != 0, 1, q->data, q->data, VM, NULL, 0};
+    const lipt_attn_job job = {B, T, D, H, causal != 0, 1, q->data, q->data, VM, NULL, 0, D};
     int tiled;
     float *saved = lipt_attn_forward_op(ctx, &job, out->data, node != NULL, &tiled);
     if (node) {
@@ -134,7 +138,7 @@ void lipt_attention_l2_tied_backward(lipt_ctx *ctx, lipt_node *node) {
     const float *V = node->saved2, *M = V + (size_t)BT * D;
     lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
     float *dV = lipt_arena_calloc(&ctx->arena, (size_t)BT * D * sizeof(float));
-    const lipt_attn_job job = {B, T, D, H, node->iarg[1], 1, q->data, q->data, V, NULL, 0};
+    const lipt_attn_job job = {B, T, D, H, node->iarg[1], 1, q->data, q->data, V, NULL, 0, D};
     lipt_attn_backward_op(ctx, &job, node, dq, dq, dV, NULL);
     /* heads side by side (heads_par): each writes its own columns of dq, dwq, dwv and its own dM */
     float *dMs = (dwq || dwv) ? lipt_arena_alloc(&ctx->arena, (size_t)H * d * d * sizeof(float)) : NULL;

@@ -64,12 +64,13 @@ static tile_scratch *scratch_alloc(lipt_ctx *ctx, int nthr, int T, int d) {
     return w;
 }
 
-/* S (row stride TILE_C) = the logits of rows [i0, i0 + m) × columns [j0, j0 + nc) of head slices qh, kh: alpha q·k,
+/* S (row stride TILE_C) = the logits of rows [i0, i0 + m) × columns [j0, j0 + nc) of head slices qh, kh (row stride
+ * ld): alpha q·k,
  * then + rel[i - j] and - kn[j] on the unmasked entries, in the order of the materialising kernel (same bits per
  * entry as long as the GEMM rounds each dot product the same way). Masked entries are left as they are. */
-static void logits_tile(lipt_ctx *ctx, const float *qh, const float *kh, int D, int d, float alpha, int i0, int m,
+static void logits_tile(lipt_ctx *ctx, const float *qh, const float *kh, int ld, int d, float alpha, int i0, int m,
                         int j0, int nc, int causal, const float *relh, const float *kn, float *S) {
-    lipt_gemm_p(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * D, D, kh + (size_t)j0 * D, D, 0.0f, S, TILE_C);
+    lipt_gemm_p(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * ld, ld, kh + (size_t)j0 * ld, ld, 0.0f, S, TILE_C);
     if (!relh && !kn) return;
     for (int r = 0; r < m; r++) {
         const int i = i0 + r, n = n_valid(i, j0, nc, causal);
@@ -120,14 +121,15 @@ static void prob_row(float *z, int n, int nc, float mx, float il) {
  * Returns the largest logit spread of the head's rows when want_spread (else 0). */
 static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, float *out, float *st_m, float *st_il,
                           tile_scratch *w, int want_spread) {
-    const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H;
-    const size_t off = (size_t)b * T * D + (size_t)h * d;
-    const float *qh = j->q + off, *kh = j->k + off, *vh = j->v + off;
+    const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H, ld = lipt_attn_ld(j);
+    /* off: the output's offset (row stride D); offi: q, k, v's (row stride ld) */
+    const size_t off = (size_t)b * T * D + (size_t)h * d, offi = (size_t)b * T * ld + (size_t)h * d;
+    const float *qh = j->q + offi, *kh = j->k + offi, *vh = j->v + offi;
     float *oh = out + off;
     const double inv_s = 1.0 / sqrt((double)d);
     const float alpha = (float)((j->l2 ? 2.0 : 1.0) * inv_s);
     const float *relh = j->rel ? j->rel + (size_t)h * j->rel_stride : NULL;
-    if (j->l2) lipt_attn_l2_key_norms(kh, T, D, d, inv_s, w->kn);
+    if (j->l2) lipt_attn_l2_key_norms(kh, T, ld, d, inv_s, w->kn);
     const float *kn = j->l2 ? w->kn : NULL;
     float spread = 0;
     for (int i0 = 0; i0 < T; i0 += TILE_R) {
@@ -139,7 +141,7 @@ static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, float *
         memset(w->acc, 0, (size_t)m * d * sizeof(float));
         for (int j0 = 0; j0 < ncol; j0 += TILE_C) {
             const int nc = j0 + TILE_C < ncol ? TILE_C : ncol - j0;
-            logits_tile(ctx, qh, kh, D, d, alpha, i0, m, j0, nc, j->causal, relh, kn, w->S);
+            logits_tile(ctx, qh, kh, ld, d, alpha, i0, m, j0, nc, j->causal, relh, kn, w->S);
             for (int r = 0; r < m; r++) {
                 const int n = n_valid(i0 + r, j0, nc, j->causal);
                 float *z = w->S + (size_t)r * TILE_C;
@@ -169,7 +171,7 @@ static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, float *
                 w->mx[r] = mnew;
                 w->l[r] += exp_sum_row(z, n, nc, mnew);
             }
-            lipt_gemm_p(ctx, 0, 0, m, d, nc, 1.0f, w->S, TILE_C, vh + (size_t)j0 * D, D, 1.0f, w->acc, d);
+            lipt_gemm_p(ctx, 0, 0, m, d, nc, 1.0f, w->S, TILE_C, vh + (size_t)j0 * ld, ld, 1.0f, w->acc, d);
         }
         for (int r = 0; r < m; r++) {
             const float inv = (float)(1.0 / w->l[r]);
@@ -214,15 +216,16 @@ void lipt_attn_forward_tiled(lipt_ctx *ctx, const lipt_attn_job *j, float *out, 
 static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, const float *st_m, const float *st_il,
                           const float *out, const float *dout, tile_scratch *w, float *dq, float *dk, float *dv,
                           double *drel_bh) {
-    const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H;
-    const size_t off = (size_t)b * T * D + (size_t)h * d;
-    const float *qh = j->q + off, *kh = j->k + off, *vh = j->v + off, *dOh = dout + off, *oh = out + off;
-    float *dqh = dq ? dq + off : NULL, *dkh = dk ? dk + off : NULL, *dvh = dv ? dv + off : NULL;
+    const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H, ld = lipt_attn_ld(j);
+    /* off: out's and dout's offset (row stride D); offi: q, k, v's and their gradients' (row stride ld) */
+    const size_t off = (size_t)b * T * D + (size_t)h * d, offi = (size_t)b * T * ld + (size_t)h * d;
+    const float *qh = j->q + offi, *kh = j->k + offi, *vh = j->v + offi, *dOh = dout + off, *oh = out + off;
+    float *dqh = dq ? dq + offi : NULL, *dkh = dk ? dk + offi : NULL, *dvh = dv ? dv + offi : NULL;
     const double inv_s = 1.0 / sqrt((double)d), a = (j->l2 ? 2.0 : 1.0) * inv_s;
     const float alpha = (float)a;
     const float *relh = j->rel ? j->rel + (size_t)h * j->rel_stride : NULL;
     const int need_g = dqh || dkh || drel_bh, need_cs = j->l2 && dkh;
-    if (j->l2) lipt_attn_l2_key_norms(kh, T, D, d, inv_s, w->kn);
+    if (j->l2) lipt_attn_l2_key_norms(kh, T, ld, d, inv_s, w->kn);
     const float *kn = j->l2 ? w->kn : NULL;
     if (need_cs) memset(w->cs, 0, (size_t)T * sizeof(double));
     for (int i0 = 0; i0 < T; i0 += TILE_R) {
@@ -238,13 +241,13 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, const f
         for (int j0 = 0; j0 < ncol; j0 += TILE_C) {
             const int nc = j0 + TILE_C < ncol ? TILE_C : ncol - j0;
             float *S = w->S, *G = w->G;
-            logits_tile(ctx, qh, kh, D, d, alpha, i0, m, j0, nc, j->causal, relh, kn, S);
+            logits_tile(ctx, qh, kh, ld, d, alpha, i0, m, j0, nc, j->causal, relh, kn, S);
             for (int r = 0; r < m; r++)
                 prob_row(S + (size_t)r * TILE_C, n_valid(i0 + r, j0, nc, j->causal), nc, st_m[i0 + r],
                          st_il[i0 + r]);
-            if (dvh) lipt_gemm_p(ctx, 1, 0, nc, d, m, 1.0f, S, TILE_C, dOb, D, 1.0f, dvh + (size_t)j0 * D, D);
+            if (dvh) lipt_gemm_p(ctx, 1, 0, nc, d, m, 1.0f, S, TILE_C, dOb, D, 1.0f, dvh + (size_t)j0 * ld, ld);
             if (!need_g) continue;
-            lipt_gemm_p(ctx, 0, 1, m, nc, d, 1.0f, dOb, D, vh + (size_t)j0 * D, D, 0.0f, G, TILE_C);
+            lipt_gemm_p(ctx, 0, 1, m, nc, d, 1.0f, dOb, D, vh + (size_t)j0 * ld, ld, 0.0f, G, TILE_C);
             for (int r = 0; r < m; r++) {
                 const int i = i0 + r, n = n_valid(i, j0, nc, j->causal);
                 const float *p = S + (size_t)r * TILE_C, dr = w->dr[r];
@@ -257,14 +260,14 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, const f
                     for (int c = 0; c < n; c++) w->cs[j0 + c] += g[c];
             }
             if (dqh)
-                lipt_gemm_p(ctx, 0, 0, m, d, nc, alpha, G, TILE_C, kh + (size_t)j0 * D, D, 1.0f, dqh + (size_t)i0 * D,
-                            D);
+                lipt_gemm_p(ctx, 0, 0, m, d, nc, alpha, G, TILE_C, kh + (size_t)j0 * ld, ld, 1.0f,
+                            dqh + (size_t)i0 * ld, ld);
             if (dkh)
-                lipt_gemm_p(ctx, 1, 0, nc, d, m, alpha, G, TILE_C, qh + (size_t)i0 * D, D, 1.0f, dkh + (size_t)j0 * D,
-                            D);
+                lipt_gemm_p(ctx, 1, 0, nc, d, m, alpha, G, TILE_C, qh + (size_t)i0 * ld, ld, 1.0f,
+                            dkh + (size_t)j0 * ld, ld);
         }
     }
-    if (need_cs) lipt_attn_l2_key_norm_grad(kh, T, D, d, a, w->cs, dkh);
+    if (need_cs) lipt_attn_l2_key_norm_grad(kh, T, ld, d, a, w->cs, dkh);
 }
 
 void lipt_attn_backward_tiled(lipt_ctx *ctx, const lipt_attn_job *j, const float *stats, const float *out,

@@ -110,9 +110,9 @@ void lipt_lowp_pack_p(const lipt_ctx *ctx, const float *src, int rows, int cols,
     lipt_lowp_pack(ctx->precision == LIPT_PRECISION_BF16 ? LIPT_PACK_BF16 : LIPT_PACK_ROUND, src, rows, cols, ld, dst);
 }
 
-void *lipt_lowp_pack_arena(lipt_ctx *ctx, const float *src, int rows, int cols) {
+void *lipt_lowp_pack_arena(lipt_ctx *ctx, const float *src, int rows, int cols, int ld) {
     void *dst = lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, rows, cols));
-    lipt_lowp_pack_p(ctx, src, rows, cols, cols, dst);
+    lipt_lowp_pack_p(ctx, src, rows, cols, ld, dst);
     return dst;
 }
 

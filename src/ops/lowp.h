@@ -27,8 +27,9 @@ void lipt_gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float al
  * packed matrix can be passed). A packed operand is the same whether a product transposes it or not. */
 size_t lipt_lowp_packed_bytes(const lipt_ctx *ctx, int rows, int cols);
 void lipt_lowp_pack_p(const lipt_ctx *ctx, const float *src, int rows, int cols, int ld, void *dst);
-/* The contiguous [rows, cols] src packed by lipt_lowp_pack_p into ctx's arena (the caller's mark or reset frees it). */
-void *lipt_lowp_pack_arena(lipt_ctx *ctx, const float *src, int rows, int cols);
+/* The [rows, cols] src (row stride ld) packed by lipt_lowp_pack_p into ctx's arena (the caller's mark or reset frees
+ * it); the packed copy has row stride cols. */
+void *lipt_lowp_pack_arena(lipt_ctx *ctx, const float *src, int rows, int cols, int ld);
 void lipt_gemm_lowp_pk(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                        const void *Apk, const float *B, int ldb, const void *Bpk, float beta, float *C, int ldc);
 /* lipt_gemm_lowp_pk plus a bias row: C = op(A) op(B) + bias + beta C (alpha 1; bias N floats). bf16 adds the bias

@@ -14,7 +14,7 @@ static void *pack_input(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, int M, in
     if (ctx->precision == LIPT_PRECISION_FLOAT32 || M <= 0 || K <= 0 || !w->requires_grad ||
         !lipt_should_record(ctx, n_in, in))
         return NULL;
-    return lipt_lowp_pack_arena(ctx, x->data, M, K);
+    return lipt_lowp_pack_arena(ctx, x->data, M, K, K);
 }
 
 /* dx [M,K] += G wᵀ and dw [K,N] += xᵀ G at a low precision, G [M,N] packed once for both, x as the forward packed
@@ -22,7 +22,7 @@ static void *pack_input(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, int M, in
 static void projection_grads_lowp(lipt_ctx *ctx, int M, int N, int K, const float *G, const float *x, const void *xpk,
                                   const float *w, float *dx, float *dw) {
     const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena); /* gpk lives for these two products only */
-    const void *gpk = lipt_lowp_pack_arena(ctx, G, M, N);
+    const void *gpk = lipt_lowp_pack_arena(ctx, G, M, N, N);
     if (dx) lipt_gemm_lowp_pk(ctx, 0, 1, M, K, N, 1.0f, NULL, N, gpk, w, N, NULL, 1.0f, dx, K);
     if (dw) lipt_gemm_lowp_pk(ctx, 1, 0, K, N, M, 1.0f, x, K, xpk, NULL, N, gpk, 1.0f, dw, N);
     lipt_arena_release(&ctx->arena, mk);
