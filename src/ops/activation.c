@@ -3,6 +3,7 @@
 
 #include <math.h>
 
+#include "ops/activation_impl.h"
 #include "ops/vmath.h"
 
 /* Below this many elements a loop runs on one thread (exp/erf make these loops heavier than add). */
@@ -67,26 +68,52 @@ void lipt_elu_backward(lipt_ctx *ctx, lipt_node *node) {
 
 /* ---------------------------------------------------------------- GELU */
 
+void lipt_gelu_pass(const float *x, float *y, float *cdf, size_t n) {
+    const size_t nchunk = act_nchunk(n);
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
+    for (size_t c = 0; c < nchunk; c++) {
+        const size_t i = c * ACT_CHUNK;
+        lipt_vgelu(x + i, y + i, cdf ? cdf + i : NULL, act_chunk_len(n, c));
+    }
+}
+
 /* The exact-erf GELU x Φ(x), with Φ from src/ops/vmath.h (vectorised; a third of an evaluation step was the
  * scalar GELU and its expf). */
 lipt_tensor *lipt_gelu(lipt_ctx *ctx, lipt_tensor *x) {
     lipt_tensor *out = lipt_tensor_like(ctx, x);
-    const size_t n = x->numel, nchunk = act_nchunk(n);
-    const float *xi = x->data;
-    float *o = out->data;
+    const size_t n = x->numel;
     lipt_node *node = lipt_record(ctx, LIPT_OP_GELU, out, 1, (lipt_tensor *[]){x});
     /* keep Φ(x) for the backward instead of evaluating it twice */
     float *cdf = node ? lipt_arena_alloc(&ctx->arena, n * sizeof(float)) : NULL;
     if (node) node->saved = cdf;
-#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
-    for (size_t c = 0; c < nchunk; c++) {
-        const size_t i = c * ACT_CHUNK;
-        lipt_vgelu(xi + i, o + i, cdf ? cdf + i : NULL, act_chunk_len(n, c));
-    }
+    lipt_gelu_pass(x->data, out->data, cdf, n);
     return out;
 }
 
-/* d/dx x Φ(x) = Φ(x) + x φ(x) */
+/* d/dx x Φ(x) = Φ(x) + x φ(x): dx = g (Φ(x) + x φ(x)) over n floats, one thread (+= unless fresh). */
+static inline void gelu_grad(const float *xi, const float *cdf, const float *g, float *dx, size_t n, int fresh) {
+    size_t i = 0;
+    for (; i + LIPT_VIL * LIPT_VW <= n; i += LIPT_VIL * LIPT_VW) { /* LIPT_VIL vectors' exps interleaved */
+        lipt_vf v[LIPT_VIL], e[LIPT_VIL];
+        LIPT_EACH(LIPT_VIL) {
+            v[k] = lipt_vload(xi + i + k * LIPT_VW);
+            e[k] = v[k] * v[k] * -0.5f;
+        }
+        lipt_vexp_n(e, LIPT_VIL);
+        LIPT_EACH(LIPT_VIL) {
+            const size_t o = i + k * LIPT_VW;
+            const lipt_vf r = lipt_vload(g + o) * (lipt_vload(cdf + o) + v[k] * ACT_INV_SQRT_2PI * e[k]);
+            lipt_vstore(dx + o, fresh ? r : lipt_vload(dx + o) + r);
+        }
+    }
+    for (; i < n; i += LIPT_VW) {
+        const size_t len = lipt_vlanes(i, n);
+        const lipt_vf v = lipt_vload_n(xi + i, len), gv = lipt_vload_n(g + i, len);
+        const lipt_vf r = gv * (lipt_vload_n(cdf + i, len) + v * ACT_INV_SQRT_2PI * lipt_vexp(v * v * -0.5f));
+        lipt_vstore_n(dx + i, fresh ? r : lipt_vload_n(dx + i, len) + r, len);
+    }
+}
+
 void lipt_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
     int fresh;
     float *dx = lipt_grad_of_fresh(ctx, node->in[0], &fresh);
@@ -95,30 +122,10 @@ void lipt_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
     const float *xi = node->in[0]->data, *g = node->out->grad, *cdf = node->saved;
 #pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (size_t c = 0; c < nchunk; c++) {
-        const size_t end = c * ACT_CHUNK + act_chunk_len(n, c);
-        size_t i = c * ACT_CHUNK;
-        for (; i + LIPT_VIL * LIPT_VW <= end; i += LIPT_VIL * LIPT_VW) { /* LIPT_VIL vectors' exps interleaved */
-            lipt_vf v[LIPT_VIL], e[LIPT_VIL];
-            LIPT_EACH(LIPT_VIL) {
-                v[k] = lipt_vload(xi + i + k * LIPT_VW);
-                e[k] = v[k] * v[k] * -0.5f;
-            }
-            lipt_vexp_n(e, LIPT_VIL);
-            LIPT_EACH(LIPT_VIL) {
-                const size_t o = i + k * LIPT_VW;
-                const lipt_vf r = lipt_vload(g + o) * (lipt_vload(cdf + o) + v[k] * ACT_INV_SQRT_2PI * e[k]);
-                lipt_vstore(dx + o, fresh ? r : lipt_vload(dx + o) + r);
-            }
-        }
-        for (; i < end; i += LIPT_VW) {
-            const size_t len = lipt_vlanes(i, end);
-            const lipt_vf v = lipt_vload_n(xi + i, len), gv = lipt_vload_n(g + i, len);
-            const lipt_vf r = gv * (lipt_vload_n(cdf + i, len) + v * ACT_INV_SQRT_2PI * lipt_vexp(v * v * -0.5f));
-            lipt_vstore_n(dx + i, fresh ? r : lipt_vload_n(dx + i, len) + r, len);
-        }
+        const size_t i = c * ACT_CHUNK;
+        gelu_grad(xi + i, cdf + i, g + i, dx + i, act_chunk_len(n, c), fresh);
     }
 }
-
 /* ---------------------------------------------------------------- LipSwish */
 
 /* farg: 0 β at forward time (backward recomputes the sigmoid instead of saving it) */

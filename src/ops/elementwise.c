@@ -158,19 +158,10 @@ void lipt_reduce_rows_acc(float *db, const float *g, const float *w, size_t rows
     const size_t nblk = (P + cols - 1) / cols;
 #pragma omp parallel for if (rows * P >= EW_PAR_MIN && nblk > 1) schedule(static)
     for (size_t blk = 0; blk < nblk; blk++) {
-        const size_t j0 = blk * cols, nj = P - j0 < cols ? P - j0 : cols, nv = nj / LIPT_VDW;
+        const size_t j0 = blk * cols, nj = P - j0 < cols ? P - j0 : cols;
         lipt_vdh acc[EW_RED_COLS / LIPT_VDW];
         memset(acc, 0, sizeof acc);
-        for (size_t r = 0; r < rows; r++) {
-            const float *gr = g + r * P + j0, *wr = w ? w + r * P + j0 : NULL;
-            for (size_t k = 0; k < nv; k++) {
-                lipt_vdh t = lipt_vdh_loadf(gr + k * LIPT_VDW);
-                if (wr) t = t * lipt_vdh_loadf(wr + k * LIPT_VDW);
-                acc[k] += t;
-            }
-            for (size_t j = nv * LIPT_VDW; j < nj; j++)
-                acc[j / LIPT_VDW][j % LIPT_VDW] += wr ? (double)gr[j] * wr[j] : gr[j];
-        }
+        for (size_t r = 0; r < rows; r++) lipt_colsum_acc(acc, g + r * P + j0, w ? w + r * P + j0 : NULL, nj);
         for (size_t j = 0; j < nj; j++) db[j0 + j] += (float)(sign * acc[j / LIPT_VDW][j % LIPT_VDW]);
     }
 }

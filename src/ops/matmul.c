@@ -121,52 +121,83 @@ void lipt_matmul_backward(lipt_ctx *ctx, lipt_node *node) {
 /* Below this many output elements the bias rows are written by one thread. */
 #define LINEAR_PAR_MIN ((size_t)1 << 15)
 
-/* iarg: 0 M (rows), 1 N, 2 K */
-lipt_tensor *lipt_linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_tensor *b) {
+/* The linear layer's checks and sizes: M, N, K, and the output's shape
+ * [..., N] (x's ndim). */
+static void linear_dims(const char *op, lipt_tensor *const *in, int *pM, int *pN, int *pK, int *shape) {
+    const lipt_tensor *x = in[0], *w = in[1], *b = in[2];
     char sx[64], sw[64], sb[64];
     LIPT_CHECK(x->ndim >= 2 && w->ndim == 2 && x->shape[x->ndim - 1] == w->shape[0] && b->numel == (size_t)w->shape[1],
-               "linear: x %s, w %s, b %s (need x [..., K], w [K, N], b [N])", lipt_shape_str(x, sx, 64),
+               "%s: x %s, w %s, b %s (need x [..., K], w [K, N], b [N])", op, lipt_shape_str(x, sx, 64),
                lipt_shape_str(w, sw, 64), lipt_shape_str(b, sb, 64));
-    const int K = w->shape[0], N = w->shape[1], M = (int)(x->numel / (size_t)(K ? K : 1));
-    int shape[LIPT_MAX_DIMS];
+    *pK = w->shape[0];
+    *pN = w->shape[1];
+    *pM = (int)(x->numel / (size_t)(*pK ? *pK : 1));
     for (int i = 0; i < x->ndim - 1; i++) shape[i] = x->shape[i];
-    shape[x->ndim - 1] = N;
-    lipt_tensor *out = lipt_tensor_new(ctx, x->ndim, shape);
-    lipt_tensor *in[3] = {x, w, b};
+    shape[x->ndim - 1] = *pN;
+}
+
+/* y [M,N] = x w + b at the context's precision; returns x packed for the backward's dw at a low precision
+ * (pack_input), else NULL. */
+static void *linear_product(lipt_ctx *ctx, lipt_tensor *const *in, int M, int N, int K, float *y) {
+    const lipt_tensor *x = in[0], *w = in[1], *b = in[2];
     void *xpk = NULL; /* at a low precision, x packed for this product and kept for the backward's dw = xᵀ G */
     if (ctx->precision != LIPT_PRECISION_FLOAT32) {
         /* the bias inside the product (oneDNN adds it as it writes the output; emulated: as float32 below) */
-        if (N > 0) xpk = pack_input(ctx, x, w, M, K, 3, in);
-        lipt_gemm_lowp_bias(ctx, 0, 0, M, N, K, x->data, K, xpk, w->data, N, NULL, b->data, 0.0f, out->data, N);
+        if (N > 0) xpk = pack_input(ctx, in[0], in[1], M, K, 3, in);
+        lipt_gemm_lowp_bias(ctx, 0, 0, M, N, K, x->data, K, xpk, w->data, N, NULL, b->data, 0.0f, y, N);
     } else {
-        /* the bias rows, then C += x w: one pass over the output fewer than a zeroed GEMM followed by an add */
+        /* the bias rows, then C += x w: one pass over the output fewer than a zeroed GEMM followed by an add (and as
+         * many as a GEMM with beta = 0, which OpenBLAS runs as a zeroing pass over C, then the same C += x w) */
 #pragma omp parallel for if ((size_t)M * N >= LINEAR_PAR_MIN) schedule(static)
-        for (int r = 0; r < M; r++) memcpy(out->data + (size_t)r * N, b->data, (size_t)N * sizeof(float));
-        if (M > 0 && N > 0 && K > 0) lipt_gemm_packed_p(ctx, 0, 0, M, N, K, x->data, w->data, out->data, 1.0f);
+        for (int r = 0; r < M; r++) memcpy(y + (size_t)r * N, b->data, (size_t)N * sizeof(float));
+        if (M > 0 && N > 0 && K > 0) lipt_gemm_packed_p(ctx, 0, 0, M, N, K, x->data, w->data, y, 1.0f);
     }
-    lipt_node *node = lipt_record(ctx, LIPT_OP_LINEAR, out, 3, in);
+    return xpk;
+}
+
+/* iarg: 0 M (rows), 1 N, 2 K; saved: x packed (linear_product), or NULL */
+static lipt_node *record_linear(lipt_ctx *ctx, lipt_op_id op, lipt_tensor *out, lipt_tensor *const *in, void *xpk,
+                                int M, int N, int K) {
+    lipt_node *node = lipt_record(ctx, op, out, 3, in);
     if (node) {
         node->saved = xpk;
         node->iarg[0] = M;
         node->iarg[1] = N;
         node->iarg[2] = K;
     }
+    return node;
+}
+
+lipt_tensor *lipt_linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_tensor *b) {
+    lipt_tensor *in[3] = {x, w, b};
+    int M, N, K, shape[LIPT_MAX_DIMS];
+    linear_dims("linear", in, &M, &N, &K, shape);
+    lipt_tensor *out = lipt_tensor_new(ctx, x->ndim, shape);
+    void *xpk = linear_product(ctx, in, M, N, K, out->data);
+    record_linear(ctx, LIPT_OP_LINEAR, out, in, xpk, M, N, K);
     return out;
 }
 
-void lipt_linear_backward(lipt_ctx *ctx, lipt_node *node) {
-    lipt_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
+/* dx [M,K] += G wᵀ and dw [K,N] += xᵀ G (each when not NULL) at the context's precision, x packed as the forward
+ * left it (xpk, low precisions). */
+static void linear_grads(lipt_ctx *ctx, const lipt_node *node, const float *G, float *dx, float *dw) {
     const int M = node->iarg[0], N = node->iarg[1], K = node->iarg[2];
+    const float *x = node->in[0]->data, *w = node->in[1]->data;
+    if (K <= 0 || (!dx && !dw)) return;
+    if (ctx->precision != LIPT_PRECISION_FLOAT32) {
+        /* G packed once for both products, x as the forward packed it: each operand converted once per step */
+        projection_grads_lowp(ctx, M, N, K, G, x, node->saved, w, dx, dw);
+    } else {
+        if (dx) lipt_gemm_packed_p(ctx, 0, 1, M, K, N, G, w, dx, 1.0f); /* dx[M,K] += G[M,N] wᵀ */
+        if (dw) lipt_gemm_packed_p(ctx, 1, 0, K, N, M, x, G, dw, 1.0f); /* dw[K,N] += xᵀ G */
+    }
+}
+
+void lipt_linear_backward(lipt_ctx *ctx, lipt_node *node) {
+    const int M = node->iarg[0], N = node->iarg[1];
     const float *G = node->out->grad;
     if (M == 0 || N == 0) return;
-    float *dx = lipt_grad_of(ctx, x), *dw = lipt_grad_of(ctx, w);
-    if (ctx->precision != LIPT_PRECISION_FLOAT32 && K > 0 && (dx || dw)) {
-        /* G packed once for both products, x as the forward packed it: each operand converted once per step */
-        projection_grads_lowp(ctx, M, N, K, G, x->data, node->saved, w->data, dx, dw);
-    } else {
-        if (dx && K > 0) lipt_gemm_packed_p(ctx, 0, 1, M, K, N, G, w->data, dx, 1.0f); /* dx[M,K] += G[M,N] wᵀ */
-        if (dw && K > 0) lipt_gemm_packed_p(ctx, 1, 0, K, N, M, x->data, G, dw, 1.0f); /* dw[K,N] += xᵀ G */
-    }
-    float *db = lipt_grad_of(ctx, b);
+    linear_grads(ctx, node, G, lipt_grad_of(ctx, node->in[0]), lipt_grad_of(ctx, node->in[1]));
+    float *db = lipt_grad_of(ctx, node->in[2]);
     if (db) lipt_reduce_rows_acc(db, G, NULL, (size_t)M, (size_t)N, 1.0);
 }

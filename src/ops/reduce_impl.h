@@ -1,12 +1,26 @@
-/* Shared by the element-wise ops and lipt_linear: the broadcast-row reduction of a gradient; and the gradient
- * norm's sum of squares. */
+/* Shared by the element-wise ops and lipt_linear: the broadcast-row reduction of a gradient and its row step; and
+ * the gradient norm's sum of squares. */
 #ifndef LIPT_OPS_REDUCE_IMPL_H
 #define LIPT_OPS_REDUCE_IMPL_H
 
 #include <stddef.h>
 
+#include "ops/vmath.h"
+
 /* db[j] += sign * sum_r g[r*P + j] (* w[r*P + j] when w is given), in double: the sums run over every row. */
 void lipt_reduce_rows_acc(float *db, const float *g, const float *w, size_t rows, size_t P, double sign);
+
+/* acc[j / LIPT_VDW][j % LIPT_VDW] += g[j] (* w[j] when w is given, the product in double) for j < n: one row (or a
+ * row's segment) added to column sums held in double. */
+static inline void lipt_colsum_acc(lipt_vdh *acc, const float *g, const float *w, size_t n) {
+    const size_t nv = n / LIPT_VDW;
+    for (size_t k = 0; k < nv; k++) {
+        lipt_vdh t = lipt_vdh_loadf(g + k * LIPT_VDW);
+        if (w) t = t * lipt_vdh_loadf(w + k * LIPT_VDW);
+        acc[k] += t;
+    }
+    for (size_t j = nv * LIPT_VDW; j < n; j++) acc[j / LIPT_VDW][j % LIPT_VDW] += w ? (double)g[j] * w[j] : g[j];
+}
 
 /* Σ g[i] (* w[i] when w is given) of n floats, in double: fixed chunks (their bounds depend on n only) each summed in
  * vector lanes, then the chunks' sums in order: the same bits on any thread count. */
