@@ -326,13 +326,17 @@ END_TEST
  * both dx and dw. At bf16-emulated that must be float32's linear on the rounded x, w and gradient, bit for bit
  * (the bias gradient sums the unrounded one); real bf16 equals it to summation order. Also with w frozen (x packed
  * per product, not kept) and with no gradient at all. */
-static void linear_run(lipt_precision p, lipt_tensor **in, const float *seed, float *y, float **g, int matmul) {
+enum { RUN_LINEAR, RUN_MATMUL, RUN_LINEAR_GELU, RUN_GELU_LINEAR };
+static void linear_run(lipt_precision p, lipt_tensor **in, const float *seed, float *y, float **g, int kind) {
     lipt_ctx ctx;
     lipt_ctx_init(&ctx, 1 << 16, 1);
     lipt_error err = {0};
     ck_assert_msg(lipt_ctx_set_precision(&ctx, p, &err) == LIPT_OK, "%s", err.msg);
     for (int k = 0; k < 3; k++) in[k]->grad = g[k];
-    lipt_tensor *out = matmul ? lipt_matmul(&ctx, in[0], in[1], 0, 0) : lipt_linear(&ctx, in[0], in[1], in[2]);
+    lipt_tensor *out = kind == RUN_MATMUL        ? lipt_matmul(&ctx, in[0], in[1], 0, 0)
+                       : kind == RUN_LINEAR_GELU ? lipt_linear_gelu(&ctx, in[0], in[1], in[2])
+                       : kind == RUN_GELU_LINEAR ? lipt_gelu(&ctx, lipt_linear(&ctx, in[0], in[1], in[2]))
+                                                 : lipt_linear(&ctx, in[0], in[1], in[2]);
     memcpy(y, out->data, out->numel * sizeof(float));
     if (out->requires_grad) lipt_backward_seeded(&ctx, out, seed);
     for (int k = 0; k < 3; k++) in[k]->grad = NULL;
@@ -396,6 +400,48 @@ START_TEST(test_linear_packed) {
     else printf("linear and matmul projections (x packed in the forward, G once for dx and dw): bf16-emulated equals "
                 "float32 on rounded operands bit for bit; SKIP real bf16 (%s)\n",
                 lipt_have_dnnl() ? "no AVX512_BF16" : "no oneDNN");
+}
+END_TEST
+
+/* lipt_linear_gelu at bf16-emulated and (where the CPU has AVX512_BF16) bf16: the bits of
+ * lipt_gelu(lipt_linear(...)) at the same precision, forward and the gradients of x and w (the same packed products
+ * and GELU), b's within one float (its sum adds in another order), with w frozen too (x packed per product). */
+START_TEST(test_linear_gelu_lowp) {
+    const int shapes[][3] = {{7, 5, 9}, {64, 33, 70}, {300, 130, 17}, {256, 64, 600}}; /* M, K, N */
+    const int real = lipt_have_dnnl() && lipt_cpu_has_avx512_bf16();
+    const lipt_precision ps[2] = {LIPT_PRECISION_BF16_EMULATED, LIPT_PRECISION_BF16};
+    for (int pi = 0; pi < 1 + real; pi++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int mode = 0; mode < 2; mode++) { /* 0: everything trains, 1: w frozen */
+                const int M = shapes[si][0], K = shapes[si][1], N = shapes[si][2];
+                lipt_rng rng;
+                lipt_rng_seed(&rng, 130 + si);
+                lipt_tensor *in[3] = {tu_tensor(&rng, 2, (int[]){M, K}, 1.0f, 1),
+                                      tu_tensor(&rng, 2, (int[]){K, N}, 0.3f, mode == 0),
+                                      tu_tensor(&rng, 1, (int[]){N}, 1.0f, 1)};
+                const size_t n = (size_t)M * N;
+                float *r = malloc(n * sizeof(float)), *y[2], *g[2][3];
+                lipt_rng_fill_normal(&rng, r, n, 1.0f);
+                for (int v = 0; v < 2; v++) {
+                    y[v] = malloc(n * sizeof(float));
+                    for (int k = 0; k < 3; k++) g[v][k] = calloc(in[k]->numel, sizeof(float));
+                    linear_run(ps[pi], in, r, y[v], g[v], v ? RUN_GELU_LINEAR : RUN_LINEAR_GELU);
+                }
+                ck_assert_msg(memcmp(y[0], y[1], n * sizeof(float)) == 0, "linear_gelu %s %dx%dx%d: forward",
+                              lipt_precision_name(ps[pi]), M, K, N);
+                for (int k = 0; k < 3; k++) /* the bias sum adds in another order: within one float */
+                    ck_assert_msg(tu_max_ulps(g[0][k], g[1][k], in[k]->numel) <= (k == 2),
+                                  "linear_gelu %s %dx%dx%d mode %d: gradient of input %d",
+                                  lipt_precision_name(ps[pi]), M, K, N, mode, k);
+                for (int v = 0; v < 2; v++) {
+                    free(y[v]);
+                    for (int k = 0; k < 3; k++) free(g[v][k]);
+                }
+                free(r);
+                for (int k = 0; k < 3; k++) tu_free(in[k]);
+            }
+    printf("linear_gelu equals gelu(linear) at bf16-emulated%s (bit for bit, the bias gradient within one float)\n",
+           real ? " and bf16" : lipt_have_dnnl() ? "; SKIP bf16 (no AVX512_BF16)" : "; SKIP bf16 (no oneDNN)");
 }
 END_TEST
 
@@ -605,6 +651,7 @@ int main(void) {
     tcase_add_test(tc, test_dnnl_f32);
     tcase_add_test(tc, test_bf16_real);
     tcase_add_test(tc, test_linear_packed);
+    tcase_add_test(tc, test_linear_gelu_lowp);
     tcase_add_test(tc, test_model_emulated);
     tcase_add_test(tc, test_decoder_emulated);
     tcase_add_test(tc, test_precision_api);

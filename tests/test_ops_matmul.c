@@ -1,6 +1,7 @@
 /* matmul: forward against a naive double loop, backward against finite differences,
  * for 2-D (all four transpose combinations), batched and linear (N-D times matrix) forms; the fused linear layer
- * x w + b against the reference and against matmul + add. */
+ * x w + b against the reference and against matmul + add; the fused GELU(x w + b) against the reference and
+ * against gelu(linear). */
 #include "testutil.h"
 
 #include <math.h>
@@ -130,14 +131,60 @@ START_TEST(test_matmul_linear) {
 }
 END_TEST
 
-static lipt_tensor *build_linear(lipt_ctx *ctx, lipt_tensor **in, void *user) {
-    (void)user;
-    return lipt_linear(ctx, in[0], in[1], in[2]);
+/* The layers compared below, selected by *(int *)user, on in = {x, w, b}. */
+enum { LINEAR, MATMUL_ADD, LINEAR_GELU, GELU_LINEAR };
+static lipt_tensor *build_layer(lipt_ctx *ctx, lipt_tensor **in, void *user) {
+    switch (*(const int *)user) {
+    case MATMUL_ADD: return lipt_add(ctx, lipt_matmul(ctx, in[0], in[1], 0, 0), in[2]);
+    case LINEAR_GELU: return lipt_linear_gelu(ctx, in[0], in[1], in[2]);
+    case GELU_LINEAR: return lipt_gelu(ctx, lipt_linear(ctx, in[0], in[1], in[2]));
+    default: return lipt_linear(ctx, in[0], in[1], in[2]);
+    }
 }
 
-static lipt_tensor *build_matmul_add(lipt_ctx *ctx, lipt_tensor **in, void *user) {
-    (void)user;
-    return lipt_add(ctx, lipt_matmul(ctx, in[0], in[1], 0, 0), in[2]);
+/* The inputs of a linear layer of shape s = {Bt, T, K, N}: x [Bt,T,K], w [K,N] (standard deviation wstd), b [N],
+ * all requiring grad, from rng seeded with seed (and left to draw more). */
+static void linear_inputs(lipt_rng *rng, uint64_t seed, const int *s, float wstd, lipt_tensor **in) {
+    lipt_rng_seed(rng, seed);
+    in[0] = tu_tensor(rng, 3, (int[]){s[0], s[1], s[2]}, 1.0f, 1);
+    in[1] = tu_tensor(rng, 2, (int[]){s[2], s[3]}, wstd, 1);
+    in[2] = tu_tensor(rng, 1, (int[]){s[3]}, 1.0f, 1);
+}
+
+/* ref [M,N] = x w + b in double (M rows of x). */
+static double *ref_linear(lipt_tensor *const *in, int M, int N, int K) {
+    double *ref = malloc((size_t)M * N * sizeof(double));
+    ref_mm(in[0], in[1], 1, M, N, K, 0, 0, 0, ref);
+    for (size_t i = 0; i < (size_t)M * N; i++) ref[i] += in[2]->data[i % (size_t)N];
+    return ref;
+}
+
+/* in[k]'s gradients after a backward of build_layer(in) (kind) seeded with r, on top of gradients pre-filled with 0.25 (the
+ * backward must accumulate), at `threads` threads; g[k] is malloc'ed (NULL for an input that needs none). */
+static void grads_of(int kind, lipt_tensor **in, const float *r, int threads, float **g) {
+    lipt_set_threads(threads);
+    for (int k = 0; k < 3; k++) {
+        g[k] = in[k]->requires_grad ? malloc(in[k]->numel * sizeof(float)) : NULL;
+        for (size_t j = 0; g[k] && j < in[k]->numel; j++) g[k][j] = 0.25f;
+        in[k]->grad = g[k];
+    }
+    lipt_ctx ctx;
+    lipt_ctx_init(&ctx, 1 << 16, 1);
+    lipt_backward_seeded(&ctx, build_layer(&ctx, in, &kind), r);
+    for (int k = 0; k < 3; k++) in[k]->grad = NULL;
+    lipt_ctx_free(&ctx);
+    lipt_set_threads(2);
+}
+
+/* The finite-difference check of build_layer (kind) on a linear layer's inputs (small outputs only), then frees
+ * them. */
+static void linear_gradcheck_free(const char *op, int kind, lipt_tensor **in, uint64_t seed) {
+    const int N = in[1]->shape[1];
+    char label[64];
+    snprintf(label, sizeof label, "%s %dx%dx%d->%d", op, in[0]->shape[0], in[0]->shape[1], in[0]->shape[2], N);
+    if (in[0]->numel / (size_t)in[0]->shape[2] * (size_t)N <= 4096)
+        tu_gradcheck(label, build_layer, &kind, in, 3, &(tu_gradcheck_opts){.seed = seed});
+    for (int k = 0; k < 3; k++) tu_free(in[k]);
 }
 
 /* The fused x w + b: forward against the double reference, the same bits as matmul followed by add, gradients of
@@ -147,20 +194,16 @@ START_TEST(test_linear_fused) {
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int Bt = shapes[si][0], T = shapes[si][1], K = shapes[si][2], N = shapes[si][3];
         lipt_rng rng;
-        lipt_rng_seed(&rng, 21 + si);
-        lipt_tensor *X = tu_tensor(&rng, 3, (int[]){Bt, T, K}, 1.0f, 1);
-        lipt_tensor *W = tu_tensor(&rng, 2, (int[]){K, N}, 1.0f, 1);
-        lipt_tensor *Bv = tu_tensor(&rng, 1, (int[]){N}, 1.0f, 1);
-        lipt_tensor *in[3] = {X, W, Bv};
+        lipt_tensor *in[3];
+        linear_inputs(&rng, 21 + si, shapes[si], 1.0f, in);
+        lipt_tensor *X = in[0], *W = in[1], *Bv = in[2];
         lipt_ctx ctx;
         lipt_ctx_init(&ctx, 1 << 16, 1);
         lipt_tensor *Y = lipt_linear(&ctx, X, W, Bv), *Y2 = lipt_matmul(&ctx, X, W, 0, 0);
         Y2 = lipt_add(&ctx, Y2, Bv);
         ck_assert(Y->ndim == 3 && Y->shape[0] == Bt && Y->shape[1] == T && Y->shape[2] == N);
         const size_t n = (size_t)Bt * T * N;
-        double *ref = malloc(n * sizeof(double));
-        ref_mm(X, W, 1, Bt * T, N, K, 0, 0, 0, ref);
-        for (size_t i = 0; i < n; i++) ref[i] += Bv->data[i % (size_t)N];
+        double *ref = ref_linear(in, Bt * T, N, K);
         const double e = tu_max_rel_err(Y->data, ref, n, 1e-6);
         ck_assert_msg(e < 1e-5, "linear forward rel err %.3e", e);
         ck_assert_msg(memcmp(Y->data, Y2->data, n * sizeof(float)) == 0, "linear differs from matmul + add");
@@ -171,19 +214,7 @@ START_TEST(test_linear_fused) {
         float *r = malloc(n * sizeof(float));
         lipt_rng_fill_normal(&rng, r, n, 1.0f);
         float *g[2][3];
-        for (int fused = 0; fused < 2; fused++) {
-            float *pre[3];
-            for (int k = 0; k < 3; k++) {
-                pre[k] = malloc(in[k]->numel * sizeof(float));
-                for (size_t j = 0; j < in[k]->numel; j++) pre[k][j] = 0.25f;
-                in[k]->grad = pre[k];
-            }
-            lipt_ctx_init(&ctx, 1 << 16, 1);
-            lipt_tensor *out = fused ? build_linear(&ctx, in, NULL) : build_matmul_add(&ctx, in, NULL);
-            lipt_backward_seeded(&ctx, out, r);
-            for (int k = 0; k < 3; k++) g[fused][k] = pre[k], in[k]->grad = NULL;
-            lipt_ctx_free(&ctx);
-        }
+        for (int fused = 0; fused < 2; fused++) grads_of(fused ? LINEAR : MATMUL_ADD, in, r, 2, g[fused]);
         for (int k = 0; k < 3; k++) {
             const double ek = tu_max_rel_err_f(g[1][k], g[0][k], in[k]->numel, 1e-6);
             ck_assert_msg(ek < 1e-5, "linear gradient of input %d differs from matmul + add by %.3e", k, ek);
@@ -191,13 +222,76 @@ START_TEST(test_linear_fused) {
             free(g[1][k]);
         }
         free(r);
-        char label[64];
-        snprintf(label, sizeof label, "linear %dx%dx%d->%d", Bt, T, K, N);
-        if (n <= 4096) tu_gradcheck(label, build_linear, NULL, in, 3, &(tu_gradcheck_opts){.seed = 9 + si});
-        tu_free(X);
-        tu_free(W);
-        tu_free(Bv);
+        linear_gradcheck_free("linear", LINEAR, in, 9 + si);
     }
+}
+END_TEST
+
+/* GELU(x w + b) in one op: forward against the double reference (exact-erf GELU), and the bits of
+ * lipt_gelu(lipt_linear(...)) forward (recorded and no-grad) and backward (x and w gradients; b's, summed in another
+ * order, within one float), accumulating into existing gradients, on 1 and on 2 threads, with b or x and w frozen;
+ * the bias gradient the same bits on 1 and 2 threads; gradients by finite differences. Shapes with
+ * N = 1 (the bias sum's one-column case), odd widths (vector tails) and M N above the parallel thresholds (column
+ * blocks of the bias sum on two threads). */
+START_TEST(test_linear_gelu) {
+    const int shapes[][4] = {{2, 3, 5, 4}, {1, 1, 3, 1}, {3, 7, 8, 11}, {4, 40, 33, 70}, {2, 48, 40, 520}};
+    double worst = 0;
+    int64_t worst_ulps = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int Bt = shapes[si][0], T = shapes[si][1], K = shapes[si][2], N = shapes[si][3];
+        lipt_rng rng;
+        lipt_tensor *in[3];
+        linear_inputs(&rng, 41 + si, shapes[si], 0.5f, in);
+        lipt_tensor *X = in[0], *W = in[1], *Bv = in[2];
+        const size_t n = (size_t)Bt * T * N;
+        lipt_ctx ctx;
+        lipt_ctx_init(&ctx, 1 << 16, 1);
+        lipt_tensor *Y = build_layer(&ctx, in, &(int){LINEAR_GELU}), *Y2 = build_layer(&ctx, in, &(int){GELU_LINEAR});
+        ck_assert(Y->ndim == 3 && Y->shape[0] == Bt && Y->shape[1] == T && Y->shape[2] == N && Y->requires_grad);
+        double *ref = ref_linear(in, Bt * T, N, K);
+        for (size_t i = 0; i < n; i++) ref[i] *= 0.5 * erfc(-ref[i] / sqrt(2.0));
+        const double e = tu_max_rel_err(Y->data, ref, n, 1e-6);
+        ck_assert_msg(e < 1e-5, "linear_gelu forward rel err %.3e", e);
+        if (e > worst) worst = e;
+        ck_assert_msg(memcmp(Y->data, Y2->data, n * sizeof(float)) == 0, "linear_gelu differs from gelu(linear)");
+        lipt_no_grad_push(&ctx);
+        lipt_tensor *Y3 = build_layer(&ctx, in, &(int){LINEAR_GELU});
+        lipt_no_grad_pop(&ctx);
+        ck_assert_msg(!Y3->requires_grad && memcmp(Y->data, Y3->data, n * sizeof(float)) == 0,
+                      "linear_gelu without grad differs");
+        free(ref);
+        lipt_ctx_free(&ctx);
+
+        float *r = malloc(n * sizeof(float));
+        lipt_rng_fill_normal(&rng, r, n, 1.0f);
+        for (int mode = 0; mode < 3; mode++) { /* 0: all train, 1: b frozen, 2: only b trains */
+            X->requires_grad = W->requires_grad = mode != 2;
+            Bv->requires_grad = mode != 1;
+            float *g[4][3]; /* [threads 2, 1][unfused, fused][input] */
+            for (int v = 0; v < 4; v++) grads_of(v & 1 ? LINEAR_GELU : GELU_LINEAR, in, r, 2 - v / 2, g[v]);
+            for (int k = 0; k < 3; k++) {
+                for (int v = 0; v < 4 && g[0][k]; v += 2) {
+                    /* the bias sum adds in another order (double, by chunks of rows): within one float of it */
+                    const int64_t u = tu_max_ulps(g[v + 1][k], g[v][k], in[k]->numel);
+                    if (k == 2 && u > worst_ulps) worst_ulps = u;
+                    ck_assert_msg(u <= (k == 2), "linear_gelu %dx%dx%d->%d mode %d: gradient of input %d differs from "
+                                  "gelu(linear) by %lld floats (%d threads)", Bt, T, K, N, mode, k, (long long)u,
+                                  2 - v / 2);
+                }
+                /* the bias sum is the op's own (the products' bits may depend on the BLAS's thread count) */
+                if (k == 2 && g[0][k])
+                    ck_assert_msg(memcmp(g[1][k], g[3][k], in[k]->numel * sizeof(float)) == 0,
+                                  "linear_gelu %dx%dx%d->%d mode %d: bias gradient differs on 1 and 2 threads", Bt,
+                                  T, K, N, mode);
+                for (int v = 0; v < 4; v++) free(g[v][k]);
+            }
+        }
+        X->requires_grad = W->requires_grad = Bv->requires_grad = 1;
+        free(r);
+        linear_gradcheck_free("linear_gelu", LINEAR_GELU, in, 19 + si);
+    }
+    printf("linear_gelu: forward within %.3e of the double reference (tol 1e-5); forward and x, w gradients the bits "
+           "of gelu(linear), b's within %lld floats (tol 1)\n", worst, (long long)worst_ulps);
 }
 END_TEST
 
@@ -209,6 +303,7 @@ int main(void) {
     tcase_add_test(tc, test_matmul_batched);
     tcase_add_test(tc, test_matmul_linear);
     tcase_add_test(tc, test_linear_fused);
+    tcase_add_test(tc, test_linear_gelu);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

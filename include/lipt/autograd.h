@@ -15,6 +15,7 @@ extern "C" {
 #define LIPT_OP_LIST(X)                 \
     X(MATMUL, matmul)                   \
     X(LINEAR, linear)                   \
+    X(LINEAR_GELU, linear_gelu)         \
     X(CONCAT_COLS, concat_cols)         \
     X(ADD, add)                         \
     X(SUB, sub)                         \

@@ -21,6 +21,11 @@ lipt_tensor *lipt_matmul(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b, int ta, 
 /* y = x w + b over rows: x [..., K] (ndim >= 2), w [K,N], b [N] -> [..., N]. One op instead of matmul + add: the
  * output starts as the bias rows and the GEMM adds onto it, and the gradient of y goes straight to the products. */
 lipt_tensor *lipt_linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_tensor *b);
+/* GELU(x w + b) (exact erf, as lipt_gelu), shapes as lipt_linear: lipt_gelu(ctx, lipt_linear(ctx, x, w, b)) as one
+ * op whose backward computes GELU's gradient and the bias's column sums in one pass (the feed-forward's first
+ * layer). The same bits as the two ops, forward and the gradients of x and w; b's gradient, summed in another
+ * order, within one float of theirs. */
+lipt_tensor *lipt_linear_gelu(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_tensor *b);
 
 /* Elementwise with row broadcasting: b has a's shape, or b.numel equals the product of a's
  * trailing dims (bias rows), or b has one element (a scalar). */

@@ -1,11 +1,20 @@
-/* Private: GELU's pass, for lipt_gelu and the fused ops that end in a GELU. */
+/* Private: GELU's passes shared by lipt_gelu and the fused lipt_linear_gelu (src/ops/matmul.c). */
 #ifndef LIPT_OPS_ACTIVATION_IMPL_H
 #define LIPT_OPS_ACTIVATION_IMPL_H
 
 #include <stddef.h>
 
+#include "lipt/autograd.h"
+
 /* y = x Φ(x) over n floats (y may be x) on the context's threads, in fixed chunks; cdf, if not NULL, receives Φ(x)
  * for the backward. */
 void lipt_gelu_pass(const float *x, float *y, float *cdf, size_t n);
+
+/* GELU's backward over rows x P floats, dx = g (Φ(x) + x φ(x)) stored (not accumulated), with cdf = Φ(x) as
+ * lipt_gelu_pass saved it; and, when db is given, db[j] += Σ_r dx[r*P + j] in the same pass: summed in double by
+ * fixed chunks of rows, the chunks in order (the same bits on any thread count; within float rounding of
+ * lipt_reduce_rows_acc's row-order sum). Scratch in ctx's arena, released on return. */
+void lipt_gelu_grad_colsum(lipt_ctx *ctx, const float *x, const float *cdf, const float *g, float *dx, size_t rows,
+                           size_t P, float *db);
 
 #endif

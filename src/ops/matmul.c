@@ -1,9 +1,11 @@
-/* matmul: 2-D, batched and linear (rows of an N-D tensor times a matrix), and the fused linear layer x w + b,
- * forward and backward, every product through lipt_gemm_p (ops/gemm.h) at the context's precision. */
+/* matmul: 2-D, batched and linear (rows of an N-D tensor times a matrix), the fused linear layer x w + b and the
+ * fused GELU(x w + b), forward and backward, every product through lipt_gemm_p (ops/gemm.h) at the context's
+ * precision. */
 #include "lipt/ops.h"
 
 #include <string.h>
 
+#include "ops/activation_impl.h"
 #include "ops/gemm.h"
 #include "ops/reduce_impl.h"
 
@@ -121,7 +123,7 @@ void lipt_matmul_backward(lipt_ctx *ctx, lipt_node *node) {
 /* Below this many output elements the bias rows are written by one thread. */
 #define LINEAR_PAR_MIN ((size_t)1 << 15)
 
-/* The linear layer's checks and sizes: M, N, K, and the output's shape
+/* The linear layer's checks and sizes, shared by lipt_linear and lipt_linear_gelu: M, N, K, and the output's shape
  * [..., N] (x's ndim). */
 static void linear_dims(const char *op, lipt_tensor *const *in, int *pM, int *pN, int *pK, int *shape) {
     const lipt_tensor *x = in[0], *w = in[1], *b = in[2];
@@ -200,4 +202,39 @@ void lipt_linear_backward(lipt_ctx *ctx, lipt_node *node) {
     linear_grads(ctx, node, G, lipt_grad_of(ctx, node->in[0]), lipt_grad_of(ctx, node->in[1]));
     float *db = lipt_grad_of(ctx, node->in[2]);
     if (db) lipt_reduce_rows_acc(db, G, NULL, (size_t)M, (size_t)N, 1.0);
+}
+
+/* lipt_linear's product y = x w + b, then lipt_gelu's pass over it: the same bits as the two ops. Recorded, y and
+ * Φ(y) are kept side by side for the backward; in no-grad mode GELU runs in place on y (one buffer).
+ * iarg: as linear; saved: x packed; saved2: y then Φ(y) [2, M, N] */
+lipt_tensor *lipt_linear_gelu(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_tensor *b) {
+    lipt_tensor *in[3] = {x, w, b};
+    int M, N, K, shape[LIPT_MAX_DIMS];
+    linear_dims("linear_gelu", in, &M, &N, &K, shape);
+    lipt_tensor *out = lipt_tensor_new(ctx, x->ndim, shape);
+    const size_t n = out->numel;
+    float *y = lipt_should_record(ctx, 3, in) ? lipt_arena_alloc(&ctx->arena, 2 * n * sizeof(float)) : NULL;
+    void *xpk = linear_product(ctx, in, M, N, K, y ? y : out->data);
+    lipt_gelu_pass(y ? y : out->data, out->data, y ? y + n : NULL, n);
+    lipt_node *node = record_linear(ctx, LIPT_OP_LINEAR_GELU, out, in, xpk, M, N, K);
+    if (node) node->saved2 = y;
+    return out;
+}
+
+/* GELU's backward into G and the bias gradient's column sums in one pass (lipt_gelu_grad_colsum), then the products
+ * of lipt_linear's backward from G. */
+void lipt_linear_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
+    const int M = node->iarg[0], N = node->iarg[1];
+    if (M == 0 || N == 0) return;
+    float *dx = lipt_grad_of(ctx, node->in[0]), *dw = lipt_grad_of(ctx, node->in[1]);
+    float *db = lipt_grad_of(ctx, node->in[2]);
+    if (!dx && !dw && !db) return;
+    const size_t n = (size_t)M * N;
+    const float *y = node->saved2;
+    /* G stays until the step's reset, as lipt_gelu's input gradient did: released here for the next backward's
+     * buffers, it made their zeroing (memset) and the residual adds' gradient copies (ew_acc) twice as slow in the
+     * dp training step (perf, 2 A/B rounds), more than the fusion saves */
+    float *G = lipt_arena_alloc(&ctx->arena, n * sizeof(float));
+    lipt_gelu_grad_colsum(ctx, y, y + n, node->out->grad, G, (size_t)M, (size_t)N, db);
+    linear_grads(ctx, node, G, dx, dw);
 }

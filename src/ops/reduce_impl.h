@@ -1,5 +1,5 @@
-/* Shared by the element-wise ops and lipt_linear: the broadcast-row reduction of a gradient and its row step; and
- * the gradient norm's sum of squares. */
+/* Shared by the element-wise ops, lipt_linear and lipt_linear_gelu: the broadcast-row reduction of a gradient and
+ * its row step; and the gradient norm's sum of squares. */
 #ifndef LIPT_OPS_REDUCE_IMPL_H
 #define LIPT_OPS_REDUCE_IMPL_H
 

@@ -139,6 +139,23 @@ double tu_max_rel_err_f(const float *a, const float *ref, size_t n, double floor
     return worst / scale;
 }
 
+/* The float's position on a line where consecutive floats are 1 apart (-0 and +0 both at 0). */
+static int64_t ulp_line(float x) {
+    int32_t i;
+    memcpy(&i, &x, sizeof i);
+    return i < 0 ? -(int64_t)(i & 0x7fffffff) : (int64_t)i;
+}
+
+int64_t tu_max_ulps(const float *a, const float *b, size_t n) {
+    int64_t worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) != isnan(b[i])) return INT64_MAX;
+        const int64_t d = ulp_line(a[i]) - ulp_line(b[i]);
+        if (d > worst || -d > worst) worst = d > 0 ? d : -d;
+    }
+    return worst;
+}
+
 const char *tu_shared_data(const char *rel, char *buf, size_t len) {
     const char *roots[3] = {getenv("LIPT_SHARED_DATA"), NULL, NULL};
     char alt[1024];

@@ -31,6 +31,9 @@ double tu_gradcheck(const char *label, tu_build_fn build, void *user, lipt_tenso
 /* max_i |a_i - b_i| / max(max_i |b_i|, floor): relative to the reference's scale. */
 double tu_max_rel_err(const float *a, const double *ref, size_t n, double floor);
 double tu_max_rel_err_f(const float *a, const float *ref, size_t n, double floor);
+/* max_i of the distance from a_i to b_i counted in floats (0: equal, 1: neighbours; INT64_MAX if one is NaN and
+ * the other not). */
+int64_t tu_max_ulps(const float *a, const float *b, size_t n);
 
 /* Path of a file in ../shared/data (or $LIPT_SHARED_DATA), or NULL if absent. */
 const char *tu_shared_data(const char *rel, char *buf, size_t len);
