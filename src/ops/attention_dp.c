@@ -41,21 +41,29 @@ typedef struct {
     const void *q, *k, *v, *dout;
 } attn_packed;
 
+/* Element off of a packed matrix (NULL stays NULL). */
+static const void *pk_at(const lipt_ctx *ctx, const void *pk, size_t off) {
+    return pk ? (const char *)pk + off * (ctx->precision == LIPT_PRECISION_BF16 ? 2 : 4) : NULL;
+}
+
 static attn_packed pack_qkv(lipt_ctx *ctx, const lipt_attn_job *j) {
     attn_packed pk = {NULL, NULL, NULL, NULL};
     if (ctx->precision == LIPT_PRECISION_FLOAT32) return pk;
     const int BT = j->B * j->T, ld = lipt_attn_ld(j);
-    /* packed with row stride D whatever the job's ld */
-    pk.q = lipt_lowp_pack_arena(ctx, j->q, BT, j->D, ld);
+    /* Each packed copy keeps the job's row stride, so a head's operand sits at the same offset in both */
+    if (ld != j->D) { /* q, k, v side by side in rows of 3D: one copy of the rows */
+        LIPT_CHECK(ld == 3 * j->D && j->k == j->q + j->D && j->v == j->q + 2 * j->D,
+                   "attention: row stride %d with D = %d is not a packed q, k, v", ld, j->D);
+        pk.q = lipt_lowp_pack_arena(ctx, j->q, BT, ld, ld);
+        pk.k = pk_at(ctx, pk.q, (size_t)j->D);
+        pk.v = pk_at(ctx, pk.q, 2 * (size_t)j->D);
+        return pk;
+    }
+    pk.q = lipt_lowp_pack_arena(ctx, j->q, BT, ld, ld);
     /* the tied kinds' keys are their queries */
-    pk.k = j->k == j->q ? pk.q : lipt_lowp_pack_arena(ctx, j->k, BT, j->D, ld);
-    pk.v = lipt_lowp_pack_arena(ctx, j->v, BT, j->D, ld);
+    pk.k = j->k == j->q ? pk.q : lipt_lowp_pack_arena(ctx, j->k, BT, ld, ld);
+    pk.v = lipt_lowp_pack_arena(ctx, j->v, BT, ld, ld);
     return pk;
-}
-
-/* Element off of a packed matrix (NULL stays NULL). */
-static const void *pk_at(const lipt_ctx *ctx, const void *pk, size_t off) {
-    return pk ? (const char *)pk + off * (ctx->precision == LIPT_PRECISION_BF16 ? 2 : 4) : NULL;
 }
 
 /* lipt_gemm_p, with A or B taken pre-packed when apk / bpk is given (lda / ldb then its row stride). */
@@ -64,9 +72,6 @@ static void attn_gemm(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float 
     if (apk || bpk) lipt_gemm_lowp_pk(ctx, ta, tb, M, N, K, alpha, A, lda, apk, B, ldb, bpk, beta, C, ldc);
     else lipt_gemm_p(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
-
-/* Row stride of an operand of q, k, v: D when packed (pack_qkv), else the job's ld. */
-static int qkv_ld(const void *pk, int D, int ld) { return pk ? D : ld; }
 
 /* Rows [i0, i1) of P hold logits in columns [0, nc); turn them into probabilities over the
  * unmasked columns (j <= i when causal) and write exact zeros to the rest of the row. kn, if
@@ -121,10 +126,9 @@ static void softmax_grad_rows(const float *P, float *G, int T, int i0, int i1, i
 static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_packed *pk, int bh, float *P, float *kn,
                           float *out, int want_spread) {
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H, ld = lipt_attn_ld(j);
-    /* off: the output's and the packed operands' offset (row stride D); offi: q, k, v's (row stride ld) */
+    /* off: the output's offset (row stride D); offi: q, k, v's and their packed copies' (row stride ld) */
     const size_t off = (size_t)b * T * D + (size_t)h * d, offi = (size_t)b * T * ld + (size_t)h * d;
     const float *qh = j->q + offi, *kh = j->k + offi, *vh = j->v + offi;
-    const int ldq = qkv_ld(pk->q, D, ld), ldk = qkv_ld(pk->k, D, ld), ldv = qkv_ld(pk->v, D, ld);
     float *oh = out + off;
     const double inv_s = 1.0 / sqrt((double)d);
     const float alpha = (float)((j->l2 ? 2.0 : 1.0) * inv_s);
@@ -133,12 +137,12 @@ static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_pack
     float spread = 0;
     for (int i0 = 0; i0 < T; i0 += rb) {
         const int i1 = i0 + rb < T ? i0 + rb : T, m = i1 - i0, nc = j->causal ? i1 : T;
-        attn_gemm(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * ld, pk_at(ctx, pk->q, off + (size_t)i0 * D), ldq, kh,
-                  pk_at(ctx, pk->k, off), ldk, 0.0f, P + (size_t)i0 * T, T);
+        attn_gemm(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * ld, pk_at(ctx, pk->q, offi + (size_t)i0 * ld), ld, kh,
+                  pk_at(ctx, pk->k, offi), ld, 0.0f, P + (size_t)i0 * T, T);
         const float sp = softmax_rows(P, T, i0, i1, nc, j->causal, j->l2 ? kn : NULL,
                                       j->rel ? j->rel + (size_t)h * j->rel_stride : NULL, want_spread);
         if (sp > spread || sp != sp) spread = sp;
-        attn_gemm(ctx, 0, 0, m, d, nc, 1.0f, P + (size_t)i0 * T, NULL, T, vh, pk_at(ctx, pk->v, off), ldv, 0.0f,
+        attn_gemm(ctx, 0, 0, m, d, nc, 1.0f, P + (size_t)i0 * T, NULL, T, vh, pk_at(ctx, pk->v, offi), ld, 0.0f,
                   oh + (size_t)i0 * D, D);
     }
     return spread;
@@ -174,10 +178,10 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_pack
                           const float *dout, float *G, void *gpk, double *cs, float *dq, float *dk, float *dv,
                           double *drel_bh) {
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H, ld = lipt_attn_ld(j);
-    /* off: dout's and the packed operands' offset (row stride D); offi: q, k, v's and their gradients' (stride ld) */
+    /* off: dout's and its packed copy's offset (row stride D); offi: q, k, v's, their packed copies' and their
+     * gradients' (row stride ld) */
     const size_t off = (size_t)b * T * D + (size_t)h * d, offi = (size_t)b * T * ld + (size_t)h * d;
     const float *qh = j->q + offi, *kh = j->k + offi, *vh = j->v + offi, *dOh = dout + off;
-    const int ldq = qkv_ld(pk->q, D, ld), ldk = qkv_ld(pk->k, D, ld), ldv = qkv_ld(pk->v, D, ld);
     float *dqh = dq ? dq + offi : NULL, *dkh = dk ? dk + offi : NULL, *dvh = dv ? dv + offi : NULL;
     const double a = (j->l2 ? 2.0 : 1.0) / sqrt((double)d);
     const float alpha = (float)a;
@@ -192,7 +196,7 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_pack
         if (dvh) attn_gemm(ctx, 1, 0, nc, d, m, 1.0f, Pb, NULL, T, dOb, dOpk, D, 1.0f, dvh, ld);
         if (!need_g) continue;
         float *Gb = G + (size_t)i0 * T;
-        attn_gemm(ctx, 0, 1, m, nc, d, 1.0f, dOb, dOpk, D, vh, pk_at(ctx, pk->v, off), ldv, 0.0f, Gb, T);
+        attn_gemm(ctx, 0, 1, m, nc, d, 1.0f, dOb, dOpk, D, vh, pk_at(ctx, pk->v, offi), ld, 0.0f, Gb, T);
         softmax_grad_rows(P, G, T, i0, i1, nc, j->causal);
         if (drel_bh) /* causal only: logit (i, j) got rel[i - j] */
             for (int i = i0; i < i1; i++) {
@@ -204,11 +208,11 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_pack
         if (Gpk) lipt_lowp_pack_p(ctx, Gb, m, nc, T, gpk);
         const int ldg = Gpk ? nc : T;
         if (dqh)
-            attn_gemm(ctx, 0, 0, m, d, nc, alpha, Gb, Gpk, ldg, kh, pk_at(ctx, pk->k, off), ldk, 1.0f,
+            attn_gemm(ctx, 0, 0, m, d, nc, alpha, Gb, Gpk, ldg, kh, pk_at(ctx, pk->k, offi), ld, 1.0f,
                       dqh + (size_t)i0 * ld, ld);
         if (dkh)
             attn_gemm(ctx, 1, 0, nc, d, m, alpha, Gb, Gpk, ldg, qh + (size_t)i0 * ld,
-                      pk_at(ctx, pk->q, off + (size_t)i0 * D), ldq, 1.0f, dkh, ld);
+                      pk_at(ctx, pk->q, offi + (size_t)i0 * ld), ld, 1.0f, dkh, ld);
         if (need_cs) lipt_attn_l2_colsum(G, T, i0, i1, j->causal, cs);
     }
     if (need_cs) lipt_attn_l2_key_norm_grad(kh, T, ld, d, a, cs, dkh);
@@ -298,12 +302,12 @@ static lipt_attn_job untied_job(lipt_tensor *const *in, int packed, int H, int c
 }
 
 /* Record and run an untied op: n_qkv inputs (3, or packed 1) then rel if given. saved: P [B,H,T,T], or with iarg 2
- * set the tiled kernels' row stats [2,B,H,T]. iarg: 0 H, 1 causal, 2 tiled, 3 packed. */
+ * set the tiled kernels' row stats [2,B,H,T]. iarg: 0 H, 1 causal, 2 tiled. */
 static lipt_tensor *untied_op(lipt_ctx *ctx, lipt_op_id op, int l2, lipt_tensor *const *qkv, int n_qkv,
                               lipt_tensor *rel, int H, int causal) {
-    const int packed = n_qkv == 1;
-    const lipt_attn_job job = untied_job(qkv, packed, H, causal, l2, rel);
-    lipt_tensor *in[LIPT_MAX_INPUTS] = {qkv[0], qkv[packed ? 0 : 1], qkv[packed ? 0 : 2], NULL};
+    const lipt_attn_job job = untied_job(qkv, n_qkv == 1, H, causal, l2, rel);
+    lipt_tensor *in[LIPT_MAX_INPUTS] = {NULL};
+    for (int i = 0; i < n_qkv; i++) in[i] = qkv[i];
     in[n_qkv] = rel;
     lipt_tensor *out = lipt_tensor_3d(ctx, job.B, job.T, job.D);
     lipt_node *node = lipt_record(ctx, op, out, n_qkv + (rel != NULL), in);
@@ -314,13 +318,12 @@ static lipt_tensor *untied_op(lipt_ctx *ctx, lipt_op_id op, int l2, lipt_tensor 
         node->iarg[0] = H;
         node->iarg[1] = job.causal;
         node->iarg[2] = tiled;
-        node->iarg[3] = packed;
     }
     return out;
 }
 
 static void untied_backward(lipt_ctx *ctx, lipt_node *node, int l2, int has_rel) {
-    const int packed = node->iarg[3];
+    const int packed = node->n_in - has_rel == 1;
     lipt_tensor *rel = has_rel ? node->in[node->n_in - 1] : NULL;
     const lipt_attn_job job = untied_job(node->in, packed, node->iarg[0], node->iarg[1], l2, rel);
     float *dq, *dk, *dv;
@@ -333,17 +336,16 @@ static void untied_backward(lipt_ctx *ctx, lipt_node *node, int l2, int has_rel)
     lipt_attn_backward_op(ctx, &job, node, dq, dk, dv, rel ? lipt_grad_of(ctx, rel) : NULL);
 }
 
-/* The untied op of either kind (l2 = 0: attention_dp, 1: attention_l2) on three tensors or (k = v = NULL) on a packed
- * q. */
 lipt_tensor *lipt_attn_qkv(lipt_ctx *ctx, int l2, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal) {
-    const char *name = l2 ? "attention_l2" : "attention_dp";
-    const lipt_op_id op = l2 ? LIPT_OP_ATTENTION_L2 : LIPT_OP_ATTENTION_DP;
-    if (!k && !v) {
-        check_packed(name, q, H);
-        return untied_op(ctx, op, l2, (lipt_tensor *[]){q}, 1, NULL, H, causal);
-    }
-    check_qkv(name, q, k, v, H);
-    return untied_op(ctx, op, l2, (lipt_tensor *[]){q, k, v}, 3, NULL, H, causal);
+    check_qkv(l2 ? "attention_l2" : "attention_dp", q, k, v, H);
+    return untied_op(ctx, l2 ? LIPT_OP_ATTENTION_L2 : LIPT_OP_ATTENTION_DP, l2, (lipt_tensor *[]){q, k, v}, 3, NULL,
+                     H, causal);
+}
+
+lipt_tensor *lipt_attn_qkv_packed(lipt_ctx *ctx, int l2, lipt_tensor *qkv, int H, int causal) {
+    check_packed(l2 ? "attention_l2" : "attention_dp", qkv, H);
+    return untied_op(ctx, l2 ? LIPT_OP_ATTENTION_L2 : LIPT_OP_ATTENTION_DP, l2, (lipt_tensor *[]){qkv}, 1, NULL, H,
+                     causal);
 }
 
 void lipt_attn_qkv_backward(lipt_ctx *ctx, lipt_node *node, int l2) { untied_backward(ctx, node, l2, 0); }
@@ -353,7 +355,7 @@ lipt_tensor *lipt_attention_dp(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, li
 }
 
 lipt_tensor *lipt_attention_dp_packed(lipt_ctx *ctx, lipt_tensor *qkv, int H, int causal) {
-    return lipt_attn_qkv(ctx, 0, qkv, NULL, NULL, H, causal);
+    return lipt_attn_qkv_packed(ctx, 0, qkv, H, causal);
 }
 
 void lipt_attention_dp_backward(lipt_ctx *ctx, lipt_node *node) { lipt_attn_qkv_backward(ctx, node, 0); }
@@ -361,7 +363,7 @@ void lipt_attention_dp_backward(lipt_ctx *ctx, lipt_node *node) { lipt_attn_qkv_
 /* DP attention with a learned relative-position logit bias, causal. rel [H, S] with S >= T: logit (i, j) of
  * head h gets rel[h, i - j]. */
 static lipt_tensor *dp_rel(lipt_ctx *ctx, lipt_tensor *const *qkv, int n_qkv, lipt_tensor *rel, int H) {
-    const int T = qkv[0]->ndim == 3 ? qkv[0]->shape[1] : 0;
+    const int T = qkv[0]->shape[1]; /* the callers checked q's (or qkv's) shape */
     char a[64];
     LIPT_CHECK(rel->ndim == 2 && rel->shape[0] == H && rel->shape[1] >= T,
                "attention_dp_rel: rel must be [H = %d, S >= T = %d], got %s", H, T, lipt_shape_str(rel, a, 64));

@@ -15,9 +15,9 @@ typedef struct {
      * of head h. A constant of the input, so it costs nothing in a Lipschitz bound. NULL: none. */
     const float *rel;
     int rel_stride;
-    /* Row stride of q, k, v and of their gradients; 0 means D. 3D when they are the column blocks of one [B,T,3D]
-     * projection (one product of the three weights side by side instead of three). The output and its gradient
-     * keep row stride D. */
+    /* Row stride of q, k, v and of their gradients; 0 means D. Any other value must be 3D, with k = q + D and
+     * v = q + 2D: the column blocks of one [B,T,3D] projection (one product of the three weights side by side
+     * instead of three). The output and its gradient keep row stride D. */
     int ld;
 } lipt_attn_job;
 
@@ -35,10 +35,10 @@ void lipt_attn_l2_colsum(const float *G, int T, int i0, int i1, int causal, doub
 void lipt_attn_l2_key_norm_grad(const float *kh, int T, int ld, int d, double a, const double *cs, float *dkh);
 void lipt_attn_l2_tied_M(lipt_ctx *ctx, const float *wq, const float *wv, int D, int H, float *M);
 
-/* The untied attention op: attention_dp (l2 = 0) or attention_l2 (l2 = 1) of [B,T,D] q, k, v with H heads, or with
- * k = v = NULL of a packed [B,T,3D] q (lipt_attention_dp_packed), recorded on the tape under that op; and its
- * backward. */
+/* The untied attention op: attention_dp (l2 = 0) or attention_l2 (l2 = 1) of [B,T,D] q, k, v with H heads, or
+ * (_packed) of their column blocks in one [B,T,3D] tensor, recorded on the tape under that op; and its backward. */
 lipt_tensor *lipt_attn_qkv(lipt_ctx *ctx, int l2, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal);
+lipt_tensor *lipt_attn_qkv_packed(lipt_ctx *ctx, int l2, lipt_tensor *qkv, int H, int causal);
 void lipt_attn_qkv_backward(lipt_ctx *ctx, lipt_node *node, int l2);
 
 /* out [B,T,D] = heads of P v. P_saved: B*H*T*T floats to keep the probabilities for backward

@@ -67,7 +67,7 @@ lipt_tensor *lipt_attention_l2(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, li
 }
 
 lipt_tensor *lipt_attention_l2_packed(lipt_ctx *ctx, lipt_tensor *qkv, int H, int causal) {
-    return lipt_attn_qkv(ctx, 1, qkv, NULL, NULL, H, causal);
+    return lipt_attn_qkv_packed(ctx, 1, qkv, H, causal);
 }
 
 void lipt_attention_l2_backward(lipt_ctx *ctx, lipt_node *node) { lipt_attn_qkv_backward(ctx, node, 1); }
