@@ -162,7 +162,7 @@ static int measure(lipt_model *m, const lipt_dataset *ds, int split, long N, lon
         lipt_no_grad_pop(&ctx);
         lipt_ctx_reset(&ctx);
         for (int k = 0; k < 2 * L; k++) {
-            lipt_branch_ref ref = {m, k / 2, k % 2};
+            lipt_branch_ref ref = {m, k / 2, k % 2, NULL};
             lipt_jac_map jm = {lipt_model_branch_fn, &ref, 3, {1, (int)N, D, 0}, 1};
             if (lipt_jacobian(&jm, x + (size_t)k * n, J, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
             branch_report *r = &rep[k];

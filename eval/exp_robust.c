@@ -180,7 +180,7 @@ static int measure_model(const char *C, const rob_args *o, const char *path, rob
     char label[96];
     snprintf(label, sizeof label, "%s (%d layers)", lipt_attn_name(m.cfg.attention), m.cfg.n_layers);
     if (!rc) fprintf(stderr, "%s: %s, attention of layer %ld, N %ld, D %d\n", path, label, layer, N, D);
-    lipt_branch_ref ref = {&m, (int)layer, LIPT_BRANCH_MHA};
+    lipt_branch_ref ref = {&m, (int)layer, LIPT_BRANCH_MHA, NULL};
     lipt_jac_map map = {lipt_model_branch_fn, &ref, 3, {1, (int)N, D}, 0};
     for (int si = 0; si < o->nsc && !rc; si++) {
         rob_row *row = &rows[(*nr)++];

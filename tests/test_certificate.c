@@ -118,7 +118,7 @@ static double check_jacobians(lipt_model *m, const int *ids, int N) {
             norm = lipt_lipnorm_name(cfg->lip_norm);
             lipt_ctx_reset(&ctx);
         }
-        lipt_branch_ref ref = {m, l, which};
+        lipt_branch_ref ref = {m, l, which, NULL};
         lipt_jac_map jm = {lipt_model_branch_fn, &ref, 3, {1, N, D, 0}, 0};
         float *pts[2] = {x + (size_t)k * n, malloc(n * sizeof(float))};
         /* adversarial input: ∞-norm ascent from the data point (the branch is the same map in every norm) */

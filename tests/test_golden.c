@@ -358,7 +358,7 @@ static double check_inversion(golden *G) {
                     y[i] = (float)(((double)y[i] - Ly->an_b->data[c]) * exp(-(double)Ly->an_s->data[c]));
                 }
             for (int which = LIPT_BRANCH_FFN; which >= LIPT_BRANCH_ATTN; which--) {
-                lipt_branch_ref ref = {&G->m, l, which};
+                lipt_branch_ref ref = {&G->m, l, which, NULL};
                 lipt_tensor *yt = lipt_tensor_wrap(&ctx, y, 3, (int[]){1, T, D});
                 lipt_fp_result fr = {0, 0, NULL, 0};
                 st = lipt_fixed_point_invert(&ctx, lipt_model_branch_fn, &ref, yt, x, &opts, &fr, &err);

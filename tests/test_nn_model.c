@@ -623,6 +623,85 @@ static double vec_norm(const float *a, const float *b, size_t n, int inf) {
     return inf ? s : sqrt(s);
 }
 
+/* lipt_model_certify: the forward pass with every block's certificates computed in one batch gives the loss and
+ * parameter gradients of the same pass with each block certifying its own weights (lipt_model_block), and of the
+ * recomputing pass that reruns the half-blocks in the backward. Bit for bit for the invertible model (clipped-dp
+ * attention, contractive feed-forward: every weight's gradient has at most two contributions, whose sum does not
+ * depend on their order); for contractive tied L2 with a spectral attention bound (lip_norm 2, inf2: W^Q's
+ * gradient has three, added in another order) within 1e-6 of the largest gradient entry. On 1 and 2 threads. */
+START_TEST(test_certified_forward) {
+    const int V = 11, D = 32, H = 4, F = 64, L = 3, B = 2, T = 9;
+    double worst_tied = 0;
+    for (int variant = 0; variant < 3; variant++)
+        for (int thr = 1; thr <= 2; thr++) {
+            lipt_set_threads(thr);
+            lipt_config cfg = make_cfg(variant == 0 ? LIPT_ATTN_CLIPPED_DP : LIPT_ATTN_CONTRACTIVE_L2,
+                                       variant == 0 ? LIPT_ACT_MAXMIN : LIPT_ACT_LIPSWISH,
+                                       variant == 0 ? LIPT_LIPNORM_INF2 : variant == 1 ? LIPT_LIPNORM_2 : LIPT_LIPNORM_INF2,
+                                       V, D, H, F, L, T, 0.9f, 77 + (uint64_t)variant);
+            cfg.ffn = LIPT_FFN_CONTRACTIVE;
+            cfg.spectral_bound = LIPT_SPECTRAL_BOUND_CHOLESKY;
+            lipt_model m;
+            build_model(&m, &cfg);
+            activate_ffn_normalisers(&m, 20.0f); /* the normalisers active: sigma > c */
+            lipt_rng rng;
+            lipt_rng_seed(&rng, 9 + (uint64_t)variant);
+            int ids[B * T], tg[B * T];
+            random_ids(&rng, ids, B * T, V);
+            random_ids(&rng, tg, B * T, V);
+            const size_t np = m.params.n_train;
+            float loss[3], *grad[3];
+            for (int mode = 0; mode < 3; mode++) { /* 0: batched, 1: per block, 2: batched + recompute */
+                lipt_ctx ctx;
+                lipt_ctx_init(&ctx, 1 << 22, 1);
+                ctx.recompute = mode == 2;
+                lipt_params_zero_grad(&m.params);
+                lipt_tensor *lo;
+                if (mode == 1) {
+                    lipt_tensor *x = lipt_model_embed(&ctx, &m, ids, B, T);
+                    for (int l = 0; l < L; l++) x = lipt_model_block(&ctx, &m, l, x);
+                    lo = lipt_cross_entropy(&ctx, lipt_model_logits(&ctx, &m, x), tg, NULL);
+                } else {
+                    lipt_error err = {0};
+                    ck_assert(lipt_model_forward(&ctx, &m, ids, B, T, tg, NULL, &lo, &err) == LIPT_OK);
+                    if (mode == 0) {
+                        lipt_layer_certs *cc = lipt_model_certify(&ctx, &m);
+                        ck_assert(cc && cc[0].attn_fac && cc[L - 1].ffn_sigma[1]);
+                    }
+                }
+                lipt_backward(&ctx, lo);
+                loss[mode] = lo->data[0];
+                grad[mode] = malloc(np * sizeof(float));
+                memcpy(grad[mode], m.params.grad, np * sizeof(float));
+                lipt_ctx_free(&ctx);
+            }
+            double gmax = 0;
+            for (size_t i = 0; i < np; i++) gmax = fmax(gmax, fabs(grad[1][i]));
+            ck_assert(gmax > 0 && isfinite(loss[0]));
+            for (int mode = 0; mode < 3; mode += 2) {
+                ck_assert_msg(loss[mode] == loss[1], "variant %d mode %d: loss %.9g vs per block %.9g", variant, mode,
+                              loss[mode], loss[1]);
+                if (variant == 0) {
+                    ck_assert_msg(memcmp(grad[mode], grad[1], np * sizeof(float)) == 0,
+                                  "variant 0 mode %d (%d threads): gradients differ from the per-block pass", mode, thr);
+                } else {
+                    for (size_t i = 0; i < np; i++) {
+                        const double e = fabs(grad[mode][i] - grad[1][i]) / gmax;
+                        worst_tied = fmax(worst_tied, e);
+                        ck_assert_msg(e <= 1e-6, "variant %d mode %d: gradient %zu off by %.3g of the largest",
+                                      variant, mode, i, e);
+                    }
+                }
+            }
+            for (int mode = 0; mode < 3; mode++) free(grad[mode]);
+            lipt_model_free(&m);
+        }
+    lipt_set_threads(2);
+    printf("certified forward: clipped-dp bitwise; tied L2 with spectral bounds within %.2e of the largest gradient\n",
+           worst_tied);
+}
+END_TEST
+
 START_TEST(test_contractive_branches) {
     double worst_ratio = 0, worst_sigma = 0;
     for (int ln = 0; ln < 2; ln++)
@@ -858,6 +937,7 @@ int main(void) {
     tcase_add_test(tc, test_gradients);
     tcase_add_test(tc, test_branch_reference);
     tcase_add_test(tc, test_contractive_branches);
+    tcase_add_test(tc, test_certified_forward);
     tcase_add_test(tc, test_l2_init_logits);
     tcase_add_test(tc, test_invert);
     suite_add_tcase(s, tc);

@@ -928,6 +928,74 @@ START_TEST(test_spectral_ub_many) {
 }
 END_TEST
 
+/* lipt_spectral_norm_ub_batch: every block's value is lipt_spectral_ub of that block rounded up to float, bit for bit,
+ * on 1 and 2 threads, for requests of mixed shapes, block counts and bound kinds (a model's W1, W2, W^O and head
+ * blocks); the vectors are left alone and the gradient is Σ_b g_b u_b v_bᵀ per request. */
+START_TEST(test_spectral_ub_batch) {
+    enum { NR = 6 };
+    const int shape[NR][3] = {{256, 1024, 1}, {1024, 256, 1}, {256, 256, 1}, {256, 256, 4}, {96, 96, 3}, {40, 24, 2}};
+    const int gram[NR] = {8 | LIPT_SPECTRAL_CHOLESKY, 8 | LIPT_SPECTRAL_CHOLESKY, 6, 8 | LIPT_SPECTRAL_CHOLESKY, 4,
+                          8 | LIPT_SPECTRAL_CHOLESKY};
+    lipt_rng rng;
+    lipt_rng_seed(&rng, 4242);
+    lipt_tensor *W[NR];
+    float *u[NR], *v[NR], *u0[NR], *v0[NR];
+    lipt_spectral_req req[NR];
+    for (int k = 0; k < NR; k++) {
+        const int R = shape[k][0], C = shape[k][1], nb = shape[k][2];
+        W[k] = tu_tensor(&rng, 2, (int[]){R, C}, 0.05f, 1);
+        u[k] = malloc(sizeof(float) * (size_t)nb * R), v[k] = malloc(sizeof(float) * C);
+        u0[k] = malloc(sizeof(float) * (size_t)nb * R), v0[k] = malloc(sizeof(float) * C);
+        for (int i = 0; i < nb * R; i++) u0[k][i] = u[k][i] = (float)lipt_rng_normal(&rng);
+        for (int i = 0; i < C; i++) v0[k][i] = v[k][i] = (float)lipt_rng_normal(&rng);
+        req[k] = (lipt_spectral_req){W[k], u[k], v[k], nb, gram[k]};
+    }
+    int n_cmp = 0;
+    for (int thr = 1; thr <= 2; thr++) {
+        lipt_set_threads(thr);
+        lipt_ctx ctx;
+        lipt_ctx_init(&ctx, 1 << 16, 1);
+        lipt_tensor *out[NR];
+        for (int k = 0; k < NR; k++) W[k]->grad = calloc((size_t)W[k]->numel, sizeof(float));
+        lipt_spectral_norm_ub_batch(&ctx, NR, req, out);
+        lipt_tensor *tot = lipt_sum(&ctx, out[0]);
+        for (int k = 1; k < NR; k++) tot = lipt_add(&ctx, tot, lipt_scale(&ctx, lipt_sum(&ctx, out[k]), (float)(k + 1)));
+        lipt_backward(&ctx, tot);
+        for (int k = 0; k < NR; k++) {
+            const int R = shape[k][0], C = shape[k][1], nb = shape[k][2], cb = C / nb;
+            ck_assert_int_eq(out[k]->numel, nb);
+            for (int b = 0; b < nb; b++) {
+                const double x = lipt_spectral_ub(&ctx, W[k]->data, R, C, b * cb, cb, gram[k]);
+                float f = (float)x;
+                if ((double)f < x) f = nextafterf(f, INFINITY);
+                ck_assert_msg(memcmp(&f, &out[k]->data[b], sizeof f) == 0,
+                              "request %d block %d (%d threads): batch %.9g, lipt_spectral_ub %.9g", k, b, thr,
+                              (double)out[k]->data[b], (double)f);
+                ck_assert(f >= ref_sigma(W[k]->data, R, C, b, cb) * (1 - 1e-6));
+                n_cmp++;
+            }
+            ck_assert(memcmp(u[k], u0[k], sizeof(float) * (size_t)nb * R) == 0); /* vectors untouched */
+            ck_assert(memcmp(v[k], v0[k], sizeof(float) * C) == 0);
+            const float gk = (float)(k == 0 ? 1 : k + 1);
+            for (int i = 0; i < R; i++)
+                for (int b = 0; b < nb; b++)
+                    for (int j = 0; j < cb; j++) {
+                        const float want = gk * u[k][(size_t)b * R + i] * v[k][b * cb + j];
+                        ck_assert_msg(W[k]->grad[(size_t)i * C + b * cb + j] == want, "request %d grad (%d, %d)", k, i,
+                                      b * cb + j);
+                    }
+            free(W[k]->grad);
+            W[k]->grad = NULL;
+        }
+        lipt_ctx_free(&ctx);
+    }
+    for (int k = 0; k < NR; k++) free(u[k]), free(v[k]), free(u0[k]), free(v0[k]), tu_free(W[k]);
+    lipt_set_threads(2);
+    printf("spectral_norm_ub_batch: %d block bounds bitwise lipt_spectral_ub's on 1 and 2 threads, gradients u v^T\n",
+           n_cmp);
+}
+END_TEST
+
 static double ub_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -999,6 +1067,7 @@ int main(void) {
     tcase_add_test(tu, test_spectral_ub_power_vectors);
     tcase_add_test(tu, test_spectral_ub_threads);
     tcase_add_test(tu, test_spectral_ub_many);
+    tcase_add_test(tu, test_spectral_ub_batch);
     tcase_add_test(tu, test_spectral_ub_timing);
     suite_add_tcase(s, tu);
     return tu_run_suite(s);

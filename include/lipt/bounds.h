@@ -69,6 +69,15 @@ void lipt_bound_vectors_init(lipt_bound_vectors *vec, int D, int H, uint64_t see
  * needs. The one place that picks a bound function for a contractive attention; aborts for a kind without one. */
 lipt_tensor *lipt_attn_bound(lipt_ctx *ctx, const lipt_config *cfg, lipt_tensor *wq, lipt_tensor *wk, lipt_tensor *wv,
                              lipt_tensor *wo, int N, lipt_bound_vectors *vec);
+/* lipt_attn_bound in two steps, for callers that batch certificates (lipt_model_certify): the certified spectral
+ * norms the bound needs as requests of lipt_spectral_norm_ub_batch (W^Q's head blocks, W^K's for clipped-dp,
+ * W^V's, W^O; at most LIPT_ATTN_BOUND_REQ_MAX; 0 for the ∞-norm bound, which needs none), then the bound from the
+ * batch's outputs for them, sig[k] for req[k]. The two together give lipt_attn_bound's values and gradients. */
+#define LIPT_ATTN_BOUND_REQ_MAX 4
+int lipt_attn_bound_requests(const lipt_config *cfg, lipt_tensor *wq, lipt_tensor *wk, lipt_tensor *wv,
+                             lipt_tensor *wo, const lipt_bound_vectors *vec, lipt_spectral_req *req);
+lipt_tensor *lipt_attn_bound_from(lipt_ctx *ctx, const lipt_config *cfg, lipt_tensor *wq, lipt_tensor *wk,
+                                  lipt_tensor *wv, lipt_tensor *wo, int N, lipt_tensor *const *sig);
 /* How many of the vectors uq, vq, uv, vv, uo, vo, uk, vk (in that order) the attention bound of cfg's model uses:
  * 8 for clipped-dp, 6 for contractive tied L2 with lip_norm 2 or inf2, else 0 (non-contractive kinds: none). */
 int lipt_attn_bound_vector_count(const lipt_config *cfg);

@@ -79,6 +79,19 @@ lipt_status lipt_model_forward(lipt_ctx *ctx, const lipt_model *m, const int *id
  * LayerNorm). logits: ln_f + head. */
 lipt_tensor *lipt_model_embed(lipt_ctx *ctx, const lipt_model *m, const int *ids, int B, int T);
 lipt_tensor *lipt_model_block(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x);
+/* The certified normalisers of one block for a forward pass: the attention's factor 1/max(1, UB/c) and the
+ * certified spectral norms of the feed-forward's W1, W2, each NULL where the model has none. */
+typedef struct {
+    lipt_tensor *attn_fac, *ffn_sigma[2];
+} lipt_layer_certs;
+/* Every block's certificates at the current weights in one batch (lipt_spectral_norm_ub_batch: one certificate per
+ * thread across all the layers, rather than a layer's few side by side), recorded on ctx's tape with the values
+ * and gradients of the per-block calls: [n_layers], or NULL when the model has none (not invertible). The weights
+ * must not change while the result is in use (it belongs to ctx's current step). */
+lipt_layer_certs *lipt_model_certify(lipt_ctx *ctx, const lipt_model *m);
+/* lipt_model_block with the block's certificates from lipt_model_certify (NULL: computed in the block). */
+lipt_tensor *lipt_model_block_certified(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x,
+                                        const lipt_layer_certs *certs);
 lipt_tensor *lipt_model_hidden(lipt_ctx *ctx, const lipt_model *m, const int *ids, int B, int T);
 lipt_tensor *lipt_model_logits(lipt_ctx *ctx, const lipt_model *m, lipt_tensor *h);
 
@@ -96,7 +109,11 @@ lipt_tensor *lipt_model_residual(lipt_ctx *ctx, const lipt_model *m, int layer, 
                                  lipt_tensor *g);
 
 /* A lipt_branch_fn adaptor for lipt_fixed_point_invert and the Jacobian tools. */
-typedef struct { const lipt_model *model; int layer, which; } lipt_branch_ref;
+typedef struct {
+    const lipt_model *model;
+    int layer, which;
+    const lipt_layer_certs *certs; /* the block's certificates (lipt_model_certify), or NULL: computed in the branch */
+} lipt_branch_ref;
 lipt_tensor *lipt_model_branch_fn(lipt_ctx *ctx, lipt_tensor *x, void *branch_ref);
 
 /* Lipschitz normalisers of one block at the current weights, with the spectral norms certified by Gram iteration

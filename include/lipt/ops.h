@@ -136,6 +136,17 @@ lipt_tensor *lipt_spectral_norm_ub(lipt_ctx *ctx, lipt_tensor *w, float *u, floa
 #define LIPT_SPECTRAL_MANY_MAX 8
 void lipt_spectral_norm_ub_many(lipt_ctx *ctx, int n, lipt_tensor *const *w, float *const *u, float *const *v,
                                 int power_iters, int gram_iters, lipt_tensor **out);
+/* One matrix of lipt_spectral_norm_ub_batch: w [R, C] in n_blocks column blocks, its persistent vectors u
+ * [n_blocks*R], v [C] (the gradient's, left as they are) and the gram_iters argument of its bounds. */
+typedef struct {
+    lipt_tensor *w;
+    float *u, *v;
+    int n_blocks, gram_iters;
+} lipt_spectral_req;
+/* lipt_spectral_norm_ub(ctx, req[k].w, req[k].u, req[k].v, req[k].n_blocks, 0, req[k].gram_iters) into out[k] for
+ * each k < n: the same values, bit for bit, and the same gradients, with every block's certificate of every
+ * request in one parallel loop (one certificate per thread, largest first): a model's certificates at once. */
+void lipt_spectral_norm_ub_batch(lipt_ctx *ctx, int n, const lipt_spectral_req *req, lipt_tensor **out);
 /* Induced infinity norms of the column blocks of w [R, C]: transpose = 0 gives ‖W_b‖_∞ (max abs row
  * sum), transpose = 1 gives ‖W_bᵀ‖_∞ (max abs column sum) -> [n_blocks]. Subgradient at the argmax. */
 lipt_tensor *lipt_norm_inf(lipt_ctx *ctx, lipt_tensor *w, int transpose, int n_blocks);

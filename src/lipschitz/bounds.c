@@ -41,20 +41,42 @@ static lipt_tensor *spec_ub(lipt_ctx *ctx, lipt_tensor *w, float *u, float *v, i
     return lipt_spectral_norm_ub(ctx, w, u, v, nb, iters, g);
 }
 
+/* The bounds from their certified spectral norms ([H] per head, [1] for W^O), d = D / H. */
+static lipt_tensor *l2_2_from(lipt_ctx *ctx, lipt_tensor *sq, lipt_tensor *sv, lipt_tensor *so, int N, int d) {
+    const double lead = sqrt((double)N) / sqrt((double)d) * (4.0 * lipt_phi_inv((double)(N - 1)) + 1.0);
+    /* (‖W^{Q,h}‖₂² ‖W^{V,h}‖₂)² = ‖W^{Q,h}‖₂⁴ ‖W^{V,h}‖₂²: the map is homogeneous of degree 2 in W^Q */
+    lipt_tensor *t = lipt_mul(ctx, lipt_mul(ctx, sq, sq), sv);
+    lipt_tensor *root = lipt_sqrt(ctx, lipt_sum(ctx, lipt_mul(ctx, t, t)));
+    return lipt_scale(ctx, lipt_mul(ctx, root, so), (float)lead);
+}
+
+static lipt_tensor *l2_inf2_from(lipt_ctx *ctx, lipt_tensor *sq, lipt_tensor *sv, lipt_tensor *so, int N, int d) {
+    const double lead = (1.0 + 6.0 * lipt_phi_inv((double)(N - 1))) / sqrt((double)d);
+    lipt_tensor *t = lipt_mul(ctx, lipt_mul(ctx, sq, sq), sv); /* L_h / lead */
+    lipt_tensor *root = lipt_sqrt(ctx, lipt_sum(ctx, lipt_mul(ctx, t, t)));
+    return lipt_scale(ctx, lipt_mul(ctx, root, so), (float)lead);
+}
+
+static lipt_tensor *clipped_dp_from(lipt_ctx *ctx, lipt_tensor *sq, lipt_tensor *sk, lipt_tensor *sv, lipt_tensor *so,
+                                    double R, int d) {
+    /* 1 + 2τ_h = 1 + (2 R² / √d) ‖W^{Q,h}‖ ‖W^{K,h}‖ */
+    lipt_tensor *two_tau = lipt_scale(ctx, lipt_mul(ctx, sq, sk), (float)(2.0 * R * R / sqrt((double)d)));
+    lipt_tensor *one = lipt_tensor_1d(ctx, 1);
+    one->data[0] = 1.0f;
+    lipt_tensor *lh = lipt_mul(ctx, sv, lipt_add(ctx, two_tau, one));
+    lipt_tensor *root = lipt_sqrt(ctx, lipt_sum(ctx, lipt_mul(ctx, lh, lh)));
+    return lipt_mul(ctx, root, so);
+}
+
 lipt_tensor *lipt_bound_l2_2(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv, lipt_tensor *wo, int H, int N,
                              lipt_bound_vectors *vec, int iters) {
     check_weights("bound_l2_2", wq, wv, wo, H, N);
     LIPT_CHECK(vec && vec->uq && vec->vq && vec->uv && vec->vv && vec->uo && vec->vo,
                "bound_l2_2: missing power-iteration vectors");
-    const int d = wq->shape[0] / H;
-    const double lead = sqrt((double)N) / sqrt((double)d) * (4.0 * lipt_phi_inv((double)(N - 1)) + 1.0);
     lipt_tensor *sq = spec_ub(ctx, wq, vec->uq, vec->vq, H, iters, vec); /* ‖W^{Q,h}‖₂ [H] */
     lipt_tensor *sv = spec_ub(ctx, wv, vec->uv, vec->vv, H, iters, vec); /* ‖W^{V,h}‖₂ [H] */
     lipt_tensor *so = spec_ub(ctx, wo, vec->uo, vec->vo, 1, iters, vec); /* ‖W^O‖₂ */
-    /* (‖W^{Q,h}‖₂² ‖W^{V,h}‖₂)² = ‖W^{Q,h}‖₂⁴ ‖W^{V,h}‖₂²: the map is homogeneous of degree 2 in W^Q */
-    lipt_tensor *t = lipt_mul(ctx, lipt_mul(ctx, sq, sq), sv);
-    lipt_tensor *root = lipt_sqrt(ctx, lipt_sum(ctx, lipt_mul(ctx, t, t)));
-    return lipt_scale(ctx, lipt_mul(ctx, root, so), (float)lead);
+    return l2_2_from(ctx, sq, sv, so, N, wq->shape[0] / H);
 }
 
 lipt_tensor *lipt_bound_l2_inf2(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv, lipt_tensor *wo, int H, int N,
@@ -62,14 +84,10 @@ lipt_tensor *lipt_bound_l2_inf2(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv,
     check_weights("bound_l2_inf2", wq, wv, wo, H, N);
     LIPT_CHECK(vec && vec->uq && vec->vq && vec->uv && vec->vv && vec->uo && vec->vo,
                "bound_l2_inf2: missing power-iteration vectors");
-    const int d = wq->shape[0] / H;
-    const double lead = (1.0 + 6.0 * lipt_phi_inv((double)(N - 1))) / sqrt((double)d);
     lipt_tensor *sq = spec_ub(ctx, wq, vec->uq, vec->vq, H, iters, vec);
     lipt_tensor *sv = spec_ub(ctx, wv, vec->uv, vec->vv, H, iters, vec);
     lipt_tensor *so = spec_ub(ctx, wo, vec->uo, vec->vo, 1, iters, vec);
-    lipt_tensor *t = lipt_mul(ctx, lipt_mul(ctx, sq, sq), sv); /* L_h / lead */
-    lipt_tensor *root = lipt_sqrt(ctx, lipt_sum(ctx, lipt_mul(ctx, t, t)));
-    return lipt_scale(ctx, lipt_mul(ctx, root, so), (float)lead);
+    return l2_inf2_from(ctx, sq, sv, so, N, wq->shape[0] / H);
 }
 
 lipt_tensor *lipt_bound_clipped_dp(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wk, lipt_tensor *wv, lipt_tensor *wo,
@@ -80,18 +98,11 @@ lipt_tensor *lipt_bound_clipped_dp(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *
     LIPT_CHECK(vec && vec->uq && vec->vq && vec->uv && vec->vv && vec->uo && vec->vo && vec->uk && vec->vk,
                "bound_clipped_dp: missing power-iteration vectors");
     LIPT_CHECK(R > 0 && isfinite(R), "bound_clipped_dp: radius %g", R);
-    const int d = wq->shape[0] / H;
     lipt_tensor *sq = spec_ub(ctx, wq, vec->uq, vec->vq, H, iters, vec); /* ‖W^{Q,h}‖₂ [H] */
     lipt_tensor *sk = spec_ub(ctx, wk, vec->uk, vec->vk, H, iters, vec); /* ‖W^{K,h}‖₂ [H] */
     lipt_tensor *sv = spec_ub(ctx, wv, vec->uv, vec->vv, H, iters, vec); /* ‖W^{V,h}‖₂ [H] */
     lipt_tensor *so = spec_ub(ctx, wo, vec->uo, vec->vo, 1, iters, vec); /* ‖W^O‖₂ */
-    /* 1 + 2τ_h = 1 + (2 R² / √d) ‖W^{Q,h}‖ ‖W^{K,h}‖ */
-    lipt_tensor *two_tau = lipt_scale(ctx, lipt_mul(ctx, sq, sk), (float)(2.0 * R * R / sqrt((double)d)));
-    lipt_tensor *one = lipt_tensor_1d(ctx, 1);
-    one->data[0] = 1.0f;
-    lipt_tensor *lh = lipt_mul(ctx, sv, lipt_add(ctx, two_tau, one));
-    lipt_tensor *root = lipt_sqrt(ctx, lipt_sum(ctx, lipt_mul(ctx, lh, lh)));
-    return lipt_mul(ctx, root, so);
+    return clipped_dp_from(ctx, sq, sk, sv, so, R, wq->shape[0] / H);
 }
 
 /* Unit-length blocks of n floats each. */
@@ -134,19 +145,55 @@ int lipt_attn_bound_vector_count(const lipt_config *cfg) {
     return 0;
 }
 
-lipt_tensor *lipt_attn_bound(lipt_ctx *ctx, const lipt_config *cfg, lipt_tensor *wq, lipt_tensor *wk, lipt_tensor *wv,
-                             lipt_tensor *wo, int N, lipt_bound_vectors *vec) {
+int lipt_attn_bound_requests(const lipt_config *cfg, lipt_tensor *wq, lipt_tensor *wk, lipt_tensor *wv,
+                             lipt_tensor *wo, const lipt_bound_vectors *vec, lipt_spectral_req *req) {
+    const lipt_attn_info *ai = lipt_attn_info_of(cfg->attention);
+    const int H = cfg->n_heads, clipped = ai->bound == LIPT_ATTN_BOUND_CLIPPED_DP;
+    const int spectral = clipped || (ai->bound == LIPT_ATTN_BOUND_TIED_L2 &&
+                                     (cfg->lip_norm == LIPT_LIPNORM_2 || cfg->lip_norm == LIPT_LIPNORM_INF2));
+    if (!spectral) return 0; /* the ∞-norm bound (or none) */
+    LIPT_CHECK(vec && vec->uq && vec->vq && vec->uv && vec->vv && vec->uo && vec->vo && (!clipped || (vec->uk && vec->vk)),
+               "attn_bound: missing power-iteration vectors");
+    const int g = vec->gram_iters > 0 ? vec->gram_iters : LIPT_SPECTRAL_UB_ITERS_REPORT;
+    int n = 0;
+    req[n++] = (lipt_spectral_req){wq, vec->uq, vec->vq, H, g};
+    if (clipped) req[n++] = (lipt_spectral_req){wk, vec->uk, vec->vk, H, g};
+    req[n++] = (lipt_spectral_req){wv, vec->uv, vec->vv, H, g};
+    req[n++] = (lipt_spectral_req){wo, vec->uo, vec->vo, 1, g};
+    return n;
+}
+
+lipt_tensor *lipt_attn_bound_from(lipt_ctx *ctx, const lipt_config *cfg, lipt_tensor *wq, lipt_tensor *wk,
+                                  lipt_tensor *wv, lipt_tensor *wo, int N, lipt_tensor *const *sig) {
     const lipt_attn_info *ai = lipt_attn_info_of(cfg->attention);
     const int H = cfg->n_heads;
     switch (ai->bound) {
-    case LIPT_ATTN_BOUND_CLIPPED_DP:
-        return lipt_bound_clipped_dp(ctx, wq, wk, wv, wo, H, lipt_config_clip_radius(cfg), vec, 0);
+    case LIPT_ATTN_BOUND_CLIPPED_DP: {
+        check_weights("bound_clipped_dp", wq, wv, wo, H, 1);
+        char a[64];
+        LIPT_CHECK(lipt_same_shape(wq, wk), "bound_clipped_dp: wk %s must be [D,D]", lipt_shape_str(wk, a, 64));
+        const double R = lipt_config_clip_radius(cfg);
+        LIPT_CHECK(R > 0 && isfinite(R), "bound_clipped_dp: radius %g", R);
+        return clipped_dp_from(ctx, sig[0], sig[1], sig[2], sig[3], R, wq->shape[0] / H);
+    }
     case LIPT_ATTN_BOUND_TIED_L2:
-        if (cfg->lip_norm == LIPT_LIPNORM_2) return lipt_bound_l2_2(ctx, wq, wv, wo, H, N, vec, 0);
-        if (cfg->lip_norm == LIPT_LIPNORM_INF2) return lipt_bound_l2_inf2(ctx, wq, wv, wo, H, N, vec, 0);
+        if (cfg->lip_norm == LIPT_LIPNORM_2 || cfg->lip_norm == LIPT_LIPNORM_INF2) {
+            check_weights("bound_l2", wq, wv, wo, H, N);
+            return (cfg->lip_norm == LIPT_LIPNORM_2 ? l2_2_from : l2_inf2_from)(ctx, sig[0], sig[1], sig[2], N,
+                                                                                  wq->shape[0] / H);
+        }
         return lipt_bound_l2_inf(ctx, wq, wv, wo, H, N);
     case LIPT_ATTN_BOUND_NONE: break;
     }
     LIPT_CHECK(0, "attn_bound: attention %s has no Lipschitz bound", ai->name);
     return NULL;
+}
+
+lipt_tensor *lipt_attn_bound(lipt_ctx *ctx, const lipt_config *cfg, lipt_tensor *wq, lipt_tensor *wk, lipt_tensor *wv,
+                             lipt_tensor *wo, int N, lipt_bound_vectors *vec) {
+    lipt_spectral_req req[LIPT_ATTN_BOUND_REQ_MAX];
+    lipt_tensor *sig[LIPT_ATTN_BOUND_REQ_MAX];
+    const int n = lipt_attn_bound_requests(cfg, wq, wk, wv, wo, vec, req);
+    lipt_spectral_norm_ub_batch(ctx, n, req, sig); /* every block of W^Q, W^K, W^V and W^O side by side */
+    return lipt_attn_bound_from(ctx, cfg, wq, wk, wv, wo, N, sig);
 }

@@ -34,7 +34,8 @@ static lipt_tensor *contract(lipt_ctx *ctx, lipt_tensor *s, float c) { return li
 
 /* Multi-head attention of x (already layer-normed for the pre-LN variants), with its output projection; what
  * differs between the kinds comes from their lipt_attn_info row. */
-static lipt_tensor *attention(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x) {
+static lipt_tensor *attention(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x,
+                              const lipt_layer_certs *cc) {
     const lipt_config *c = &m->cfg;
     const lipt_attn_info *ai = lipt_attn_info_of(c->attention);
     const lipt_layer *L = &m->layers[layer];
@@ -56,7 +57,7 @@ static lipt_tensor *attention(lipt_ctx *ctx, const lipt_model *m, int layer, lip
     if (!ai->contractive) return linear(ctx, a, L->wo, L->bo);
     /* contractive: F / max(1, UB/c), UB a certified bound at the current weights. The bias is a constant shift,
      * outside the bounded map. */
-    lipt_tensor *fac = lipt_model_attn_factor(ctx, m, layer, 0, NULL);
+    lipt_tensor *fac = cc && cc->attn_fac ? cc->attn_fac : lipt_model_attn_factor(ctx, m, layer, 0, NULL);
     lipt_tensor *f = lipt_mul(ctx, lipt_matmul(ctx, a, L->wo, 0, 0), fac);
     return lipt_add(ctx, f, L->bo);
 }
@@ -75,7 +76,8 @@ static lipt_tensor *activation(lipt_ctx *ctx, const lipt_model *m, const lipt_la
 /* W2 act(W1 x + b1) + b2 per token; contractive: each W / max(1, sigma(W)/c), sigma a certified upper bound
  * (Gram iteration, cfg.gram_iters squarings) at the current weights, gradient u vᵀ from the persistent
  * power-iteration vectors (no rounds here: lipt_model_refresh_norms runs them). */
-static lipt_tensor *feed_forward(lipt_ctx *ctx, const lipt_model *m, const lipt_layer *L, lipt_tensor *x) {
+static lipt_tensor *feed_forward(lipt_ctx *ctx, const lipt_model *m, const lipt_layer *L, lipt_tensor *x,
+                                 const lipt_layer_certs *cc) {
     lipt_tensor *w1 = L->w1, *w2 = L->w2;
     if (m->cfg.ffn == LIPT_FFN_CONTRACTIVE) {
         const float c = m->cfg.c;
@@ -83,9 +85,12 @@ static lipt_tensor *feed_forward(lipt_ctx *ctx, const lipt_model *m, const lipt_
         /* full budget: W1 to 1, W2 to c, so Lip <= c (else both to c: c²) */
         const float c1 = m->cfg.ffn_full_budget ? 1.0f : c;
         lipt_tensor *sigma[2];
-        lipt_spectral_norm_ub_many(ctx, 2, (lipt_tensor *[]){L->w1, L->w2},
-                                   (float *[]){L->sn1_u->data, L->sn2_u->data},
-                                   (float *[]){L->sn1_v->data, L->sn2_v->data}, 0, g, sigma);
+        if (cc && cc->ffn_sigma[0])
+            sigma[0] = cc->ffn_sigma[0], sigma[1] = cc->ffn_sigma[1];
+        else
+            lipt_spectral_norm_ub_many(ctx, 2, (lipt_tensor *[]){L->w1, L->w2},
+                                       (float *[]){L->sn1_u->data, L->sn2_u->data},
+                                       (float *[]){L->sn1_v->data, L->sn2_v->data}, 0, g, sigma);
         w1 = lipt_mul(ctx, w1, contract(ctx, sigma[0], c1));
         w2 = lipt_mul(ctx, w2, contract(ctx, sigma[1], c));
     }
@@ -102,37 +107,45 @@ static lipt_tensor *half_mask(lipt_ctx *ctx, int D, int second) {
     return mk;
 }
 
-static lipt_tensor *plain_branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x);
+static lipt_tensor *plain_branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x,
+                                 const lipt_layer_certs *cc);
 
-lipt_tensor *lipt_model_branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x) {
-    if (!m->cfg.coupling || which == LIPT_BRANCH_MHA) return plain_branch(ctx, m, layer, which, x);
+/* lipt_model_branch with the block's certificates (NULL: computed here) */
+static lipt_tensor *branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x,
+                           const lipt_layer_certs *cc) {
+    if (!m->cfg.coupling || which == LIPT_BRANCH_MHA) return plain_branch(ctx, m, layer, which, x, cc);
     /* additive coupling: the attention reads the second half and writes the first, the feed-forward reads the first
      * and writes the second, so each residual map is inverted exactly by one subtraction */
     const int D = m->cfg.d_model, attn = which == LIPT_BRANCH_ATTN;
     lipt_tensor *in = lipt_mul(ctx, x, half_mask(ctx, D, attn));
-    return lipt_mul(ctx, plain_branch(ctx, m, layer, which, in), half_mask(ctx, D, !attn));
+    return lipt_mul(ctx, plain_branch(ctx, m, layer, which, in, cc), half_mask(ctx, D, !attn));
 }
 
-static lipt_tensor *plain_branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x) {
+lipt_tensor *lipt_model_branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x) {
+    return branch(ctx, m, layer, which, x, NULL);
+}
+
+static lipt_tensor *plain_branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x,
+                                 const lipt_layer_certs *cc) {
     LIPT_CHECK(layer >= 0 && layer < m->cfg.n_layers, "model branch: layer %d of %d", layer, m->cfg.n_layers);
     LIPT_CHECK(which == LIPT_BRANCH_ATTN || which == LIPT_BRANCH_FFN || which == LIPT_BRANCH_MHA, "model branch: which = %d", which);
     LIPT_CHECK(x->ndim == 3 && x->shape[2] == m->cfg.d_model && x->shape[1] <= m->cfg.seq_len,
                "model branch: x must be [B,T<=%d,%d]", m->cfg.seq_len, m->cfg.d_model);
     const lipt_layer *L = &m->layers[layer];
     const float eps = m->cfg.ln_eps;
-    if (which == LIPT_BRANCH_MHA) return attention(ctx, m, layer, x);
+    if (which == LIPT_BRANCH_MHA) return attention(ctx, m, layer, x, cc);
     const int pre = !m->invertible && m->cfg.norm == LIPT_NORM_PRE; /* post-LN normalises after the sum instead */
     if (which == LIPT_BRANCH_ATTN) {
         lipt_tensor *in = pre ? lipt_layernorm(ctx, x, L->ln1_g, L->ln1_b, eps) : x;
-        return attention(ctx, m, layer, in);
+        return attention(ctx, m, layer, in, cc);
     }
     lipt_tensor *in = pre ? lipt_layernorm(ctx, x, L->ln2_g, L->ln2_b, eps) : x;
-    return feed_forward(ctx, m, L, in);
+    return feed_forward(ctx, m, L, in, cc);
 }
 
 lipt_tensor *lipt_model_branch_fn(lipt_ctx *ctx, lipt_tensor *x, void *branch_ref) {
     const lipt_branch_ref *r = branch_ref;
-    return lipt_model_branch(ctx, r->model, r->layer, r->which, x);
+    return branch(ctx, r->model, r->layer, r->which, x, r->certs);
 }
 
 lipt_tensor *lipt_model_residual(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x,
@@ -151,30 +164,36 @@ lipt_tensor *lipt_model_residual(lipt_ctx *ctx, const lipt_model *m, int layer, 
 static lipt_tensor *half_block(lipt_ctx *ctx, lipt_tensor *x, void *branch_ref) {
     const lipt_branch_ref *r = branch_ref;
     const lipt_model *m = r->model;
-    lipt_tensor *g = lipt_model_branch(ctx, m, r->layer, r->which, x);
+    lipt_tensor *g = branch(ctx, m, r->layer, r->which, x, r->certs);
     if (m->cfg.dropout > 0 && ctx->training) g = lipt_dropout(ctx, g, m->cfg.dropout);
     return lipt_model_residual(ctx, m, r->layer, r->which, x, g);
 }
 
-lipt_tensor *lipt_model_block(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x) {
+lipt_tensor *lipt_model_block_certified(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x,
+                                        const lipt_layer_certs *certs) {
     for (int which = LIPT_BRANCH_ATTN; which <= LIPT_BRANCH_FFN; which++) {
         if (ctx->recompute) { /* keep only the half-block's output; its inside is rerun in the backward */
             lipt_branch_ref *r = lipt_arena_alloc(&ctx->arena, sizeof *r);
-            *r = (lipt_branch_ref){m, layer, which};
+            *r = (lipt_branch_ref){m, layer, which, certs};
             /* the feed-forward half is token-wise: it runs in pieces, so its d_ff-wide insides are bounded too */
             const int rows = ctx->recompute_rows > 0 ? ctx->recompute_rows : LIPT_RECOMPUTE_ROWS;
             x = which == LIPT_BRANCH_FFN ? lipt_recompute_rows(ctx, half_block, x, r, rows)
                                          : lipt_recompute(ctx, half_block, x, r);
         } else {
-            x = half_block(ctx, x, &(lipt_branch_ref){m, layer, which});
+            x = half_block(ctx, x, &(lipt_branch_ref){m, layer, which, certs});
         }
     }
     return x;
 }
 
+lipt_tensor *lipt_model_block(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x) {
+    return lipt_model_block_certified(ctx, m, layer, x, NULL);
+}
+
 lipt_tensor *lipt_model_hidden(lipt_ctx *ctx, const lipt_model *m, const int *ids, int B, int T) {
     lipt_tensor *x = lipt_model_embed(ctx, m, ids, B, T);
-    for (int l = 0; l < m->cfg.n_layers; l++) x = lipt_model_block(ctx, m, l, x);
+    const lipt_layer_certs *cc = lipt_model_certify(ctx, m); /* all the blocks' certificates in one batch */
+    for (int l = 0; l < m->cfg.n_layers; l++) x = lipt_model_block_certified(ctx, m, l, x, cc ? &cc[l] : NULL);
     return x;
 }
 

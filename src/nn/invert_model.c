@@ -72,7 +72,7 @@ lipt_status lipt_model_invert(lipt_ctx *ctx, const lipt_model *m, const int *ids
         /* the block is x -> x + g_attn(x) -> . + g_ffn(.): undo the feed-forward map first */
         for (int which = LIPT_BRANCH_FFN; which >= LIPT_BRANCH_ATTN; which--) {
             const int k = 2 * l + which;
-            lipt_branch_ref ref = {m, l, which};
+            lipt_branch_ref ref = {m, l, which, NULL};
             lipt_fp_result fr = {0, 0, res->err + (size_t)k * o.max_iter, 0};
             mark = lipt_arena_get_mark(&ctx->arena);
             lipt_tensor *yt = lipt_tensor_wrap(ctx, y, 3, (int[]){1, T, D});

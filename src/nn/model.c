@@ -181,6 +181,43 @@ lipt_tensor *lipt_model_attn_factor(lipt_ctx *ctx, const lipt_model *m, int laye
     return lipt_contract_factor(ctx, b, m->cfg.c);
 }
 
+lipt_layer_certs *lipt_model_certify(lipt_ctx *ctx, const lipt_model *m) {
+    const lipt_config *c = &m->cfg;
+    const int n_layers = c->n_layers, attn = lipt_attn_contractive(c->attention),
+              ffn = c->ffn == LIPT_FFN_CONTRACTIVE;
+    if (n_layers <= 0 || (!attn && !ffn)) return NULL;
+    enum { PER_LAYER = LIPT_ATTN_BOUND_REQ_MAX + 2 };
+    lipt_layer_certs *cc = lipt_arena_calloc(&ctx->arena, (size_t)n_layers * sizeof *cc);
+    lipt_spectral_req *req = lipt_arena_alloc(&ctx->arena, (size_t)n_layers * PER_LAYER * sizeof *req);
+    lipt_tensor **sig = lipt_arena_alloc(&ctx->arena, (size_t)n_layers * PER_LAYER * sizeof *sig);
+    int *first = lipt_arena_alloc(&ctx->arena, (size_t)n_layers * 2 * sizeof *first), n = 0;
+    const int g = lipt_config_gram_arg(c);
+    for (int l = 0; l < n_layers; l++) {
+        const lipt_layer *L = &m->layers[l];
+        first[2 * l] = n;
+        if (attn) {
+            lipt_bound_vectors v = bound_vectors(m, L, 0);
+            n += lipt_attn_bound_requests(c, L->wq, L->wk, L->wv, L->wo, &v, req + n);
+        }
+        first[2 * l + 1] = n;
+        if (ffn) {
+            req[n++] = (lipt_spectral_req){L->w1, L->sn1_u->data, L->sn1_v->data, 1, g};
+            req[n++] = (lipt_spectral_req){L->w2, L->sn2_u->data, L->sn2_v->data, 1, g};
+        }
+    }
+    lipt_spectral_norm_ub_batch(ctx, n, req, sig);
+    for (int l = 0; l < n_layers; l++) {
+        const lipt_layer *L = &m->layers[l];
+        /* the ∞-norm bound needs no certificate: left to the block, where its ops have always been recorded (the
+         * tape's order sets the order in which a weight's gradient contributions are added) */
+        if (attn && first[2 * l + 1] > first[2 * l])
+            cc[l].attn_fac = lipt_contract_factor(
+                ctx, lipt_attn_bound_from(ctx, c, L->wq, L->wk, L->wv, L->wo, c->seq_len, sig + first[2 * l]), c->c);
+        if (ffn) cc[l].ffn_sigma[0] = sig[first[2 * l + 1]], cc[l].ffn_sigma[1] = sig[first[2 * l + 1] + 1];
+    }
+    return cc;
+}
+
 void lipt_model_init_weights(lipt_model *m, uint64_t seed) {
     const lipt_config *c = &m->cfg;
     const int D = c->d_model, H = c->n_heads, d = D / H;

@@ -518,19 +518,24 @@ typedef struct {
     double *vw; /* lipt_spectral_verify_top's scratch (LIPT_SPECTRAL_CHOLESKY), else NULL */
 } ub_scratch;
 
-static ub_scratch ub_scratch_alloc(lipt_arena *ar, int R, int cb, int gram_arg) {
-    const size_t n = (size_t)(cb > R ? R : cb);
-    const int t = gram_arg & ~LIPT_SPECTRAL_CHOLESKY;
+/* Scratch for any block of at most rc entries whose Gram matrix has order at most n, with t squarings at most and
+ * (chol) the Cholesky-verified bound. */
+static ub_scratch ub_scratch_alloc_for(lipt_arena *ar, size_t rc, size_t n, int t, int chol) {
     ub_scratch s;
-    const size_t vw_doubles = gram_arg & LIPT_SPECTRAL_CHOLESKY ? lipt_spectral_verify_scratch((int)n) : 0;
+    const size_t vw_doubles = chol ? lipt_spectral_verify_scratch((int)n) : 0;
     s.vw = vw_doubles ? lipt_arena_alloc(ar, vw_doubles * sizeof(double)) : NULL;
-    s.a = lipt_arena_alloc(ar, (size_t)R * cb * sizeof(double));
+    s.a = lipt_arena_alloc(ar, rc * sizeof(double));
     s.g = lipt_arena_alloc(ar, n * n * sizeof(double));
     s.h = lipt_arena_alloc(ar, n * n * sizeof(double));
     s.ek = lipt_arena_alloc(ar, (size_t)(t + 1) * sizeof(int));
     s.fk = lipt_arena_alloc(ar, (size_t)(t + 1) * sizeof(double));
     s.dk = lipt_arena_alloc(ar, (size_t)(t + 1) * sizeof(double));
     return s;
+}
+
+static ub_scratch ub_scratch_alloc(lipt_arena *ar, int R, int cb, int gram_arg) {
+    return ub_scratch_alloc_for(ar, (size_t)R * cb, (size_t)(cb > R ? R : cb), gram_arg & ~LIPT_SPECTRAL_CHOLESKY,
+                                (gram_arg & LIPT_SPECTRAL_CHOLESKY) != 0);
 }
 
 /* The exponent e with sqrt(s) in [2^(e-1), 2^e): scaling by 2^-e brings a matrix with ‖.‖_F² = s into [1/2, 1). */
@@ -595,7 +600,7 @@ static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int
     mirror_upper(sc_.g, n);
     /* c bounds λ_max(H_0), all the last step needs (Weyl): proven by Cholesky when asked for and found
      * (spectral_verify.c), else Gram iteration's bound of rho(H_0) */
-    double c = sc_.vw ? lipt_spectral_verify_top(sc_.g, n, sc_.vw) : 0;
+    double c = gram_arg & LIPT_SPECTRAL_CHOLESKY ? lipt_spectral_verify_top(sc_.g, n, sc_.vw) : 0;
     if (!(c > 0)) c = gram_rho_bound(sc_.g, n, gram_arg & ~LIPT_SPECTRAL_CHOLESKY, sc_);
     double result = lipt_ub_up(sqrt(lipt_ub_up(c + e0))); /* sigma² <= rho(H_0) + e_0 */
     return isnan(result) ? INFINITY : result;
@@ -622,33 +627,84 @@ static float float_up(double x) {
     return (double)f < x ? nextafterf(f, INFINITY) : f;
 }
 
+/* One certificate of a batch: block b of request k, and its work (for the schedule). */
+typedef struct {
+    int k, b;
+    size_t work;
+} cert_task;
+
+static int cert_task_cmp(const void *x, const void *y) { /* larger work first; ties in request, block order */
+    const cert_task *p = x, *q = y;
+    if (p->work != q->work) return p->work < q->work ? 1 : -1;
+    return p->k != q->k ? (p->k > q->k) - (p->k < q->k) : (p->b > q->b) - (p->b < q->b);
+}
+
+static void cert_task_run(const lipt_spectral_req *req, const cert_task *t, ub_scratch s, lipt_tensor **out) {
+    const lipt_spectral_req *r = &req[t->k];
+    const int R = r->w->shape[0], C = r->w->shape[1], cb = C / r->n_blocks;
+    out[t->k]->data[t->b] = float_up(spectral_ub_core(r->w->data, R, C, t->b * cb, cb, r->gram_iters, s));
+}
+
+void lipt_spectral_norm_ub_batch(lipt_ctx *ctx, int n, const lipt_spectral_req *req, lipt_tensor **out) {
+    LIPT_CHECK(n >= 0, "spectral_norm_ub_batch: %d requests", n);
+    lipt_node **node = lipt_arena_alloc(&ctx->arena, (size_t)(n > 0 ? n : 1) * sizeof *node);
+    int n_tasks = 0;
+    for (int k = 0; k < n; k++) {
+        const lipt_spectral_req *r = &req[k];
+        check_args("spectral_norm_ub", r->w, r->u, r->v, r->n_blocks, 0);
+        check_ub_args(r->w->shape[0], r->w->shape[1], 0, r->w->shape[1] / r->n_blocks, r->gram_iters);
+        out[k] = lipt_tensor_1d(ctx, r->n_blocks);
+        node[k] = lipt_record(ctx, LIPT_OP_SPECTRAL_NORM_UB, out[k], 1, (lipt_tensor *[]){r->w});
+        n_tasks += r->n_blocks;
+    }
+    lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
+    cert_task *task = lipt_arena_alloc(&ctx->arena, (size_t)(n_tasks > 0 ? n_tasks : 1) * sizeof *task);
+    size_t max_rc = 0, max_n = 0, work = 0;
+    int max_t = 0, chol = 0;
+    for (int k = 0, t = 0; k < n; k++) {
+        const int R = req[k].w->shape[0], cb = req[k].w->shape[1] / req[k].n_blocks, g = req[k].gram_iters;
+        const size_t nn = (size_t)(cb > R ? R : cb), rc = (size_t)R * cb;
+        max_rc = rc > max_rc ? rc : max_rc;
+        max_n = nn > max_n ? nn : max_n;
+        max_t = (g & ~LIPT_SPECTRAL_CHOLESKY) > max_t ? (g & ~LIPT_SPECTRAL_CHOLESKY) : max_t;
+        chol |= (g & LIPT_SPECTRAL_CHOLESKY) != 0;
+        for (int b = 0; b < req[k].n_blocks; b++, t++) task[t] = (cert_task){k, b, rc * nn};
+        work += (size_t)req[k].n_blocks * rc * nn;
+    }
+    /* The certificates side by side, one per thread, largest first from a dynamic schedule: a model's weights give
+     * a few large ones (W1, W2, W^O) and many small head blocks, and one after the other the large ones' serial
+     * steps (scaling, mirroring, Lanczos, the factorisation) idled the second thread. Inside the region gram_upper
+     * runs its two products one after the other, which gives the bits of its two-thread split (which product forms
+     * an entry depends only on the order): each bound is the one lipt_spectral_ub returns for its block. */
+    qsort(task, (size_t)n_tasks, sizeof *task, cert_task_cmp);
+    const int par = n_tasks > 1 && lipt_blas_nests_safely() && work >= SPEC_PAR_WORK && !omp_in_parallel();
+    const int nt = par ? omp_get_max_threads() : 1;
+    ub_scratch *sc = lipt_arena_alloc(&ctx->arena, (size_t)nt * sizeof *sc);
+    for (int i = 0; i < nt; i++) sc[i] = ub_scratch_alloc_for(&ctx->arena, max_rc, max_n, max_t, chol);
+    if (par) {
+#pragma omp parallel num_threads(nt)
+        {
+            const ub_scratch s = sc[omp_get_thread_num()];
+#pragma omp for schedule(dynamic, 1)
+            for (int t = 0; t < n_tasks; t++) cert_task_run(req, &task[t], s, out);
+        }
+    } else { /* not in a region: gram_upper's two-thread split would be a nested one, for which libgomp starts and
+              * ends fresh threads every time (15 times slower for one 256×1024 block) */
+        for (int t = 0; t < n_tasks; t++) cert_task_run(req, &task[t], sc[0], out);
+    }
+    lipt_arena_release(&ctx->arena, mk);
+    for (int k = 0; k < n; k++)
+        if (node[k]) save_uv(ctx, node[k], req[k].u, req[k].v, req[k].n_blocks, req[k].w->shape[0], req[k].w->shape[1]);
+}
+
 /* iarg, saved, saved2: as spectral_norm (save_uv). */
 lipt_tensor *lipt_spectral_norm_ub(lipt_ctx *ctx, lipt_tensor *w, float *u, float *v, int n_blocks, int power_iters,
                                    int gram_iters) {
     check_args("spectral_norm_ub", w, u, v, n_blocks, power_iters);
     LIPT_CHECK(gram_iters >= 0, "spectral_norm_ub: gram_iters %d < 0", gram_iters);
-    int R = w->shape[0], C = w->shape[1], cb = C / n_blocks;
-
-    lipt_tensor *out = lipt_tensor_1d(ctx, n_blocks);
-    lipt_node *node = lipt_record(ctx, LIPT_OP_SPECTRAL_NORM_UB, out, 1, (lipt_tensor *[]){w});
-
-    power_all(ctx, w->data, R, C, n_blocks, u, v, power_iters);
-    if (n_blocks == 1) {
-        out->data[0] = float_up(lipt_spectral_ub(ctx, w->data, R, C, 0, cb, gram_iters));
-    } else {
-        /* the blocks side by side, each on one thread (a block's own products are too small to split well) */
-        check_ub_args(R, C, 0, cb, gram_iters);
-        lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
-        ub_scratch *sc = lipt_arena_alloc(&ctx->arena, (size_t)n_blocks * sizeof *sc);
-        for (int b = 0; b < n_blocks; b++) sc[b] = ub_scratch_alloc(&ctx->arena, R, cb, gram_iters);
-        const int par = lipt_blas_nests_safely() && (size_t)R * cb * (size_t)(cb > R ? R : cb) >= SPEC_PAR_WORK;
-#pragma omp parallel for schedule(dynamic, 1) if (par)
-        for (int b = 0; b < n_blocks; b++)
-            out->data[b] = float_up(spectral_ub_core(w->data, R, C, b * cb, cb, gram_iters, sc[b]));
-        lipt_arena_release(&ctx->arena, mk);
-    }
-
-    if (node) save_uv(ctx, node, u, v, n_blocks, R, C);
+    power_all(ctx, w->data, w->shape[0], w->shape[1], n_blocks, u, v, power_iters);
+    lipt_tensor *out;
+    lipt_spectral_norm_ub_batch(ctx, 1, &(lipt_spectral_req){w, u, v, n_blocks, gram_iters}, &out);
     return out;
 }
 
@@ -657,32 +713,13 @@ void lipt_spectral_norm_ub_many(lipt_ctx *ctx, int n, lipt_tensor *const *w, flo
     LIPT_CHECK(n >= 0 && n <= LIPT_SPECTRAL_MANY_MAX, "spectral_norm_ub_many: %d matrices (at most %d)", n,
                LIPT_SPECTRAL_MANY_MAX);
     LIPT_CHECK(gram_iters >= 0, "spectral_norm_ub_many: gram_iters %d < 0", gram_iters);
-    lipt_node *node[LIPT_SPECTRAL_MANY_MAX];
-    size_t work = 0;
+    lipt_spectral_req req[LIPT_SPECTRAL_MANY_MAX];
     for (int i = 0; i < n; i++) {
         check_args("spectral_norm_ub_many", w[i], u[i], v[i], 1, power_iters);
-        const int R = w[i]->shape[0], C = w[i]->shape[1];
-        out[i] = lipt_tensor_1d(ctx, 1);
-        node[i] = lipt_record(ctx, LIPT_OP_SPECTRAL_NORM_UB, out[i], 1, (lipt_tensor *[]){w[i]});
-        power_all(ctx, w[i]->data, R, C, 1, u[i], v[i], power_iters);
-        work += (size_t)R * C * (size_t)(C > R ? R : C);
+        power_all(ctx, w[i]->data, w[i]->shape[0], w[i]->shape[1], 1, u[i], v[i], power_iters);
+        req[i] = (lipt_spectral_req){w[i], u[i], v[i], 1, gram_iters};
     }
-    lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
-    ub_scratch sc[LIPT_SPECTRAL_MANY_MAX];
-    for (int i = 0; i < n; i++) sc[i] = ub_scratch_alloc(&ctx->arena, w[i]->shape[0], w[i]->shape[1], gram_iters);
-    /* One matrix per thread. Inside the region gram_upper runs its two tasks one after the other, with the products
-     * it would run side by side alone (which product forms an entry depends only on the order), so each bound has
-     * the bits of lipt_spectral_norm_ub's. Side by side the threads stay busy through the certificate's small
-     * serial steps (scaling, mirroring, the bound's recurrence) where the two-task split idles one of them. */
-    const int par = n > 1 && lipt_blas_nests_safely() && work >= SPEC_PAR_WORK;
-#pragma omp parallel for schedule(dynamic, 1) if (par)
-    for (int i = 0; i < n; i++) {
-        const int R = w[i]->shape[0], C = w[i]->shape[1];
-        out[i]->data[0] = float_up(spectral_ub_core(w[i]->data, R, C, 0, C, gram_iters, sc[i]));
-    }
-    lipt_arena_release(&ctx->arena, mk);
-    for (int i = 0; i < n; i++)
-        if (node[i]) save_uv(ctx, node[i], u[i], v[i], 1, w[i]->shape[0], w[i]->shape[1]);
+    lipt_spectral_norm_ub_batch(ctx, n, req, out);
 }
 
 /* The gradient of sigma_b with the power vectors held fixed (u_bᵀ W_b v_b -> sigma_b), not of the bound itself. */
