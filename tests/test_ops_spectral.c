@@ -607,9 +607,20 @@ START_TEST(test_spectral_chol_certify) {
             const double tol = 2 * (n + 1) * 0x1p-53 * n * 2.0;
             ck_assert_msg(b >= 1 - 1e-12 && b <= 1 + 1e-9 + tol, "n %d kind %d: bound %.17g (tol %.2e)", n, kind, b, tol);
             double *work = malloc(lipt_spectral_verify_scratch(n) * sizeof(double));
-            const double top = lipt_spectral_verify_top(H, n, work);
-            free(work);
+            const double top = lipt_spectral_verify_top(H, n, NULL, work);
             ck_assert_msg(top >= 1 - 1e-12 && top <= 1 + 1e-5, "n %d kind %d: verified top %.17g", n, kind, top);
+            /* Lanczos from a start vector: near the top eigenvector, the second one (nearly orthogonal to the top:
+             * the retry from the fixed vector must still find it), zero (no start) */
+            float *start = malloc((size_t)n * sizeof(float));
+            for (int sk = 0; sk < 3; sk++) {
+                for (int i = 0; i < n; i++)
+                    start[i] = sk == 0 ? (float)(Q[i * n] + 1e-3 * lipt_rng_normal(&rng)) : sk == 1 && n > 1 ? (float)Q[i * n + 1] : 0.0f;
+                const double ts = lipt_spectral_verify_top(H, n, start, work);
+                ck_assert_msg(ts >= 1 - 1e-12 && ts <= 1 + 0x1p-20 + 1e-9, "n %d kind %d start %d: verified top %.17g",
+                              n, kind, sk, ts);
+            }
+            free(start);
+            free(work);
             checked++;
         }
         /* NaN and a matrix whose top eigenvalue is above every tried μ: no proof */

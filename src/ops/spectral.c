@@ -585,7 +585,10 @@ static double gram_rho_bound(double *g, int n, int t, ub_scratch sc_) {
     return c;
 }
 
-static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int gram_arg, ub_scratch sc_) {
+/* start: the block's power-iteration vector of the Gram side's order (u_b for a wide block, v_b otherwise), a
+ * start for Lanczos (LIPT_SPECTRAL_CHOLESKY), or NULL. */
+static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int gram_arg, const float *start,
+                               ub_scratch sc_) {
     const int rows = cb > R; /* Gram matrix of the smaller side: W_b W_bᵀ when the block is wide */
     const int n = rows ? R : cb, m = rows ? cb : R;
     const size_t nn = (size_t)n * n;
@@ -600,7 +603,7 @@ static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int
     mirror_upper(sc_.g, n);
     /* c bounds λ_max(H_0), all the last step needs (Weyl): proven by Cholesky when asked for and found
      * (spectral_verify.c), else Gram iteration's bound of rho(H_0) */
-    double c = gram_arg & LIPT_SPECTRAL_CHOLESKY ? lipt_spectral_verify_top(sc_.g, n, sc_.vw) : 0;
+    double c = gram_arg & LIPT_SPECTRAL_CHOLESKY ? lipt_spectral_verify_top(sc_.g, n, start, sc_.vw) : 0;
     if (!(c > 0)) c = gram_rho_bound(sc_.g, n, gram_arg & ~LIPT_SPECTRAL_CHOLESKY, sc_);
     double result = lipt_ub_up(sqrt(lipt_ub_up(c + e0))); /* sigma² <= rho(H_0) + e_0 */
     return isnan(result) ? INFINITY : result;
@@ -616,7 +619,8 @@ static void check_ub_args(int R, int C, int c0, int cb, int gram_iters) {
 double lipt_spectral_ub(lipt_ctx *ctx, const float *w, int R, int C, int c0, int cb, int gram_iters) {
     check_ub_args(R, C, c0, cb, gram_iters);
     lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
-    const double r = spectral_ub_core(w, R, C, c0, cb, gram_iters, ub_scratch_alloc(&ctx->arena, R, cb, gram_iters));
+    const double r =
+        spectral_ub_core(w, R, C, c0, cb, gram_iters, NULL, ub_scratch_alloc(&ctx->arena, R, cb, gram_iters));
     lipt_arena_release(&ctx->arena, mk);
     return r;
 }
@@ -642,7 +646,8 @@ static int cert_task_cmp(const void *x, const void *y) { /* larger work first; t
 static void cert_task_run(const lipt_spectral_req *req, const cert_task *t, ub_scratch s, lipt_tensor **out) {
     const lipt_spectral_req *r = &req[t->k];
     const int R = r->w->shape[0], C = r->w->shape[1], cb = C / r->n_blocks;
-    out[t->k]->data[t->b] = float_up(spectral_ub_core(r->w->data, R, C, t->b * cb, cb, r->gram_iters, s));
+    const float *start = cb > R ? r->u + (size_t)t->b * R : r->v + (size_t)t->b * cb;
+    out[t->k]->data[t->b] = float_up(spectral_ub_core(r->w->data, R, C, t->b * cb, cb, r->gram_iters, start, s));
 }
 
 void lipt_spectral_norm_ub_batch(lipt_ctx *ctx, int n, const lipt_spectral_req *req, lipt_tensor **out) {

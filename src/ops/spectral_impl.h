@@ -51,9 +51,11 @@ static inline size_t lipt_spectral_verify_scratch(int n) {
 
 /* A proven upper bound of the largest eigenvalue of the symmetric n×n double matrix H (row-major, both triangles
  * stored), or 0 when no proof was found (the caller then falls back on Gram iteration): a Lanczos estimate θ,
- * then lipt_spectral_chol_certify at μ = θ (1 + δ) for δ = 2^-20, 2^-13, 2^-6. Deterministic (a fixed start
- * vector, fixed operation order). work: lipt_spectral_verify_scratch(n) doubles. */
-double lipt_spectral_verify_top(const double *H, int n, double *work);
+ * then lipt_spectral_chol_certify at μ = θ (1 + δ) for δ = 2^-20, 2^-13, 2^-6. Lanczos starts from `start` (n
+ * floats: an approximate top eigenvector, e.g. the power iteration's; NULL: none), and again from a fixed dense
+ * vector when that estimate is not proven at δ = 2^-20. Deterministic (fixed operation order): a function of H and
+ * start. work: lipt_spectral_verify_scratch(n) doubles. */
+double lipt_spectral_verify_top(const double *H, int n, const float *start, double *work);
 
 /* The proof step: if the floating-point Cholesky factorisation of B = fl(μ I - H) (H symmetric n×n, row-major, its
  * upper triangle read) runs to completion with positive pivots, returns 1 and *bound >= λ_max(H); else 0. B: n²

@@ -47,6 +47,35 @@ static double dot(const double *a, const double *b, int n) {
     return t;
 }
 
+/* y = H x for the n×n row-major H: each y_i is dot(H_i, x), the same lanes and order, but four rows at a time: one
+ * row's sum waits an addition latency per vector, and the rows' sums are independent (Lanczos's product was
+ * latency-bound). */
+static void matvec(const double *H, const double *x, double *y, int n) {
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const double *h0 = H + (size_t)i * n, *h1 = h0 + n, *h2 = h1 + n, *h3 = h2 + n;
+        lipt_vdh s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
+        int j = 0;
+        for (; j + LIPT_VDW <= n; j += LIPT_VDW) {
+            lipt_vdh xv, a;
+            memcpy(&xv, x + j, sizeof xv);
+            memcpy(&a, h0 + j, sizeof a);
+            s0 += a * xv;
+            memcpy(&a, h1 + j, sizeof a);
+            s1 += a * xv;
+            memcpy(&a, h2 + j, sizeof a);
+            s2 += a * xv;
+            memcpy(&a, h3 + j, sizeof a);
+            s3 += a * xv;
+        }
+        double t[4] = {0, 0, 0, 0};
+        for (int l = 0; l < LIPT_VDW; l++) t[0] += s0[l], t[1] += s1[l], t[2] += s2[l], t[3] += s3[l];
+        for (; j < n; j++) t[0] += h0[j] * x[j], t[1] += h1[j] * x[j], t[2] += h2[j] * x[j], t[3] += h3[j] * x[j];
+        y[i] = t[0], y[i + 1] = t[1], y[i + 2] = t[2], y[i + 3] = t[3];
+    }
+    for (; i < n; i++) y[i] = dot(H + (size_t)i * n, x, n);
+}
+
 /* y -= a x, then y -= b z when z is given: element by element, each subtraction rounded on its own (the Cholesky
  * update's arithmetic; the two-row form only saves a pass over y). */
 static void sub_scaled(double *y, double a, const double *x, double b, const double *z, int n) {
@@ -93,12 +122,17 @@ static double tridiag_top(const double *alpha, const double *beta, int k) {
     return hi;
 }
 
-/* Lanczos on H with full reorthogonalisation from a fixed dense start vector (splitmix64 of the index, as the
- * power iteration's reseed): the largest Ritz value, which converges to λ_max(H) from below. Stops when it moves by
- * less than 1e-10 of itself over 8 steps, at an invariant subspace, or after LIPT_LANCZOS_MAX steps. */
-static double lanczos_top(const double *H, int n, double *Q, double *w) {
+/* Lanczos on H with full reorthogonalisation from `start` (n floats), or without one from a fixed dense vector
+ * (splitmix64 of the index, as the power iteration's reseed): the largest Ritz value, which converges to λ_max(H)
+ * from below. Stops when it moves by less than 1e-10 of itself over 8 steps, at an invariant subspace, or after
+ * LIPT_LANCZOS_MAX steps. */
+static double lanczos_top(const double *H, int n, const float *start, double *Q, double *w) {
     double alpha[LIPT_LANCZOS_MAX] = {0}, beta[LIPT_LANCZOS_MAX] = {0};
     for (int j = 0; j < n; j++) {
+        if (start) {
+            Q[j] = start[j];
+            continue;
+        }
         uint64_t z = (uint64_t)j * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
         z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
         z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -106,14 +140,14 @@ static double lanczos_top(const double *H, int n, double *Q, double *w) {
         Q[j] = (double)(z >> 11) * 0x1p-52 - 1.0;
     }
     const double q0 = sqrt(dot(Q, Q, n));
-    if (!(q0 > 0)) return 0;
+    if (!(q0 > 0) || !isfinite(q0)) return 0;
     for (int j = 0; j < n; j++) Q[j] /= q0;
     const int kmax = n < LIPT_LANCZOS_MAX ? n : LIPT_LANCZOS_MAX;
     int k = 0;
     double prev = -INFINITY;
     for (int j = 0; j < kmax; j++) {
         const double *qj = Q + (size_t)j * n;
-        for (int i = 0; i < n; i++) w[i] = dot(H + (size_t)i * n, qj, n);
+        matvec(H, qj, w, n);
         double a = dot(qj, w, n);
         sub_scaled(w, a, qj, 0, NULL, n);
         if (j > 0) sub_scaled(w, beta[j - 1], qj - n, 0, NULL, n);
@@ -180,15 +214,20 @@ int lipt_spectral_chol_certify(const double *H, int n, double mu, double *B, dou
     return isfinite(*bound);
 }
 
-double lipt_spectral_verify_top(const double *H, int n, double *work) {
+double lipt_spectral_verify_top(const double *H, int n, const float *start, double *work) {
     if (n <= 0) return 0;
     double *B = work, *Q = work + (size_t)n * n, *w = Q + (size_t)(LIPT_LANCZOS_MAX + 1) * n;
-    const double theta = lanczos_top(H, n, Q, w);
-    if (!(theta > 0) || !isfinite(theta)) return 0;
+    /* From the start vector (the power iteration's, near the top eigenvector: Lanczos stops after about 16 steps
+     * instead of 40-56) at the first margin only, else as without one: a start vector nearly orthogonal to the top
+     * eigenvector can stop at a lower eigenvalue, which the first margin does not prove and a wider one would, loosely. */
     static const double margin[] = {0x1p-20, 0x1p-13, 0x1p-6};
-    for (int i = 0; i < (int)(sizeof margin / sizeof margin[0]); i++) {
-        double b;
-        if (lipt_spectral_chol_certify(H, n, theta + theta * margin[i], B, &b)) return b;
+    for (int pass = start ? 0 : 1; pass < 2; pass++) {
+        const double theta = lanczos_top(H, n, pass ? NULL : start, Q, w);
+        if (!(theta > 0) || !isfinite(theta)) continue;
+        for (int i = 0; i < (pass ? (int)(sizeof margin / sizeof margin[0]) : 1); i++) {
+            double b;
+            if (lipt_spectral_chol_certify(H, n, theta + theta * margin[i], B, &b)) return b;
+        }
     }
     return 0;
 }
