@@ -225,6 +225,66 @@ START_TEST(test_threads) {
 }
 END_TEST
 
+/* Heads as wide as the model's (d = 32, 64, 128: the float32 products take src/ops/gemm_small.c's kernels, which the
+ * small shapes above never reach): forward against the SPEC formula, gradcheck, and 1 vs 2 threads bit for bit. */
+START_TEST(test_tied_wide_heads) {
+    static const int shapes[][4] = {{2, 33, 64, 2}, {1, 19, 128, 2}, {1, 9, 256, 2}};
+    double worst_fwd = 0, worst_grad = 0;
+    for (size_t si = 0; si < NSH(shapes); si++) {
+        const int B = shapes[si][0], T = shapes[si][1], D = shapes[si][2], H = shapes[si][3];
+        lipt_rng rng;
+        lipt_rng_seed(&rng, 4242 + si);
+        lipt_tensor *in[3];
+        attn_inputs(&rng, 1, (const int[]){B, T, D}, 7, in);
+        const size_t n = in[0]->numel;
+        double *V = malloc(n * sizeof(double)), *ref = malloc(n * sizeof(double));
+        ref_tied_values(in[0]->data, in[1]->data, in[2]->data, B, T, D, H, V);
+        attn_ref(in[0]->data, in[0]->data, V, B, T, D, H, 1, 1, ref);
+        float *out[2], *grads[2][3];
+        for (int th = 1; th <= 2; th++) {
+            lipt_set_threads(th);
+            lipt_ctx ctx;
+            lipt_ctx_init(&ctx, 1 << 20, 1);
+            for (int i = 0; i < 3; i++) in[i]->grad = NULL; /* the gradients live in ctx: fresh ones per run */
+            lipt_tensor *o = lipt_attention_l2_tied(&ctx, in[0], in[1], in[2], H, 1);
+            const double e = tu_max_rel_err(o->data, ref, n, 1e-6);
+            ck_assert_msg(e < 1e-5, "tied forward B%d T%d D%d H%d: rel err %.3e", B, T, D, H, e);
+            if (e > worst_fwd) worst_fwd = e;
+            out[th - 1] = malloc(n * sizeof(float));
+            memcpy(out[th - 1], o->data, n * sizeof(float));
+            float *seed = malloc(n * sizeof(float));
+            for (size_t i = 0; i < n; i++) seed[i] = (float)ref[i] * 0.5f + 0.1f;
+            lipt_backward_seeded(&ctx, o, seed);
+            for (int i = 0; i < 3; i++) {
+                grads[th - 1][i] = malloc(in[i]->numel * sizeof(float));
+                memcpy(grads[th - 1][i], lipt_grad_of(&ctx, in[i]), in[i]->numel * sizeof(float));
+            }
+            free(seed);
+            lipt_ctx_free(&ctx);
+            for (int i = 0; i < 3; i++) in[i]->grad = NULL;
+        }
+        lipt_set_threads(2);
+        ck_assert_msg(memcmp(out[0], out[1], n * sizeof(float)) == 0, "D%d: forward differs on 1 and 2 threads", D);
+        for (int i = 0; i < 3; i++)
+            ck_assert_msg(memcmp(grads[0][i], grads[1][i], in[i]->numel * sizeof(float)) == 0,
+                          "D%d: gradient of input %d differs on 1 and 2 threads", D, i);
+        attn_args a = {lipt_attention_l2_tied, H, 1};
+        char label[96];
+        snprintf(label, sizeof label, "attention_l2_tied wide B%d T%d D%d H%d", B, T, D, H);
+        const double g = tu_gradcheck(label, attn_build, &a, in, 3, &(tu_gradcheck_opts){.seed = 3, .tol = 5e-3});
+        if (g > worst_grad) worst_grad = g;
+        for (int th = 0; th < 2; th++) {
+            free(out[th]);
+            for (int i = 0; i < 3; i++) free(grads[th][i]);
+        }
+        for (int i = 0; i < 3; i++) tu_free(in[i]);
+        free(V), free(ref);
+    }
+    printf("attention_l2_tied wide heads: forward worst rel err %.3e (tol 1e-5), gradcheck %.3e (tol 5e-3)\n",
+           worst_fwd, worst_grad);
+}
+END_TEST
+
 int main(void) {
     lipt_set_threads(2);
     Suite *s = suite_create("ops_attention_l2");
@@ -238,6 +298,7 @@ int main(void) {
     tcase_add_test(tc, test_accumulates);
     tcase_add_test(tc, test_causal_future);
     tcase_add_test(tc, test_threads);
+    tcase_add_test(tc, test_tied_wide_heads);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -6,7 +6,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "ops/gemm.h"
+#include "ops/gemm_small.h"
 
 /* ---------------------------------------------------------------- L2 logit kernels */
 
@@ -55,8 +55,8 @@ void lipt_attn_l2_tied_M(lipt_ctx *ctx, const float *wq, const float *wv, int D,
     const int d = D / H;
     const float inv_s = (float)(1.0 / sqrt((double)d));
     for (int h = 0; h < H; h++)
-        lipt_gemm_p(ctx, 1, 0, d, d, D, inv_s, wq + (size_t)h * d, D, wv + (size_t)h * d, D, 0.0f,
-                    M + (size_t)h * d * d, d);
+        lipt_gemm_small_p(ctx, 1, 0, d, d, D, inv_s, wq + (size_t)h * d, D, wv + (size_t)h * d, D, 0.0f,
+                          M + (size_t)h * d * d, d);
 }
 
 /* ---------------------------------------------------------------- ops */
@@ -72,9 +72,10 @@ lipt_tensor *lipt_attention_l2_packed(lipt_ctx *ctx, lipt_tensor *qkv, int H, in
 
 void lipt_attention_l2_backward(lipt_ctx *ctx, lipt_node *node) { lipt_attn_qkv_backward(ctx, node, 1); }
 
-/* The heads' products below side by side, one head per thread with a one-threaded BLAS: [B*T, d] x [d, d] with
+/* The heads' products below side by side, one head per thread with a one-threaded product: [B*T, d] x [d, d] with
  * d = 64 ran at about 70 GFLOP/s on two threads through OpenBLAS's own threading (its threads synchronise around a
- * product this thin), 4 % of a tied-L2 training step. Each head's product is the same call either way. */
+ * product this thin), 4 % of a tied-L2 training step. Each head's product is the same call either way. At float32
+ * they go through lipt_gemm_small (no packing, prefetched strided head blocks) when d fits its tile. */
 static int heads_par(int H) {
     return H > 1 && !omp_in_parallel() && omp_get_max_threads() > 1 && lipt_blas_nests_safely();
 }
@@ -88,8 +89,8 @@ static void tied_values(lipt_ctx *ctx, const lipt_tensor *q, const lipt_tensor *
     lipt_attn_l2_tied_M(ctx, wq->data, wv->data, D, H, M);
 #pragma omp parallel for schedule(static) if (heads_par(H))
     for (int h = 0; h < H; h++)
-        lipt_gemm_p(ctx, 0, 0, BT, d, d, 1.0f, q->data + (size_t)h * d, D, M + (size_t)h * d * d, d, 0.0f,
-                    V + (size_t)h * d, D);
+        lipt_gemm_small_p(ctx, 0, 0, BT, d, d, 1.0f, q->data + (size_t)h * d, D, M + (size_t)h * d * d, d, 0.0f,
+                          V + (size_t)h * d, D);
 }
 
 /* saved: P [B,H,T,T] or (iarg 2 set) the tiled row stats [2,B,H,T]; saved2: V [B,T,D] then M [H,d,d].
@@ -145,14 +146,16 @@ void lipt_attention_l2_tied_backward(lipt_ctx *ctx, lipt_node *node) {
 #pragma omp parallel for schedule(static) if (heads_par(H))
     for (int h = 0; h < H; h++) {
         const float *Mh = M + (size_t)h * d * d, *dVh = dV + (size_t)h * d;
-        if (dq) lipt_gemm_p(ctx, 0, 1, BT, d, d, 1.0f, dVh, D, Mh, d, 1.0f, dq + (size_t)h * d, D);
+        if (dq) lipt_gemm_small_p(ctx, 0, 1, BT, d, d, 1.0f, dVh, D, Mh, d, 1.0f, dq + (size_t)h * d, D);
         if (!dMs) continue;
         float *dM = dMs + (size_t)h * d * d;
-        lipt_gemm_p(ctx, 1, 0, d, d, BT, 1.0f, q->data + (size_t)h * d, D, dVh, D, 0.0f, dM, d);
+        lipt_gemm_small_p(ctx, 1, 0, d, d, BT, 1.0f, q->data + (size_t)h * d, D, dVh, D, 0.0f, dM, d);
         if (dwq)
-            lipt_gemm_p(ctx, 0, 1, D, d, d, inv_s, wv->data + (size_t)h * d, D, dM, d, 1.0f, dwq + (size_t)h * d, D);
+            lipt_gemm_small_p(ctx, 0, 1, D, d, d, inv_s, wv->data + (size_t)h * d, D, dM, d, 1.0f,
+                              dwq + (size_t)h * d, D);
         if (dwv)
-            lipt_gemm_p(ctx, 0, 0, D, d, d, inv_s, wq->data + (size_t)h * d, D, dM, d, 1.0f, dwv + (size_t)h * d, D);
+            lipt_gemm_small_p(ctx, 0, 0, D, d, d, inv_s, wq->data + (size_t)h * d, D, dM, d, 1.0f,
+                              dwv + (size_t)h * d, D);
     }
     lipt_arena_release(&ctx->arena, mark);
 }
