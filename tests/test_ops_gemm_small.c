@@ -172,6 +172,7 @@ END_TEST
 int main(void) {
     Suite *s = suite_create("ops_gemm_small");
     TCase *tc = tcase_create("gemm_small");
+    tcase_set_timeout(tc, 120); /* a few seconds alone; more on a loaded machine */
     tcase_add_test(tc, test_nn_nt);
     tcase_add_test(tc, test_tn);
     tcase_add_test(tc, test_ok);
