@@ -132,12 +132,14 @@ START_TEST(test_matmul_linear) {
 END_TEST
 
 /* The layers compared below, selected by *(int *)user, on in = {x, w, b}. */
-enum { LINEAR, MATMUL_ADD, LINEAR_GELU, GELU_LINEAR };
+enum { LINEAR, MATMUL_ADD, LINEAR_GELU, GELU_LINEAR, LINEAR_MAXMIN, MAXMIN_LINEAR };
 static lipt_tensor *build_layer(lipt_ctx *ctx, lipt_tensor **in, void *user) {
     switch (*(const int *)user) {
     case MATMUL_ADD: return lipt_add(ctx, lipt_matmul(ctx, in[0], in[1], 0, 0), in[2]);
     case LINEAR_GELU: return lipt_linear_gelu(ctx, in[0], in[1], in[2]);
     case GELU_LINEAR: return lipt_gelu(ctx, lipt_linear(ctx, in[0], in[1], in[2]));
+    case LINEAR_MAXMIN: return lipt_linear_maxmin(ctx, in[0], in[1], in[2]);
+    case MAXMIN_LINEAR: return lipt_maxmin(ctx, lipt_linear(ctx, in[0], in[1], in[2]));
     default: return lipt_linear(ctx, in[0], in[1], in[2]);
     }
 }
@@ -227,38 +229,50 @@ START_TEST(test_linear_fused) {
 }
 END_TEST
 
-/* GELU(x w + b) in one op: forward against the double reference (exact-erf GELU), and the bits of
- * lipt_gelu(lipt_linear(...)) forward (recorded and no-grad) and backward (x and w gradients; b's, summed in another
- * order, within one float), accumulating into existing gradients, on 1 and on 2 threads, with b or x and w frozen;
- * the bias gradient the same bits on 1 and 2 threads; gradients by finite differences. Shapes with
- * N = 1 (the bias sum's one-column case), odd widths (vector tails) and M N above the parallel thresholds (column
- * blocks of the bias sum on two threads). */
-START_TEST(test_linear_gelu) {
-    const int shapes[][4] = {{2, 3, 5, 4}, {1, 1, 3, 1}, {3, 7, 8, 11}, {4, 40, 33, 70}, {2, 48, 40, 520}};
+/* The activation after a double x w + b, in place over M rows of N: GELU (exact erf) or MaxMin. */
+static void ref_activation(int fused, double *ref, size_t M, size_t N) {
+    for (size_t i = 0; i < M * N; i++) {
+        if (fused == LINEAR_GELU) {
+            ref[i] *= 0.5 * erfc(-ref[i] / sqrt(2.0));
+        } else if (i % 2 == 0) {
+            const double u = ref[i], v = ref[i + 1];
+            ref[i] = fmax(u, v), ref[i + 1] = fmin(u, v);
+        }
+    }
+}
+
+/* act(x w + b) in one op (fused: LINEAR_GELU or LINEAR_MAXMIN, unfused the two ops): forward against the double
+ * reference, and the bits of act(lipt_linear(...)) forward (recorded and no-grad) and backward (x and w gradients;
+ * b's, summed in another order, within one float), accumulating into existing gradients, on 1 and on 2 threads,
+ * with b or x and w frozen; the bias gradient the same bits on 1 and 2 threads; gradients by finite differences.
+ * Shapes with small N (the bias sum's narrow case), odd widths (vector tails; GELU only, MaxMin needs N even) and
+ * M N above the parallel thresholds. */
+static void check_linear_act(const char *name, int fused, int unfused, const int (*shapes)[4], size_t n_shapes,
+                             uint64_t seed) {
     double worst = 0;
     int64_t worst_ulps = 0;
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    for (size_t si = 0; si < n_shapes; si++) {
         int Bt = shapes[si][0], T = shapes[si][1], K = shapes[si][2], N = shapes[si][3];
         lipt_rng rng;
         lipt_tensor *in[3];
-        linear_inputs(&rng, 41 + si, shapes[si], 0.5f, in);
+        linear_inputs(&rng, seed + si, shapes[si], 0.5f, in);
         lipt_tensor *X = in[0], *W = in[1], *Bv = in[2];
         const size_t n = (size_t)Bt * T * N;
         lipt_ctx ctx;
         lipt_ctx_init(&ctx, 1 << 16, 1);
-        lipt_tensor *Y = build_layer(&ctx, in, &(int){LINEAR_GELU}), *Y2 = build_layer(&ctx, in, &(int){GELU_LINEAR});
+        lipt_tensor *Y = build_layer(&ctx, in, &fused), *Y2 = build_layer(&ctx, in, &unfused);
         ck_assert(Y->ndim == 3 && Y->shape[0] == Bt && Y->shape[1] == T && Y->shape[2] == N && Y->requires_grad);
         double *ref = ref_linear(in, Bt * T, N, K);
-        for (size_t i = 0; i < n; i++) ref[i] *= 0.5 * erfc(-ref[i] / sqrt(2.0));
+        ref_activation(fused, ref, (size_t)Bt * T, (size_t)N);
         const double e = tu_max_rel_err(Y->data, ref, n, 1e-6);
-        ck_assert_msg(e < 1e-5, "linear_gelu forward rel err %.3e", e);
+        ck_assert_msg(e < 1e-5, "%s forward rel err %.3e", name, e);
         if (e > worst) worst = e;
-        ck_assert_msg(memcmp(Y->data, Y2->data, n * sizeof(float)) == 0, "linear_gelu differs from gelu(linear)");
+        ck_assert_msg(memcmp(Y->data, Y2->data, n * sizeof(float)) == 0, "%s differs from the two ops", name);
         lipt_no_grad_push(&ctx);
-        lipt_tensor *Y3 = build_layer(&ctx, in, &(int){LINEAR_GELU});
+        lipt_tensor *Y3 = build_layer(&ctx, in, &fused);
         lipt_no_grad_pop(&ctx);
         ck_assert_msg(!Y3->requires_grad && memcmp(Y->data, Y3->data, n * sizeof(float)) == 0,
-                      "linear_gelu without grad differs");
+                      "%s without grad differs", name);
         free(ref);
         lipt_ctx_free(&ctx);
 
@@ -268,30 +282,45 @@ START_TEST(test_linear_gelu) {
             X->requires_grad = W->requires_grad = mode != 2;
             Bv->requires_grad = mode != 1;
             float *g[4][3]; /* [threads 2, 1][unfused, fused][input] */
-            for (int v = 0; v < 4; v++) grads_of(v & 1 ? LINEAR_GELU : GELU_LINEAR, in, r, 2 - v / 2, g[v]);
+            for (int v = 0; v < 4; v++) grads_of(v & 1 ? fused : unfused, in, r, 2 - v / 2, g[v]);
             for (int k = 0; k < 3; k++) {
                 for (int v = 0; v < 4 && g[0][k]; v += 2) {
                     /* the bias sum adds in another order (double, by chunks of rows): within one float of it */
                     const int64_t u = tu_max_ulps(g[v + 1][k], g[v][k], in[k]->numel);
                     if (k == 2 && u > worst_ulps) worst_ulps = u;
-                    ck_assert_msg(u <= (k == 2), "linear_gelu %dx%dx%d->%d mode %d: gradient of input %d differs from "
-                                  "gelu(linear) by %lld floats (%d threads)", Bt, T, K, N, mode, k, (long long)u,
+                    ck_assert_msg(u <= (k == 2), "%s %dx%dx%d->%d mode %d: gradient of input %d differs from the two "
+                                  "ops by %lld floats (%d threads)", name, Bt, T, K, N, mode, k, (long long)u,
                                   2 - v / 2);
                 }
                 /* the bias sum is the op's own (the products' bits may depend on the BLAS's thread count) */
                 if (k == 2 && g[0][k])
                     ck_assert_msg(memcmp(g[1][k], g[3][k], in[k]->numel * sizeof(float)) == 0,
-                                  "linear_gelu %dx%dx%d->%d mode %d: bias gradient differs on 1 and 2 threads", Bt,
-                                  T, K, N, mode);
+                                  "%s %dx%dx%d->%d mode %d: bias gradient differs on 1 and 2 threads", name, Bt, T, K,
+                                  N, mode);
                 for (int v = 0; v < 4; v++) free(g[v][k]);
             }
         }
         X->requires_grad = W->requires_grad = Bv->requires_grad = 1;
         free(r);
-        linear_gradcheck_free("linear_gelu", LINEAR_GELU, in, 19 + si);
+        if (fused == LINEAR_MAXMIN) /* MaxMin has a kink wherever a pair ties: finite differences straddle them; its
+                                     * gradient is the two ops' (above), which test_ops_maxmin checks */
+            for (int k = 0; k < 3; k++) tu_free(in[k]);
+        else
+            linear_gradcheck_free(name, fused, in, seed + 100 + si);
     }
-    printf("linear_gelu: forward within %.3e of the double reference (tol 1e-5); forward and x, w gradients the bits "
-           "of gelu(linear), b's within %lld floats (tol 1)\n", worst, (long long)worst_ulps);
+    printf("%s: forward within %.3e of the double reference (tol 1e-5); forward and x, w gradients the bits of the two "
+           "ops, b's within %lld floats (tol 1)\n", name, worst, (long long)worst_ulps);
+}
+
+START_TEST(test_linear_gelu) {
+    static const int shapes[][4] = {{2, 3, 5, 4}, {1, 1, 3, 1}, {3, 7, 8, 11}, {4, 40, 33, 70}, {2, 48, 40, 520}};
+    check_linear_act("linear_gelu", LINEAR_GELU, GELU_LINEAR, shapes, sizeof shapes / sizeof shapes[0], 41);
+}
+END_TEST
+
+START_TEST(test_linear_maxmin) {
+    static const int shapes[][4] = {{2, 3, 5, 4}, {1, 1, 3, 2}, {3, 7, 8, 18}, {4, 40, 33, 70}, {2, 48, 40, 520}};
+    check_linear_act("linear_maxmin", LINEAR_MAXMIN, MAXMIN_LINEAR, shapes, sizeof shapes / sizeof shapes[0], 61);
 }
 END_TEST
 
@@ -304,6 +333,7 @@ int main(void) {
     tcase_add_test(tc, test_matmul_linear);
     tcase_add_test(tc, test_linear_fused);
     tcase_add_test(tc, test_linear_gelu);
+    tcase_add_test(tc, test_linear_maxmin);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -16,6 +16,7 @@ extern "C" {
     X(MATMUL, matmul)                   \
     X(LINEAR, linear)                   \
     X(LINEAR_GELU, linear_gelu)         \
+    X(LINEAR_MAXMIN, linear_maxmin)     \
     X(CONCAT_COLS, concat_cols)         \
     X(ADD, add)                         \
     X(SUB, sub)                         \

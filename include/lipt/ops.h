@@ -26,6 +26,10 @@ lipt_tensor *lipt_linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_ten
  * layer). The same bits as the two ops, forward and the gradients of x and w; b's gradient, summed in another
  * order, within one float of theirs. */
 lipt_tensor *lipt_linear_gelu(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_tensor *b);
+/* maxmin(x w + b), shapes as lipt_linear (N even): lipt_maxmin(ctx, lipt_linear(ctx, x, w, b)) as one op whose
+ * backward routes the gradient and sums the bias's columns in one pass (the invertible model's feed-forward). The
+ * same bits as the two ops, forward and the gradients of x and w; b's gradient within one float of theirs. */
+lipt_tensor *lipt_linear_maxmin(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_tensor *b);
 
 /* Elementwise with row broadcasting: b has a's shape, or b.numel equals the product of a's
  * trailing dims (bias rows), or b has one element (a scalar). */

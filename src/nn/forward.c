@@ -94,9 +94,12 @@ static lipt_tensor *feed_forward(lipt_ctx *ctx, const lipt_model *m, const lipt_
         w1 = lipt_mul(ctx, w1, contract(ctx, sigma[0], c1));
         w2 = lipt_mul(ctx, w2, contract(ctx, sigma[1], c));
     }
-    /* GELU after a biased W1: one op (the same values; its backward sums the bias gradient in GELU's pass) */
-    lipt_tensor *h = m->cfg.activation == LIPT_ACT_GELU && L->b1 ? lipt_linear_gelu(ctx, x, w1, L->b1)
-                                                                 : activation(ctx, m, L, linear(ctx, x, w1, L->b1));
+    /* GELU or MaxMin after a biased W1: one op (the same values; its backward sums the bias gradient in the
+     * activation's backward pass) */
+    lipt_tensor *h = !L->b1                                ? activation(ctx, m, L, linear(ctx, x, w1, L->b1))
+                     : m->cfg.activation == LIPT_ACT_GELU   ? lipt_linear_gelu(ctx, x, w1, L->b1)
+                     : m->cfg.activation == LIPT_ACT_MAXMIN ? lipt_linear_maxmin(ctx, x, w1, L->b1)
+                                                            : activation(ctx, m, L, lipt_linear(ctx, x, w1, L->b1));
     return linear(ctx, h, w2, L->b2);
 }
 

@@ -1,4 +1,5 @@
-/* Private: GELU's passes shared by lipt_gelu and the fused lipt_linear_gelu (src/ops/matmul.c). */
+/* Private: the activations' passes shared by lipt_gelu, lipt_maxmin and the fused lipt_linear_gelu,
+ * lipt_linear_maxmin (src/ops/matmul.c). */
 #ifndef LIPT_OPS_ACTIVATION_IMPL_H
 #define LIPT_OPS_ACTIVATION_IMPL_H
 
@@ -16,5 +17,14 @@ void lipt_gelu_pass(const float *x, float *y, float *cdf, size_t n);
  * lipt_reduce_rows_acc's row-order sum). Scratch in ctx's arena, released on return. */
 void lipt_gelu_grad_colsum(lipt_ctx *ctx, const float *x, const float *cdf, const float *g, float *dx, size_t rows,
                            size_t P, float *db);
+
+/* y = maxmin(a) over n floats (n even; y may be a), on the context's threads. */
+void lipt_maxmin_pass(const float *a, float *y, size_t n);
+
+/* MaxMin's backward over rows x P floats (P even): dx = the gradient g routed back through maxmin at its input a,
+ * stored (not accumulated); and, when db is given, db[j] += Σ_r dx[r*P + j] in the same pass, summed in double by
+ * fixed chunks of rows as lipt_gelu_grad_colsum. */
+void lipt_maxmin_grad_colsum(lipt_ctx *ctx, const float *a, const float *g, float *dx, size_t rows, size_t P,
+                             float *db);
 
 #endif

@@ -238,3 +238,33 @@ void lipt_linear_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
     lipt_gelu_grad_colsum(ctx, y, y + n, node->out->grad, G, (size_t)M, (size_t)N, db);
     linear_grads(ctx, node, G, dx, dw);
 }
+
+/* lipt_linear's product y = x w + b, then lipt_maxmin's pass over it, as lipt_linear_gelu: the same bits as the two
+ * ops; in no-grad mode MaxMin runs in place. iarg: as linear; saved: x packed; saved2: y [M, N] */
+lipt_tensor *lipt_linear_maxmin(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_tensor *b) {
+    lipt_tensor *in[3] = {x, w, b};
+    int M, N, K, shape[LIPT_MAX_DIMS];
+    linear_dims("linear_maxmin", in, &M, &N, &K, shape);
+    LIPT_CHECK(N % 2 == 0, "linear_maxmin: %d output columns (MaxMin pairs them: need an even number)", N);
+    lipt_tensor *out = lipt_tensor_new(ctx, x->ndim, shape);
+    const size_t n = out->numel;
+    float *y = lipt_should_record(ctx, 3, in) ? lipt_arena_alloc(&ctx->arena, n * sizeof(float)) : NULL;
+    void *xpk = linear_product(ctx, in, M, N, K, y ? y : out->data);
+    lipt_maxmin_pass(y ? y : out->data, out->data, n);
+    lipt_node *node = record_linear(ctx, LIPT_OP_LINEAR_MAXMIN, out, in, xpk, M, N, K);
+    if (node) node->saved2 = y;
+    return out;
+}
+
+/* MaxMin's backward into G and the bias gradient's column sums in one pass (lipt_maxmin_grad_colsum), then the
+ * products of lipt_linear's backward from G (kept until the step's reset, as lipt_linear_gelu_backward's). */
+void lipt_linear_maxmin_backward(lipt_ctx *ctx, lipt_node *node) {
+    const int M = node->iarg[0], N = node->iarg[1];
+    if (M == 0 || N == 0) return;
+    float *dx = lipt_grad_of(ctx, node->in[0]), *dw = lipt_grad_of(ctx, node->in[1]);
+    float *db = lipt_grad_of(ctx, node->in[2]);
+    if (!dx && !dw && !db) return;
+    float *G = lipt_arena_alloc(&ctx->arena, (size_t)M * N * sizeof(float));
+    lipt_maxmin_grad_colsum(ctx, node->saved2, node->out->grad, G, (size_t)M, (size_t)N, db);
+    linear_grads(ctx, node, G, dx, dw);
+}

@@ -3,6 +3,10 @@
  * Lipschitz-constrained networks more expressive than ReLU does at the same bound. And backward. */
 #include "lipt/ops.h"
 
+#include <string.h>
+
+#include "ops/activation_impl.h"
+#include "ops/reduce_impl.h"
 #include "ops/vmath.h"
 
 /* Both directions work on vectors of LIPT_VW floats, whole pairs (LIPT_VW is even; a vector starts at a multiple of
@@ -42,15 +46,9 @@ static inline lipt_vi keep_mask(lipt_vf a, lipt_vf sw) {
     return (even & (a >= sw)) | (~even & (sw >= a));
 }
 
-lipt_tensor *lipt_maxmin(lipt_ctx *ctx, lipt_tensor *x) {
-    char sx[64];
-    LIPT_CHECK(x->ndim >= 1 && x->shape[x->ndim - 1] % 2 == 0, "maxmin: last dim of %s must be even",
-               lipt_shape_str(x, sx, 64));
-    lipt_tensor *out = lipt_tensor_like(ctx, x);
-    lipt_record(ctx, LIPT_OP_MAXMIN, out, 1, (lipt_tensor *[]){x});
-    const size_t n = x->numel, nv = (n + LIPT_VW - 1) / LIPT_VW;
-    const float *a = x->data;
-    float *y = out->data;
+/* y = maxmin(a) over n floats (n even; y may be a) on the context's threads. */
+void lipt_maxmin_pass(const float *a, float *y, size_t n) {
+    const size_t nv = (n + LIPT_VW - 1) / LIPT_VW;
     const lipt_vi ix = pair_swap_idx();
 #pragma omp parallel for schedule(static) if (n >= (1u << 17))
     for (size_t b = 0; b < nv; b++) {
@@ -58,7 +56,27 @@ lipt_tensor *lipt_maxmin(lipt_ctx *ctx, lipt_tensor *x) {
         const lipt_vf av = lipt_vload_n(a + i, len), sw = pair_swap(av, ix);
         lipt_vstore_n(y + i, lipt_vsel(keep_mask(av, sw), av, sw), len);
     }
+}
+
+lipt_tensor *lipt_maxmin(lipt_ctx *ctx, lipt_tensor *x) {
+    char sx[64];
+    LIPT_CHECK(x->ndim >= 1 && x->shape[x->ndim - 1] % 2 == 0, "maxmin: last dim of %s must be even",
+               lipt_shape_str(x, sx, 64));
+    lipt_tensor *out = lipt_tensor_like(ctx, x);
+    lipt_record(ctx, LIPT_OP_MAXMIN, out, 1, (lipt_tensor *[]){x});
+    lipt_maxmin_pass(x->data, out->data, x->numel);
     return out;
+}
+
+/* dx[0..n) (+)= the gradient g routed back through maxmin at its input a (n floats from an even offset), one
+ * thread. */
+static void maxmin_grad(const float *a, const float *g, float *dx, size_t n, int fresh, lipt_vi ix) {
+    for (size_t i = 0; i < n; i += LIPT_VW) {
+        const size_t len = lipt_vlanes(i, n);
+        const lipt_vf av = lipt_vload_n(a + i, len), gv = lipt_vload_n(g + i, len);
+        const lipt_vf r = lipt_vsel(keep_mask(av, pair_swap(av, ix)), gv, pair_swap(gv, ix));
+        lipt_vstore_n(dx + i, fresh ? r : lipt_vload_n(dx + i, len) + r, len);
+    }
 }
 
 void lipt_maxmin_backward(lipt_ctx *ctx, lipt_node *node) {
@@ -70,9 +88,35 @@ void lipt_maxmin_backward(lipt_ctx *ctx, lipt_node *node) {
     const lipt_vi ix = pair_swap_idx();
 #pragma omp parallel for schedule(static) if (n >= (1u << 17))
     for (size_t b = 0; b < nv; b++) {
-        const size_t i = b * LIPT_VW, len = lipt_vlanes(i, n);
-        const lipt_vf av = lipt_vload_n(a + i, len), gv = lipt_vload_n(g + i, len);
-        const lipt_vf r = lipt_vsel(keep_mask(av, pair_swap(av, ix)), gv, pair_swap(gv, ix));
-        lipt_vstore_n(dx + i, fresh ? r : lipt_vload_n(dx + i, len) + r, len);
+        const size_t i = b * LIPT_VW;
+        maxmin_grad(a + i, g + i, dx + i, lipt_vlanes(i, n), fresh, ix);
     }
+}
+
+/* Rows per chunk of the column sums below (as GELU's: a chunk's rows stream through L1 and L2). */
+#define MAXMIN_SUM_ROWS 64
+
+void lipt_maxmin_grad_colsum(lipt_ctx *ctx, const float *a, const float *g, float *dx, size_t rows, size_t P,
+                             float *db) {
+    LIPT_CHECK(P % 2 == 0, "maxmin_grad_colsum: odd row length %zu", P);
+    const size_t nc = (rows + MAXMIN_SUM_ROWS - 1) / MAXMIN_SUM_ROWS, nvd = (P + LIPT_VDW - 1) / LIPT_VDW;
+    const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
+    lipt_vdh *part = db ? lipt_arena_alloc(&ctx->arena, nc * nvd * sizeof(lipt_vdh)) : NULL;
+    const lipt_vi ix = pair_swap_idx();
+#pragma omp parallel for if (rows * P >= (1u << 17) && nc > 1) schedule(static)
+    for (size_t c = 0; c < nc; c++) {
+        lipt_vdh *acc = part ? part + c * nvd : NULL;
+        if (acc) memset(acc, 0, nvd * sizeof *acc);
+        const size_t r1 = rows - c * MAXMIN_SUM_ROWS < MAXMIN_SUM_ROWS ? rows : (c + 1) * MAXMIN_SUM_ROWS;
+        for (size_t r = c * MAXMIN_SUM_ROWS; r < r1; r++) {
+            maxmin_grad(a + r * P, g + r * P, dx + r * P, P, 1, ix);
+            if (acc) lipt_colsum_acc(acc, dx + r * P, NULL, P); /* the row just written, still in L1 */
+        }
+    }
+    if (part) {
+        for (size_t c = 1; c < nc; c++)
+            for (size_t k = 0; k < nvd; k++) part[k] += part[c * nvd + k];
+        for (size_t j = 0; j < P; j++) db[j] += (float)part[j / LIPT_VDW][j % LIPT_VDW];
+    }
+    lipt_arena_release(&ctx->arena, mk);
 }
