@@ -345,3 +345,26 @@ void lipt_contract_factor_backward(lipt_ctx *ctx, lipt_node *node) {
     const double x = node->in[0]->data[0], c = node->farg[0];
     if (x / c > 1) dx[0] += (float)(-(double)node->out->grad[0] * c / (x * x));
 }
+
+void lipt_rows_colsum(lipt_ctx *ctx, const float *dx, size_t rows, size_t P, float *db, size_t par_min,
+                      void (*row)(size_t r, void *arg), void *arg) {
+    const size_t nc = (rows + LIPT_COLSUM_ROWS - 1) / LIPT_COLSUM_ROWS, nvd = (P + LIPT_VDW - 1) / LIPT_VDW;
+    const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
+    lipt_vdh *part = db ? lipt_arena_alloc(&ctx->arena, nc * nvd * sizeof(lipt_vdh)) : NULL;
+#pragma omp parallel for if (rows * P >= par_min && nc > 1) schedule(static)
+    for (size_t c = 0; c < nc; c++) {
+        lipt_vdh *acc = part ? part + c * nvd : NULL;
+        if (acc) memset(acc, 0, nvd * sizeof *acc);
+        const size_t r1 = rows - c * LIPT_COLSUM_ROWS < LIPT_COLSUM_ROWS ? rows : (c + 1) * LIPT_COLSUM_ROWS;
+        for (size_t r = c * LIPT_COLSUM_ROWS; r < r1; r++) {
+            row(r, arg);
+            if (acc) lipt_colsum_acc(acc, dx + r * P, NULL, P);
+        }
+    }
+    if (part) {
+        for (size_t c = 1; c < nc; c++)
+            for (size_t k = 0; k < nvd; k++) part[k] += part[c * nvd + k];
+        for (size_t j = 0; j < P; j++) db[j] += (float)part[j / LIPT_VDW][j % LIPT_VDW];
+    }
+    lipt_arena_release(&ctx->arena, mk);
+}

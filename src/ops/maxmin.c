@@ -3,8 +3,6 @@
  * Lipschitz-constrained networks more expressive than ReLU does at the same bound. And backward. */
 #include "lipt/ops.h"
 
-#include <string.h>
-
 #include "ops/activation_impl.h"
 #include "ops/reduce_impl.h"
 #include "ops/vmath.h"
@@ -93,30 +91,21 @@ void lipt_maxmin_backward(lipt_ctx *ctx, lipt_node *node) {
     }
 }
 
-/* Rows per chunk of the column sums below (as GELU's: a chunk's rows stream through L1 and L2). */
-#define MAXMIN_SUM_ROWS 64
+typedef struct {
+    const float *a, *g;
+    float *dx;
+    size_t P;
+    lipt_vi ix;
+} maxmin_rows;
+
+static void maxmin_grad_row(size_t r, void *arg) {
+    const maxmin_rows *m = arg;
+    maxmin_grad(m->a + r * m->P, m->g + r * m->P, m->dx + r * m->P, m->P, 1, m->ix);
+}
 
 void lipt_maxmin_grad_colsum(lipt_ctx *ctx, const float *a, const float *g, float *dx, size_t rows, size_t P,
                              float *db) {
     LIPT_CHECK(P % 2 == 0, "maxmin_grad_colsum: odd row length %zu", P);
-    const size_t nc = (rows + MAXMIN_SUM_ROWS - 1) / MAXMIN_SUM_ROWS, nvd = (P + LIPT_VDW - 1) / LIPT_VDW;
-    const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
-    lipt_vdh *part = db ? lipt_arena_alloc(&ctx->arena, nc * nvd * sizeof(lipt_vdh)) : NULL;
-    const lipt_vi ix = pair_swap_idx();
-#pragma omp parallel for if (rows * P >= (1u << 17) && nc > 1) schedule(static)
-    for (size_t c = 0; c < nc; c++) {
-        lipt_vdh *acc = part ? part + c * nvd : NULL;
-        if (acc) memset(acc, 0, nvd * sizeof *acc);
-        const size_t r1 = rows - c * MAXMIN_SUM_ROWS < MAXMIN_SUM_ROWS ? rows : (c + 1) * MAXMIN_SUM_ROWS;
-        for (size_t r = c * MAXMIN_SUM_ROWS; r < r1; r++) {
-            maxmin_grad(a + r * P, g + r * P, dx + r * P, P, 1, ix);
-            if (acc) lipt_colsum_acc(acc, dx + r * P, NULL, P); /* the row just written, still in L1 */
-        }
-    }
-    if (part) {
-        for (size_t c = 1; c < nc; c++)
-            for (size_t k = 0; k < nvd; k++) part[k] += part[c * nvd + k];
-        for (size_t j = 0; j < P; j++) db[j] += (float)part[j / LIPT_VDW][j % LIPT_VDW];
-    }
-    lipt_arena_release(&ctx->arena, mk);
+    maxmin_rows m = {a, g, dx, P, pair_swap_idx()};
+    lipt_rows_colsum(ctx, dx, rows, P, db, (size_t)1 << 17, maxmin_grad_row, &m);
 }

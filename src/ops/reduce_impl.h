@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "lipt/autograd.h"
 #include "ops/vmath.h"
 
 /* db[j] += sign * sum_r g[r*P + j] (* w[r*P + j] when w is given), in double: the sums run over every row. */
@@ -21,6 +22,16 @@ static inline void lipt_colsum_acc(lipt_vdh *acc, const float *g, const float *w
     }
     for (size_t j = nv * LIPT_VDW; j < n; j++) acc[j / LIPT_VDW][j % LIPT_VDW] += w ? (double)g[j] * w[j] : g[j];
 }
+
+/* Rows of a backward pass and their column sums in one pass: row(r, arg) writes dx's row r (P floats; every row
+ * once), and with db given, db[j] += Σ_r dx[r*P + j] of the rows just written (still in L1), summed in double by
+ * fixed chunks of LIPT_COLSUM_ROWS rows, the chunks' sums in order: the same bits on any thread count. Threads take
+ * chunks when rows * P >= par_min. Row chunks, not lipt_reduce_rows_acc's column blocks: whole rows stream
+ * contiguously (on [2048, 1024], 2 threads, a separate lipt_reduce_rows_acc took about as long as GELU's backward).
+ * Scratch in ctx's arena, released on return. */
+#define LIPT_COLSUM_ROWS 64
+void lipt_rows_colsum(lipt_ctx *ctx, const float *dx, size_t rows, size_t P, float *db, size_t par_min,
+                      void (*row)(size_t r, void *arg), void *arg);
 
 /* Σ g[i] (* w[i] when w is given) of n floats, in double: fixed chunks (their bounds depend on n only) each summed in
  * vector lanes, then the chunks' sums in order: the same bits on any thread count. */
