@@ -719,10 +719,10 @@ class LiptTransformer(nn.Module):
         mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
         P = torch.softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
         a = (P @ vh).transpose(1, 2).reshape(B, T, D)
-        f = a @ self.p(p + "attn.wo")
-        if cfg.attention in CONTRACTIVE_ATTENTIONS:
-            f = f * contract_factor(self.attn_bound(l), _f32(cfg.c))
-        return f + self.p(p + "attn.bo")
+        wo = self.p(p + "attn.wo")
+        if cfg.attention in CONTRACTIVE_ATTENTIONS:  # the factor scales W^O, as lipt's forward pass does
+            wo = wo * contract_factor(self.attn_bound(l), _f32(cfg.c))
+        return a @ wo + self.p(p + "attn.bo")
 
     def feed_forward(self, l: int, x: torch.Tensor) -> torch.Tensor:
         p = f"layers.{l}."

@@ -22,10 +22,10 @@ typedef struct {
     float *kn;           /* [B, H, T]: |k_j|²/s per head (l2 and tied), else NULL */
     float *M;            /* [H, d, d]: M_h = W^{Q,h}ᵀ W^{V,h} / s (tied), else NULL */
     const float *w1, *w2;/* feed-forward weights: the model's, or (contractive) copies times their factor */
+    const float *wo;     /* W^O: the model's, or (contractive attention) a copy times 1/max(1, UB/c) */
     float *rel;          /* [H, T]: LIPT_REL_BIAS_GAIN * rel (clipped-dp with rel_bias), the logit bias at distance
                           * i - j within the window, else NULL */
     float *an_scale;     /* [D]: exp(actnorm.log_scale) (actnorm), else NULL */
-    float attn_factor;   /* 1/max(1, UB/c) (contractive kinds), else 1 */
 } dec_layer;
 
 struct lipt_decoder {
@@ -33,7 +33,7 @@ struct lipt_decoder {
     int B, T, D, H, d, F, V;
     int l2, tied;        /* logits -|q-k|²/s (l2 and tied); keys are the queries, values Q_h M_h (tied) */
     int clip;            /* clipped-dp: queries, keys and values from the rows clipped to radius R */
-    int contractive;     /* the attention output is multiplied by attn_factor */
+    int contractive;     /* the attention's W^O is multiplied by its factor 1/max(1, UB/c) */
     float R;
     int len;             /* tokens in every window */
     long slides;
@@ -77,6 +77,7 @@ static void layout(lipt_decoder *s, planner *p, int contractive_ffn) {
         L->M = s->tied ? TAKEF(p, H * d * d) : NULL;
         L->rel = s->m->layers[l].rel ? TAKEF(p, H * T) : NULL;
         L->an_scale = s->m->layers[l].an_s ? TAKEF(p, D) : NULL;
+        if (s->contractive) L->wo = TAKEF(p, D * D);
         if (contractive_ffn) {
             L->w1 = TAKEF(p, D * F);
             L->w2 = TAKEF(p, F * D);
@@ -145,8 +146,13 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
     for (int l = 0; l < c->n_layers; l++) {
         const lipt_layer *W = &m->layers[l];
         dec_layer *L = &s->layers[l];
-        L->attn_factor = 1.0f;
-        if (s->contractive) L->attn_factor = lipt_model_attn_factor(&ctx, m, l, 0, NULL)->data[0];
+        if (s->contractive) {
+            const float fa = lipt_model_attn_factor(&ctx, m, l, 0, NULL)->data[0];
+            float *wo = (float *)L->wo; /* the forward scales W^O by the factor (lipt_mul): the same rounding */
+            for (size_t i = 0; i < (size_t)D * D; i++) wo[i] = W->wo->data[i] * fa;
+        } else {
+            L->wo = W->wo->data;
+        }
         if (cffn) {
             const int g = lipt_config_gram_arg(c);
             const float f1 = lipt_contract_factor(
@@ -411,16 +417,11 @@ static void run_block(lipt_decoder *s, const int *ids, int ld, int n, int want_l
                     lipt_attn_l2_key_norms(kc + (size_t)h * d, n, D, d, inv_s, L->kn + ((size_t)b * H + h) * T + len);
         }
         attend(s, L, n);
-        linear_rows(s, s->att, R, D, W->wo->data, D, NULL, s->g);
-        const float fa = L->attn_factor, *bo = W->bo->data;
-        for (int r = 0; r < R; r++) {
-            float *gr = s->g + (size_t)r * D, *xr = s->x + (size_t)r * D;
-            /* same float operations as lipt_mul (contractive), lipt_add (bias), then the residual add */
-            for (int j = 0; j < D; j++) {
-                float gj = s->contractive ? gr[j] * fa : gr[j];
-                gj = gj + bo[j];
-                xr[j] = xr[j] + gj;
-            }
+        linear_rows(s, s->att, R, D, L->wo, D, W->bo->data, s->g);
+        for (int r = 0; r < R; r++) { /* the residual add */
+            const float *gr = s->g + (size_t)r * D;
+            float *xr = s->x + (size_t)r * D;
+            for (int j = 0; j < D; j++) xr[j] = xr[j] + gr[j];
         }
         if (post) post_norm(s->x, s->u, R, D, W->ln1_g->data, W->ln1_b->data, eps);
         /* ---- feed-forward branch ---- */

@@ -58,8 +58,9 @@ static lipt_tensor *attention(lipt_ctx *ctx, const lipt_model *m, int layer, lip
     /* contractive: F / max(1, UB/c), UB a certified bound at the current weights. The bias is a constant shift,
      * outside the bounded map. */
     lipt_tensor *fac = cc && cc->attn_fac ? cc->attn_fac : lipt_model_attn_factor(ctx, m, layer, 0, NULL);
-    lipt_tensor *f = lipt_mul(ctx, lipt_matmul(ctx, a, L->wo, 0, 0), fac);
-    return lipt_add(ctx, f, L->bo);
+    /* the factor scales W^O (D² floats), not the product ([B,T,D]: a pass forward and two backward), as the
+     * feed-forward's factors scale their weights */
+    return linear(ctx, a, lipt_mul(ctx, L->wo, fac), L->bo);
 }
 
 static lipt_tensor *activation(lipt_ctx *ctx, const lipt_model *m, const lipt_layer *L, lipt_tensor *x) {
