@@ -1,10 +1,13 @@
-/* src/ops/vmath.h, the vectorised exp, sigmoid, normal CDF, GELU, LipSwish and softmax row: accuracy against double
- * references over dense sweeps, the special values (0, under/overflow, ±inf, NaN), loop tails of every length (the
- * zero- or -inf-padded copies must not leak into the results), in-place use, and that lipt_gelu and lipt_lipswish
- * (with its β gradient) give the same bits on 1 and 2 threads. */
+/* src/ops/vmath.h, the vectorised exp, sigmoid, normal CDF, GELU (and its saved derivative), LipSwish and softmax
+ * row: accuracy against double references over dense sweeps, GELU's table lanes against a scalar evaluation, the
+ * special values (0, under/overflow, ±inf, NaN), loop tails of every length (the zero- or -inf-padded copies must
+ * not leak into the results), in-place use, and that lipt_gelu and lipt_lipswish (with its β gradient) give the
+ * same bits on 1 and 2 threads. */
 #include "testutil.h"
 
+#include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,27 +52,123 @@ START_TEST(test_vexp_special) {
 }
 END_TEST
 
-/* Φ: relative error from both tails. The fit is good to ~1.2e-7, but exp(p - z²) loses about z² ulps of the
- * argument, so the bound grows with x² (measured 1.7e-5 at x = -11.4, where Φ ≈ 1e-30). */
+/* Φ: relative error from both tails. Below |x| = LIPT_GELU_TABLE_MAX the tables are good to 9e-8 (measured 9.2e-8 in
+ * float); beyond, the erfcc form's exp(p - z²) loses about z² ulps of its argument, so the bound grows with x²
+ * (measured 1.9e-5 at x = -12.8, where Φ ≈ 1e-37). */
 START_TEST(test_vnormal_cdf_accuracy) {
     double worst_core = 0, worst_tail = 0;
     for (double x = -12.5; x <= 12.5; x += 1.7e-4) {
         const float xf = (float)x;
         const double want = ref_cdf(xf), e = fabs(vcdf1(xf) - want) / want;
-        if (fabs(xf) <= 4.0f) {
+        if (fabsf(xf) < LIPT_GELU_TABLE_MAX) {
             if (!(e <= worst_core)) worst_core = e;
+            ck_assert_msg(e < 1.2e-7, "Phi(%g) relative error %.3e", xf, e);
         } else if (!(e <= worst_tail)) {
             worst_tail = e;
         }
         ck_assert_msg(e < 1e-6 + 1.5e-7 * xf * xf, "Phi(%g) relative error %.3e", xf, e);
     }
-    printf("vnormal_cdf: worst relative error %.3e for |x| <= 4, %.3e for 4 < |x| <= 12.5\n", worst_core,
-           worst_tail);
-    ck_assert(vcdf1(0.0f) == 0.5f);
+    printf("vnormal_cdf: worst relative error %.3e for |x| < %g, %.3e for %g <= |x| <= 12.5\n", worst_core,
+           LIPT_GELU_TABLE_MAX, worst_tail, LIPT_GELU_TABLE_MAX);
+    ck_assert(vcdf1(0.0f) == 0.5f && vcdf1(-0.0f) == 0.5f);
     ck_assert(vcdf1(INFINITY) == 1.0f);
     ck_assert(vcdf1(-INFINITY) == 0.0f);
     ck_assert(vcdf1(-20.0f) == 0.0f && vcdf1(20.0f) == 1.0f);
     ck_assert(isnan(vcdf1(NAN)));
+}
+END_TEST
+
+/* GELU'(x) = Φ(x) + x φ(x) in double. */
+#define SQRT_2PI 2.50662827463100050242
+static double ref_gelu_grad(double x) { return ref_cdf(x) + x * exp(-0.5 * x * x) / SQRT_2PI; }
+
+/* lipt_vgelu's y = x Φ(x) and saved GELU'(x) on a dense grid of 1.6e7 points over [-20, 20] against double:
+ * relative error of y, and GELU''s error relative to Φ(x) + |x| φ(x), the size of its two terms (it crosses zero
+ * at x ≈ -0.75). Inside the tables' range: y within 1.6e-7 (measured 1.45e-7), GELU' within 1.4e-7 (1.27e-7); the
+ * erfcc form beyond within its x²-growing bound (1.9e-5 and 4.0e-6 at most, measured); the flushed far tail
+ * (Φ or φ below FLT_MIN) skipped. Breaking one table coefficient or the Horner order fails here. */
+START_TEST(test_vgelu_dense_accuracy) {
+    enum { B = 4096 };
+    const long N = 16000000;
+    static float x[B], y[B], d[B];
+    double wy[2] = {0}, wd[2] = {0};
+    float ay[2] = {0}, ad[2] = {0};
+    for (long k0 = 0; k0 <= N; k0 += B) {
+        int nb = 0;
+        for (long k = k0; k <= N && nb < B; k++) x[nb++] = (float)(-20.0 + 40.0 * (double)k / (double)N);
+        lipt_vgelu(x, y, d, (size_t)nb);
+        for (int i = 0; i < nb; i++) {
+            const double xd = x[i], P = ref_cdf(xd), e2 = exp(-0.5 * xd * xd);
+            if (P < FLT_MIN || e2 < FLT_MIN) continue;
+            const int tail = !(fabsf(x[i]) < LIPT_GELU_TABLE_MAX);
+            const double ey = xd == 0 ? fabs(y[i]) : fabs(y[i] - xd * P) / fabs(xd * P);
+            const double ed = fabs(d[i] - ref_gelu_grad(xd)) / (P + fabs(xd) * e2 / SQRT_2PI);
+            if (!(ey <= wy[tail])) wy[tail] = ey, ay[tail] = x[i];
+            if (!(ed <= wd[tail])) wd[tail] = ed, ad[tail] = x[i];
+        }
+    }
+    printf("vgelu dense grid: |x| < %g: y rel err %.3e (x = %g), GELU' err %.3e (x = %g); beyond: %.3e (x = %g), "
+           "%.3e (x = %g)\n",
+           LIPT_GELU_TABLE_MAX, wy[0], ay[0], wd[0], ad[0], wy[1], ay[1], wd[1], ad[1]);
+    ck_assert_msg(wy[0] < 1.6e-7, "gelu rel err %.3e at x = %g", wy[0], ay[0]);
+    ck_assert_msg(wd[0] < 1.4e-7, "gelu' err %.3e at x = %g", wd[0], ad[0]);
+    ck_assert_msg(wy[1] < 2.5e-5, "gelu rel err %.3e at x = %g (tail)", wy[1], ay[1]);
+    ck_assert_msg(wd[1] < 6e-6, "gelu' err %.3e at x = %g (tail)", wd[1], ad[1]);
+}
+END_TEST
+
+/* The tables' evaluation written out one float at a time (no vectors): what each lane of lipt_vgelu_table_n must
+ * compute, so its bits cannot depend on the vector width (16, 8, 4 or scalar). */
+static void scalar_table(float x, float *cdf, float *der) {
+    const float magic = 12582912.0f, a = fabsf(x), w = a * 8.0f, r = w + magic, u = w - (r - magic);
+    int32_t bits;
+    memcpy(&bits, &r, sizeof bits);
+    const int i = bits & 31;
+    const float(*S)[32] = lipt_gelu_tab_S, (*D)[32] = lipt_gelu_tab_D;
+    float s = S[6][i] * u + S[5][i];
+    s = s * u + S[4][i];
+    s = s * u + S[3][i];
+    s = s * u + S[2][i];
+    s = S[0][i] + (s * u + S[1][i]);
+    float d = D[4][i] * u + D[3][i];
+    d = d * u + D[2][i];
+    d = d * u + D[1][i];
+    d = d * u + D[0][i];
+    *cdf = x < 0 ? s : 1.0f - s;
+    *der = x < 0 ? d : 1.0f - d;
+}
+
+/* Every lane on its own: for x over the tables' range (every 17th float bit pattern there, both signs), the bits of
+ * the scalar evaluation above, whatever the other lanes hold (in-range values, or values that send the vector
+ * through the erfcc path: 5, -30, inf, NaN); lipt_vgelu's y = x Φ and GELU' likewise. */
+START_TEST(test_vgelu_lanes_independent) {
+    const float fill[] = {0.3f, 5.0f, -30.0f, INFINITY, NAN};
+    long checked = 0;
+    const float lim = LIPT_GELU_TABLE_MAX;
+    uint32_t lim_bits;
+    memcpy(&lim_bits, &lim, sizeof lim_bits);
+    for (uint32_t b = 0; b < lim_bits; b += 17 * 4099)
+        for (int sign = 0; sign < 2; sign++) {
+            const uint32_t bb = b | (sign ? 0x80000000u : 0);
+            float xv, c1, d1;
+            memcpy(&xv, &bb, sizeof xv);
+            scalar_table(xv, &c1, &d1);
+            for (int f = 0; f < 5; f++) {
+                float in[LIPT_VW], y[LIPT_VW], d[LIPT_VW];
+                const int lane = (int)(b % LIPT_VW);
+                for (int l = 0; l < LIPT_VW; l++) in[l] = fill[f];
+                in[lane] = xv;
+                const lipt_vf c = lipt_vnormal_cdf(lipt_vload(in));
+                lipt_vgelu(in, y, d, LIPT_VW);
+                ck_assert_msg(memcmp(&c[lane], &c1, sizeof c1) == 0, "Phi(%a) fill %g: %a vs %a", xv, fill[f], c[lane],
+                              c1);
+                const float y1 = xv * c1;
+                ck_assert_msg(memcmp(&y[lane], &y1, sizeof y1) == 0 && memcmp(&d[lane], &d1, sizeof d1) == 0,
+                              "gelu(%a) fill %g", xv, fill[f]);
+                checked++;
+            }
+        }
+    ck_assert(checked > 10000);
 }
 END_TEST
 
@@ -91,8 +190,8 @@ START_TEST(test_vsigmoid) {
 }
 END_TEST
 
-/* lipt_vgelu on every length 0..3 vectors + 1, against the double GELU and against itself in place; the saved
- * CDF matches; nothing past n is written. */
+/* lipt_vgelu on every length 0..3 vectors + 1, against the double GELU and against itself in place; y is x times
+ * lipt_vnormal_cdf's Φ, the saved GELU' matches the double one; nothing past n is written. */
 START_TEST(test_vgelu_tails) {
     enum { MAXN = 3 * LIPT_VW + 1 };
     float x[MAXN + 1], y[MAXN + 1], c[MAXN + 1], z[MAXN + 1];
@@ -102,7 +201,8 @@ START_TEST(test_vgelu_tails) {
         for (int i = 0; i < n; i++) {
             const double want = x[i] * ref_cdf(x[i]);
             ck_assert_msg(fabs(y[i] - want) <= 1e-6 * fmax(1.0, fabs(want)), "n %d i %d: %g vs %g", n, i, y[i], want);
-            ck_assert(y[i] == x[i] * c[i]);
+            ck_assert(y[i] == x[i] * vcdf1(x[i]));
+            ck_assert_msg(fabs(c[i] - ref_gelu_grad(x[i])) <= 1e-6, "n %d i %d: gelu' %g", n, i, c[i]);
         }
         for (int i = n; i <= MAXN; i++) ck_assert_msg(y[i] == -7.0f && c[i] == -7.0f, "n %d: wrote past the end", n);
         memcpy(z, x, sizeof z);
@@ -201,7 +301,7 @@ static void activation_threads_bitwise(int lipswish) {
     tu_free(X);
     tu_free(Beta);
 }
-/* The interleaved forms (LIPT_VIL vectors at a time, used by the GELU, its backward and the softmax rows) give the
+/* The interleaved forms (LIPT_VIL vectors at a time, used by the GELU and the softmax rows) give the
  * bits of the one-vector forms, lane by lane, over a dense sweep with the special values mixed in; and the GELU's
  * interleaved main loop the bits of its one-vector tail loop. */
 START_TEST(test_interleaved_bitwise) {
@@ -254,6 +354,8 @@ int main(void) {
     tcase_add_test(tc, test_vnormal_cdf_accuracy);
     tcase_add_test(tc, test_vsigmoid);
     tcase_add_test(tc, test_vgelu_tails);
+    tcase_add_test(tc, test_vgelu_dense_accuracy);
+    tcase_add_test(tc, test_vgelu_lanes_independent);
     tcase_add_test(tc, test_vlipswish_tails);
     tcase_add_test(tc, test_vsoftmax_row);
     tcase_add_test(tc, test_interleaved_bitwise);

@@ -23,7 +23,6 @@ static inline size_t act_chunk_len(size_t n, size_t c) { return n - c * ACT_CHUN
  * not depend on the thread count. */
 #define ACT_SUM_ROWS 64
 
-#define ACT_INV_SQRT_2PI 0.39894228040143267794f /* 1/√(2π) */
 #define LIPSWISH_SCALE 1.1f                     /* max of d/dx x·sigmoid(x) is ~1.0998, so /1.1 makes it 1-Lipschitz */
 
 /* ---------------------------------------------------------------- ReLU */
@@ -74,12 +73,12 @@ void lipt_elu_backward(lipt_ctx *ctx, lipt_node *node) {
 
 /* ---------------------------------------------------------------- GELU */
 
-void lipt_gelu_pass(const float *x, float *y, float *cdf, size_t n) {
+void lipt_gelu_pass(const float *x, float *y, float *der, size_t n) {
     const size_t nchunk = act_nchunk(n);
 #pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (size_t c = 0; c < nchunk; c++) {
         const size_t i = c * ACT_CHUNK;
-        lipt_vgelu(x + i, y + i, cdf ? cdf + i : NULL, act_chunk_len(n, c));
+        lipt_vgelu(x + i, y + i, der ? der + i : NULL, act_chunk_len(n, c));
     }
 }
 
@@ -89,35 +88,21 @@ lipt_tensor *lipt_gelu(lipt_ctx *ctx, lipt_tensor *x) {
     lipt_tensor *out = lipt_tensor_like(ctx, x);
     const size_t n = x->numel;
     lipt_node *node = lipt_record(ctx, LIPT_OP_GELU, out, 1, (lipt_tensor *[]){x});
-    /* keep Φ(x) for the backward instead of evaluating it twice */
-    float *cdf = node ? lipt_arena_alloc(&ctx->arena, n * sizeof(float)) : NULL;
-    if (node) node->saved = cdf;
-    lipt_gelu_pass(x->data, out->data, cdf, n);
+    /* keep GELU'(x) for the backward: the forward's tables give it for a few more multiplies, and the backward then
+     * streams two arrays instead of three and evaluates nothing */
+    float *der = node ? lipt_arena_alloc(&ctx->arena, n * sizeof(float)) : NULL;
+    if (node) node->saved = der;
+    lipt_gelu_pass(x->data, out->data, der, n);
     return out;
 }
 
-/* d/dx x Φ(x) = Φ(x) + x φ(x): dx = g (Φ(x) + x φ(x)) over n floats, one thread (+= unless fresh). */
-static inline void gelu_grad(const float *xi, const float *cdf, const float *g, float *dx, size_t n, int fresh) {
-    size_t i = 0;
-    for (; i + LIPT_VIL * LIPT_VW <= n; i += LIPT_VIL * LIPT_VW) { /* LIPT_VIL vectors' exps interleaved */
-        lipt_vf v[LIPT_VIL], e[LIPT_VIL];
-        LIPT_EACH(LIPT_VIL) {
-            v[k] = lipt_vload(xi + i + k * LIPT_VW);
-            e[k] = v[k] * v[k] * -0.5f;
-        }
-        lipt_vexp_n(e, LIPT_VIL);
-        LIPT_EACH(LIPT_VIL) {
-            const size_t o = i + k * LIPT_VW;
-            const lipt_vf r = lipt_vload(g + o) * (lipt_vload(cdf + o) + v[k] * ACT_INV_SQRT_2PI * e[k]);
-            lipt_vstore(dx + o, fresh ? r : lipt_vload(dx + o) + r);
-        }
-    }
-    for (; i < n; i += LIPT_VW) {
-        const size_t len = lipt_vlanes(i, n);
-        const lipt_vf v = lipt_vload_n(xi + i, len), gv = lipt_vload_n(g + i, len);
-        const lipt_vf r = gv * (lipt_vload_n(cdf + i, len) + v * ACT_INV_SQRT_2PI * lipt_vexp(v * v * -0.5f));
-        lipt_vstore_n(dx + i, fresh ? r : lipt_vload_n(dx + i, len) + r, len);
-    }
+/* dx = g GELU'(x) over n floats, one thread (+= unless fresh); der = GELU'(x) = Φ(x) + x φ(x) as the forward
+ * saved it. */
+static inline void gelu_grad(const float *der, const float *g, float *dx, size_t n, int fresh) {
+    if (fresh)
+        for (size_t i = 0; i < n; i++) dx[i] = g[i] * der[i];
+    else
+        for (size_t i = 0; i < n; i++) dx[i] += g[i] * der[i];
 }
 
 void lipt_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
@@ -125,19 +110,19 @@ void lipt_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
     float *dx = lipt_grad_of_fresh(ctx, node->in[0], &fresh);
     if (!dx) return;
     const size_t n = node->in[0]->numel, nchunk = act_nchunk(n);
-    const float *xi = node->in[0]->data, *g = node->out->grad, *cdf = node->saved;
+    const float *g = node->out->grad, *der = node->saved;
 #pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (size_t c = 0; c < nchunk; c++) {
         const size_t i = c * ACT_CHUNK;
-        gelu_grad(xi + i, cdf + i, g + i, dx + i, act_chunk_len(n, c), fresh);
+        gelu_grad(der + i, g + i, dx + i, act_chunk_len(n, c), fresh);
     }
 }
 
 /* Row chunks, not lipt_reduce_rows_acc's column blocks: whole rows stream contiguously (on [2048, 1024], 2 threads,
  * this pass took 1.2-1.3 times GELU's backward alone, lipt_reduce_rows_acc alone about as long as that backward).
  * Each chunk's column sums go to its own row of partial sums, added in chunk order after the loop. */
-void lipt_gelu_grad_colsum(lipt_ctx *ctx, const float *x, const float *cdf, const float *g, float *dx, size_t rows,
-                           size_t P, float *db) {
+void lipt_gelu_grad_colsum(lipt_ctx *ctx, const float *der, const float *g, float *dx, size_t rows, size_t P,
+                           float *db) {
     const size_t nc = (rows + ACT_SUM_ROWS - 1) / ACT_SUM_ROWS, nvd = (P + LIPT_VDW - 1) / LIPT_VDW;
     const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
     lipt_vdh *part = db ? lipt_arena_alloc(&ctx->arena, nc * nvd * sizeof(lipt_vdh)) : NULL;
@@ -147,7 +132,7 @@ void lipt_gelu_grad_colsum(lipt_ctx *ctx, const float *x, const float *cdf, cons
         if (acc) memset(acc, 0, nvd * sizeof *acc);
         const size_t r1 = rows - c * ACT_SUM_ROWS < ACT_SUM_ROWS ? rows : (c + 1) * ACT_SUM_ROWS;
         for (size_t r = c * ACT_SUM_ROWS; r < r1; r++) {
-            gelu_grad(x + r * P, cdf + r * P, g + r * P, dx + r * P, P, 1);
+            gelu_grad(der + r * P, g + r * P, dx + r * P, P, 1);
             if (acc) lipt_colsum_acc(acc, dx + r * P, NULL, P); /* the row just written, still in L1 */
         }
     }

@@ -7,16 +7,16 @@
 
 #include "lipt/autograd.h"
 
-/* y = x Φ(x) over n floats (y may be x) on the context's threads, in fixed chunks; cdf, if not NULL, receives Φ(x)
- * for the backward. */
-void lipt_gelu_pass(const float *x, float *y, float *cdf, size_t n);
+/* y = x Φ(x) over n floats (y may be x) on the context's threads, in fixed chunks; der, if not NULL, receives
+ * GELU'(x) = Φ(x) + x φ(x) for the backward. */
+void lipt_gelu_pass(const float *x, float *y, float *der, size_t n);
 
-/* GELU's backward over rows x P floats, dx = g (Φ(x) + x φ(x)) stored (not accumulated), with cdf = Φ(x) as
+/* GELU's backward over rows x P floats, dx = g GELU'(x) stored (not accumulated), with der = GELU'(x) as
  * lipt_gelu_pass saved it; and, when db is given, db[j] += Σ_r dx[r*P + j] in the same pass: summed in double by
  * fixed chunks of rows, the chunks in order (the same bits on any thread count; within float rounding of
  * lipt_reduce_rows_acc's row-order sum). Scratch in ctx's arena, released on return. */
-void lipt_gelu_grad_colsum(lipt_ctx *ctx, const float *x, const float *cdf, const float *g, float *dx, size_t rows,
-                           size_t P, float *db);
+void lipt_gelu_grad_colsum(lipt_ctx *ctx, const float *der, const float *g, float *dx, size_t rows, size_t P,
+                           float *db);
 
 /* y = maxmin(a) over n floats (n even; y may be a), on the context's threads. */
 void lipt_maxmin_pass(const float *a, float *y, size_t n);

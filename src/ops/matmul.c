@@ -204,20 +204,20 @@ void lipt_linear_backward(lipt_ctx *ctx, lipt_node *node) {
     if (db) lipt_reduce_rows_acc(db, G, NULL, (size_t)M, (size_t)N, 1.0);
 }
 
-/* lipt_linear's product y = x w + b, then lipt_gelu's pass over it: the same bits as the two ops. Recorded, y and
- * Φ(y) are kept side by side for the backward; in no-grad mode GELU runs in place on y (one buffer).
- * iarg: as linear; saved: x packed; saved2: y then Φ(y) [2, M, N] */
+/* lipt_linear's product y = x w + b, then lipt_gelu's pass over it in place: the same bits as the two ops. Recorded,
+ * GELU'(y) is kept for the backward (y itself is not needed again).
+ * iarg: as linear; saved: x packed; saved2: GELU'(y) [M, N] */
 lipt_tensor *lipt_linear_gelu(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_tensor *b) {
     lipt_tensor *in[3] = {x, w, b};
     int M, N, K, shape[LIPT_MAX_DIMS];
     linear_dims("linear_gelu", in, &M, &N, &K, shape);
     lipt_tensor *out = lipt_tensor_new(ctx, x->ndim, shape);
     const size_t n = out->numel;
-    float *y = lipt_should_record(ctx, 3, in) ? lipt_arena_alloc(&ctx->arena, 2 * n * sizeof(float)) : NULL;
-    void *xpk = linear_product(ctx, in, M, N, K, y ? y : out->data);
-    lipt_gelu_pass(y ? y : out->data, out->data, y ? y + n : NULL, n);
+    float *der = lipt_should_record(ctx, 3, in) ? lipt_arena_alloc(&ctx->arena, n * sizeof(float)) : NULL;
+    void *xpk = linear_product(ctx, in, M, N, K, out->data);
+    lipt_gelu_pass(out->data, out->data, der, n);
     lipt_node *node = record_linear(ctx, LIPT_OP_LINEAR_GELU, out, in, xpk, M, N, K);
-    if (node) node->saved2 = y;
+    if (node) node->saved2 = der;
     return out;
 }
 
@@ -230,12 +230,12 @@ void lipt_linear_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
     float *db = lipt_grad_of(ctx, node->in[2]);
     if (!dx && !dw && !db) return;
     const size_t n = (size_t)M * N;
-    const float *y = node->saved2;
+    const float *der = node->saved2;
     /* G stays until the step's reset, as lipt_gelu's input gradient did: released here for the next backward's
      * buffers, it made their zeroing (memset) and the residual adds' gradient copies (ew_acc) twice as slow in the
      * dp training step (perf, 2 A/B rounds), more than the fusion saves */
     float *G = lipt_arena_alloc(&ctx->arena, n * sizeof(float));
-    lipt_gelu_grad_colsum(ctx, y, y + n, node->out->grad, G, (size_t)M, (size_t)N, db);
+    lipt_gelu_grad_colsum(ctx, der, node->out->grad, G, (size_t)M, (size_t)N, db);
     linear_grads(ctx, node, G, dx, dw);
 }
 
