@@ -19,10 +19,6 @@
 static inline size_t act_nchunk(size_t n) { return (n + ACT_CHUNK - 1) / ACT_CHUNK; }
 static inline size_t act_chunk_len(size_t n, size_t c) { return n - c * ACT_CHUNK < ACT_CHUNK ? n - c * ACT_CHUNK : ACT_CHUNK; }
 
-/* Rows per chunk of the bias sum of lipt_gelu_grad_colsum: fixed, so the order of its additions (and its bits) does
- * not depend on the thread count. */
-#define ACT_SUM_ROWS 64
-
 #define LIPSWISH_SCALE 1.1f                     /* max of d/dx x·sigmoid(x) is ~1.0998, so /1.1 makes it 1-Lipschitz */
 
 /* ---------------------------------------------------------------- ReLU */
@@ -118,30 +114,22 @@ void lipt_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
     }
 }
 
-/* Row chunks, not lipt_reduce_rows_acc's column blocks: whole rows stream contiguously (on [2048, 1024], 2 threads,
- * this pass took 1.2-1.3 times GELU's backward alone, lipt_reduce_rows_acc alone about as long as that backward).
- * Each chunk's column sums go to its own row of partial sums, added in chunk order after the loop. */
+/* GELU's backward rows and the bias's column sums in one pass (lipt_rows_colsum) */
+typedef struct {
+    const float *der, *g;
+    float *dx;
+    size_t P;
+} gelu_rows;
+
+static void gelu_grad_row(size_t r, void *arg) {
+    const gelu_rows *a = arg;
+    gelu_grad(a->der + r * a->P, a->g + r * a->P, a->dx + r * a->P, a->P, 1);
+}
+
 void lipt_gelu_grad_colsum(lipt_ctx *ctx, const float *der, const float *g, float *dx, size_t rows, size_t P,
                            float *db) {
-    const size_t nc = (rows + ACT_SUM_ROWS - 1) / ACT_SUM_ROWS, nvd = (P + LIPT_VDW - 1) / LIPT_VDW;
-    const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
-    lipt_vdh *part = db ? lipt_arena_alloc(&ctx->arena, nc * nvd * sizeof(lipt_vdh)) : NULL;
-#pragma omp parallel for if (rows * P >= ACT_PAR_MIN && nc > 1) schedule(static)
-    for (size_t c = 0; c < nc; c++) {
-        lipt_vdh *acc = part ? part + c * nvd : NULL;
-        if (acc) memset(acc, 0, nvd * sizeof *acc);
-        const size_t r1 = rows - c * ACT_SUM_ROWS < ACT_SUM_ROWS ? rows : (c + 1) * ACT_SUM_ROWS;
-        for (size_t r = c * ACT_SUM_ROWS; r < r1; r++) {
-            gelu_grad(der + r * P, g + r * P, dx + r * P, P, 1);
-            if (acc) lipt_colsum_acc(acc, dx + r * P, NULL, P); /* the row just written, still in L1 */
-        }
-    }
-    if (part) {
-        for (size_t c = 1; c < nc; c++)
-            for (size_t k = 0; k < nvd; k++) part[k] += part[c * nvd + k];
-        for (size_t j = 0; j < P; j++) db[j] += (float)part[j / LIPT_VDW][j % LIPT_VDW];
-    }
-    lipt_arena_release(&ctx->arena, mk);
+    gelu_rows a = {der, g, dx, P};
+    lipt_rows_colsum(ctx, dx, rows, P, db, ACT_PAR_MIN, gelu_grad_row, &a);
 }
 
 /* ---------------------------------------------------------------- LipSwish */
