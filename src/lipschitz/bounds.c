@@ -41,20 +41,27 @@ static lipt_tensor *spec_ub(lipt_ctx *ctx, lipt_tensor *w, float *u, float *v, i
     return lipt_spectral_norm_ub(ctx, w, u, v, nb, iters, g);
 }
 
-/* The bounds from their certified spectral norms ([H] per head, [1] for W^O), d = D / H. */
-static lipt_tensor *l2_2_from(lipt_ctx *ctx, lipt_tensor *sq, lipt_tensor *sv, lipt_tensor *so, int N, int d) {
-    const double lead = sqrt((double)N) / sqrt((double)d) * (4.0 * lipt_phi_inv((double)(N - 1)) + 1.0);
-    /* (‖W^{Q,h}‖₂² ‖W^{V,h}‖₂)² = ‖W^{Q,h}‖₂⁴ ‖W^{V,h}‖₂²: the map is homogeneous of degree 2 in W^Q */
-    lipt_tensor *t = lipt_mul(ctx, lipt_mul(ctx, sq, sq), sv);
+/* The tied L2 bounds from their certified spectral norms ([H] per head, [1] for W^O): lead √(Σ_h (‖W^{Q,h}‖₂²
+ * ‖W^{V,h}‖₂)²) ‖W^O‖₂, with lead (√N / √d)(4 φ⁻¹(N−1) + 1) in the 2-norm and (1 + 6 φ⁻¹(N−1)) / √d in the token-wise
+ * norm (d = D / H). The square of ‖W^{Q,h}‖₂ is required: the map is homogeneous of degree 2 in W^Q. */
+static double tied_l2_lead(lipt_lipnorm_kind norm, int N, int d) {
+    const double phi = lipt_phi_inv((double)(N - 1));
+    return norm == LIPT_LIPNORM_2 ? sqrt((double)N) / sqrt((double)d) * (4.0 * phi + 1.0)
+                                  : (1.0 + 6.0 * phi) / sqrt((double)d);
+}
+
+static lipt_tensor *tied_l2_from(lipt_ctx *ctx, lipt_tensor *sq, lipt_tensor *sv, lipt_tensor *so, double lead) {
+    lipt_tensor *t = lipt_mul(ctx, lipt_mul(ctx, sq, sq), sv); /* L_h / lead */
     lipt_tensor *root = lipt_sqrt(ctx, lipt_sum(ctx, lipt_mul(ctx, t, t)));
     return lipt_scale(ctx, lipt_mul(ctx, root, so), (float)lead);
 }
 
-static lipt_tensor *l2_inf2_from(lipt_ctx *ctx, lipt_tensor *sq, lipt_tensor *sv, lipt_tensor *so, int N, int d) {
-    const double lead = (1.0 + 6.0 * lipt_phi_inv((double)(N - 1))) / sqrt((double)d);
-    lipt_tensor *t = lipt_mul(ctx, lipt_mul(ctx, sq, sq), sv); /* L_h / lead */
-    lipt_tensor *root = lipt_sqrt(ctx, lipt_sum(ctx, lipt_mul(ctx, t, t)));
-    return lipt_scale(ctx, lipt_mul(ctx, root, so), (float)lead);
+/* clipped-dp's weight shapes and radius */
+static void check_clipped(lipt_tensor *wq, lipt_tensor *wk, lipt_tensor *wv, lipt_tensor *wo, int H, double R) {
+    check_weights("bound_clipped_dp", wq, wv, wo, H, 1);
+    char a[64];
+    LIPT_CHECK(lipt_same_shape(wq, wk), "bound_clipped_dp: wk %s must be [D,D]", lipt_shape_str(wk, a, 64));
+    LIPT_CHECK(R > 0 && isfinite(R), "bound_clipped_dp: radius %g", R);
 }
 
 static lipt_tensor *clipped_dp_from(lipt_ctx *ctx, lipt_tensor *sq, lipt_tensor *sk, lipt_tensor *sv, lipt_tensor *so,
@@ -76,7 +83,7 @@ lipt_tensor *lipt_bound_l2_2(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv, li
     lipt_tensor *sq = spec_ub(ctx, wq, vec->uq, vec->vq, H, iters, vec); /* ‖W^{Q,h}‖₂ [H] */
     lipt_tensor *sv = spec_ub(ctx, wv, vec->uv, vec->vv, H, iters, vec); /* ‖W^{V,h}‖₂ [H] */
     lipt_tensor *so = spec_ub(ctx, wo, vec->uo, vec->vo, 1, iters, vec); /* ‖W^O‖₂ */
-    return l2_2_from(ctx, sq, sv, so, N, wq->shape[0] / H);
+    return tied_l2_from(ctx, sq, sv, so, tied_l2_lead(LIPT_LIPNORM_2, N, wq->shape[0] / H));
 }
 
 lipt_tensor *lipt_bound_l2_inf2(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv, lipt_tensor *wo, int H, int N,
@@ -87,17 +94,14 @@ lipt_tensor *lipt_bound_l2_inf2(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv,
     lipt_tensor *sq = spec_ub(ctx, wq, vec->uq, vec->vq, H, iters, vec);
     lipt_tensor *sv = spec_ub(ctx, wv, vec->uv, vec->vv, H, iters, vec);
     lipt_tensor *so = spec_ub(ctx, wo, vec->uo, vec->vo, 1, iters, vec);
-    return l2_inf2_from(ctx, sq, sv, so, N, wq->shape[0] / H);
+    return tied_l2_from(ctx, sq, sv, so, tied_l2_lead(LIPT_LIPNORM_INF2, N, wq->shape[0] / H));
 }
 
 lipt_tensor *lipt_bound_clipped_dp(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wk, lipt_tensor *wv, lipt_tensor *wo,
                                    int H, double R, lipt_bound_vectors *vec, int iters) {
-    check_weights("bound_clipped_dp", wq, wv, wo, H, 1);
-    char a[64];
-    LIPT_CHECK(lipt_same_shape(wq, wk), "bound_clipped_dp: wk %s must be [D,D]", lipt_shape_str(wk, a, 64));
+    check_clipped(wq, wk, wv, wo, H, R);
     LIPT_CHECK(vec && vec->uq && vec->vq && vec->uv && vec->vv && vec->uo && vec->vo && vec->uk && vec->vk,
                "bound_clipped_dp: missing power-iteration vectors");
-    LIPT_CHECK(R > 0 && isfinite(R), "bound_clipped_dp: radius %g", R);
     lipt_tensor *sq = spec_ub(ctx, wq, vec->uq, vec->vq, H, iters, vec); /* ‖W^{Q,h}‖₂ [H] */
     lipt_tensor *sk = spec_ub(ctx, wk, vec->uk, vec->vk, H, iters, vec); /* ‖W^{K,h}‖₂ [H] */
     lipt_tensor *sv = spec_ub(ctx, wv, vec->uv, vec->vv, H, iters, vec); /* ‖W^{V,h}‖₂ [H] */
@@ -169,18 +173,14 @@ lipt_tensor *lipt_attn_bound_from(lipt_ctx *ctx, const lipt_config *cfg, lipt_te
     const int H = cfg->n_heads;
     switch (ai->bound) {
     case LIPT_ATTN_BOUND_CLIPPED_DP: {
-        check_weights("bound_clipped_dp", wq, wv, wo, H, 1);
-        char a[64];
-        LIPT_CHECK(lipt_same_shape(wq, wk), "bound_clipped_dp: wk %s must be [D,D]", lipt_shape_str(wk, a, 64));
         const double R = lipt_config_clip_radius(cfg);
-        LIPT_CHECK(R > 0 && isfinite(R), "bound_clipped_dp: radius %g", R);
+        check_clipped(wq, wk, wv, wo, H, R);
         return clipped_dp_from(ctx, sig[0], sig[1], sig[2], sig[3], R, wq->shape[0] / H);
     }
     case LIPT_ATTN_BOUND_TIED_L2:
         if (cfg->lip_norm == LIPT_LIPNORM_2 || cfg->lip_norm == LIPT_LIPNORM_INF2) {
             check_weights("bound_l2", wq, wv, wo, H, N);
-            return (cfg->lip_norm == LIPT_LIPNORM_2 ? l2_2_from : l2_inf2_from)(ctx, sig[0], sig[1], sig[2], N,
-                                                                                  wq->shape[0] / H);
+            return tied_l2_from(ctx, sig[0], sig[1], sig[2], tied_l2_lead(cfg->lip_norm, N, wq->shape[0] / H));
         }
         return lipt_bound_l2_inf(ctx, wq, wv, wo, H, N);
     case LIPT_ATTN_BOUND_NONE: break;

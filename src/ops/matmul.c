@@ -221,22 +221,27 @@ lipt_tensor *lipt_linear_gelu(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lip
     return out;
 }
 
-/* GELU's backward into G and the bias gradient's column sums in one pass (lipt_gelu_grad_colsum), then the products
- * of lipt_linear's backward from G. */
-void lipt_linear_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
+/* The backward of a fused linear + activation: the activation's backward into G with the bias gradient's column
+ * sums in the same pass (act_colsum: lipt_gelu_grad_colsum or lipt_maxmin_grad_colsum, from the node's saved2),
+ * then the products of lipt_linear's backward from G. */
+static void linear_act_backward(lipt_ctx *ctx, lipt_node *node,
+                                void (*act_colsum)(lipt_ctx *, const float *, const float *, float *, size_t, size_t,
+                                                   float *)) {
     const int M = node->iarg[0], N = node->iarg[1];
     if (M == 0 || N == 0) return;
     float *dx = lipt_grad_of(ctx, node->in[0]), *dw = lipt_grad_of(ctx, node->in[1]);
     float *db = lipt_grad_of(ctx, node->in[2]);
     if (!dx && !dw && !db) return;
-    const size_t n = (size_t)M * N;
-    const float *der = node->saved2;
     /* G stays until the step's reset, as lipt_gelu's input gradient did: released here for the next backward's
      * buffers, it made their zeroing (memset) and the residual adds' gradient copies (ew_acc) twice as slow in the
      * dp training step (perf, 2 A/B rounds), more than the fusion saves */
-    float *G = lipt_arena_alloc(&ctx->arena, n * sizeof(float));
-    lipt_gelu_grad_colsum(ctx, der, node->out->grad, G, (size_t)M, (size_t)N, db);
+    float *G = lipt_arena_alloc(&ctx->arena, (size_t)M * N * sizeof(float));
+    act_colsum(ctx, node->saved2, node->out->grad, G, (size_t)M, (size_t)N, db);
     linear_grads(ctx, node, G, dx, dw);
+}
+
+void lipt_linear_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
+    linear_act_backward(ctx, node, lipt_gelu_grad_colsum);
 }
 
 /* lipt_linear's product y = x w + b, then lipt_maxmin's pass over it, as lipt_linear_gelu: the same bits as the two
@@ -256,15 +261,6 @@ lipt_tensor *lipt_linear_maxmin(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, l
     return out;
 }
 
-/* MaxMin's backward into G and the bias gradient's column sums in one pass (lipt_maxmin_grad_colsum), then the
- * products of lipt_linear's backward from G (kept until the step's reset, as lipt_linear_gelu_backward's). */
 void lipt_linear_maxmin_backward(lipt_ctx *ctx, lipt_node *node) {
-    const int M = node->iarg[0], N = node->iarg[1];
-    if (M == 0 || N == 0) return;
-    float *dx = lipt_grad_of(ctx, node->in[0]), *dw = lipt_grad_of(ctx, node->in[1]);
-    float *db = lipt_grad_of(ctx, node->in[2]);
-    if (!dx && !dw && !db) return;
-    float *G = lipt_arena_alloc(&ctx->arena, (size_t)M * N * sizeof(float));
-    lipt_maxmin_grad_colsum(ctx, node->saved2, node->out->grad, G, (size_t)M, (size_t)N, db);
-    linear_grads(ctx, node, G, dx, dw);
+    linear_act_backward(ctx, node, lipt_maxmin_grad_colsum);
 }
