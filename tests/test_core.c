@@ -219,38 +219,47 @@ START_TEST(test_fresh_gradients) {
     for (int i = 0; i < FR_B * FR_T; i++) tg[i] = (int)lipt_rng_below(&rng, FR_T);
     float *ref[6] = {0};
     int n_cmp = 0;
-    for (int threads = 1; threads <= 2; threads++) {
-        lipt_set_threads(threads);
-        for (int pass = 0; pass < 2; pass++) { /* 0: fresh buffers (as in training); 1: all zeroed beforehand */
-            lipt_ctx ctx;
-            lipt_ctx_init(&ctx, 1 << 20, 1);
-            const size_t poison = 1 << 19;
-            lipt_arena_mark mk = lipt_arena_get_mark(&ctx.arena);
-            float *nan = lipt_arena_alloc(&ctx.arena, poison);
-            for (size_t i = 0; i < poison / sizeof(float); i++) nan[i] = NAN;
-            lipt_arena_release(&ctx.arena, mk);
-            for (int k = 0; k < 6; k++) p[k]->grad = NULL; /* the inputs' gradients live in the context's arena */
-            lipt_tensor *mid[FR_N] = {0};
-            lipt_tensor *loss = fresh_graph(&ctx, p, mid, tg);
-            if (pass == 1) {
-                for (int k = 0; k < FR_N; k++)
-                    if (mid[k]) lipt_grad_of(&ctx, mid[k]);
-                for (int k = 0; k < 6; k++) lipt_grad_of(&ctx, p[k]);
-            }
-            lipt_backward(&ctx, loss);
-            for (int k = 0; k < 6; k++) {
-                for (size_t i = 0; i < p[k]->numel; i++) ck_assert_msg(isfinite(p[k]->grad[i]), "input %d grad %zu", k, i);
-                if (!ref[k]) {
-                    ref[k] = malloc(p[k]->numel * sizeof(float));
-                    memcpy(ref[k], p[k]->grad, p[k]->numel * sizeof(float));
-                    continue;
+    /* float32, and bf16's numerics (emulated: any CPU), where the products also store into fresh buffers */
+    const lipt_precision precs[2] = {LIPT_PRECISION_FLOAT32, LIPT_PRECISION_BF16_EMULATED};
+    for (int pi = 0; pi < 2; pi++) {
+        for (int k = 0; k < 6; k++) free(ref[k]), ref[k] = NULL;
+        for (int threads = 1; threads <= 2; threads++) {
+            lipt_set_threads(threads);
+            for (int pass = 0; pass < 2; pass++) { /* 0: fresh buffers (as in training); 1: all zeroed beforehand */
+                lipt_ctx ctx;
+                lipt_ctx_init(&ctx, 1 << 20, 1);
+                lipt_error err;
+                ck_assert_int_eq(lipt_ctx_set_precision(&ctx, precs[pi], &err), LIPT_OK);
+                const size_t poison = 1 << 19;
+                lipt_arena_mark mk = lipt_arena_get_mark(&ctx.arena);
+                float *nan = lipt_arena_alloc(&ctx.arena, poison);
+                for (size_t i = 0; i < poison / sizeof(float); i++) nan[i] = NAN;
+                lipt_arena_release(&ctx.arena, mk);
+                for (int k = 0; k < 6; k++) p[k]->grad = NULL; /* the inputs' gradients live in the context's arena */
+                lipt_tensor *mid[FR_N] = {0};
+                lipt_tensor *loss = fresh_graph(&ctx, p, mid, tg);
+                if (pass == 1) {
+                    for (int k = 0; k < FR_N; k++)
+                        if (mid[k]) lipt_grad_of(&ctx, mid[k]);
+                    for (int k = 0; k < 6; k++) lipt_grad_of(&ctx, p[k]);
                 }
-                for (size_t i = 0; i < p[k]->numel; i++, n_cmp++)
-                    ck_assert_msg(p[k]->grad[i] == ref[k][i], "threads %d pass %d: input %d grad %zu: %.9g vs %.9g",
-                                  threads, pass, k, i, p[k]->grad[i], ref[k][i]);
+                lipt_backward(&ctx, loss);
+                for (int k = 0; k < 6; k++) {
+                    for (size_t i = 0; i < p[k]->numel; i++)
+                        ck_assert_msg(isfinite(p[k]->grad[i]), "input %d grad %zu", k, i);
+                    if (!ref[k]) {
+                        ref[k] = malloc(p[k]->numel * sizeof(float));
+                        memcpy(ref[k], p[k]->grad, p[k]->numel * sizeof(float));
+                        continue;
+                    }
+                    for (size_t i = 0; i < p[k]->numel; i++, n_cmp++)
+                        ck_assert_msg(p[k]->grad[i] == ref[k][i],
+                                      "%s threads %d pass %d: input %d grad %zu: %.9g vs %.9g",
+                                      pi ? "bf16-emulated" : "float32", threads, pass, k, i, p[k]->grad[i], ref[k][i]);
+                }
+                lipt_ctx_free(&ctx);
+                for (int k = 0; k < 6; k++) p[k]->grad = NULL;
             }
-            lipt_ctx_free(&ctx);
-            for (int k = 0; k < 6; k++) p[k]->grad = NULL;
         }
     }
     /* and the gradients themselves against finite differences (an op storing where it must add would agree with
@@ -258,7 +267,8 @@ START_TEST(test_fresh_gradients) {
     lipt_set_threads(2);
     double e = tu_gradcheck("fresh-buffer graph", fresh_build, tg, p, 6, &(tu_gradcheck_opts){8, 1e-3, 1e-2, 5});
     ck_assert_msg(e < 1e-2, "gradient check %.3e", e);
-    printf("fresh gradient buffers: %d gradient values equal to the zero-and-accumulate path's (1 and 2 threads), "
+    printf("fresh gradient buffers: %d gradient values equal to the zero-and-accumulate path's (float32 and "
+           "bf16-emulated, 1 and 2 threads), "
            "none left unwritten\n", n_cmp);
     for (int k = 0; k < 6; k++) {
         free(ref[k]);

@@ -324,6 +324,51 @@ START_TEST(test_binary_chain) {
 }
 END_TEST
 
+/* The residual form a + g(a): a takes over the sum's output gradient (lipt_grad_adopt) and g's backward then adds
+ * into it. The gradient must be r (1 + s) for g(a) = a * s; and a second backward over the same tape with the
+ * buffers zeroed (as lipt_jac_sess runs one per Jacobian row) must give it again, not twice. Also when the buffer
+ * is already a's (a leaf whose gradient exists) nothing is shared. */
+START_TEST(test_add_adopts_gradient) {
+    lipt_rng rng;
+    lipt_rng_seed(&rng, 77);
+    const int shape[3] = {2, 3, 33};
+    for (int preset = 0; preset < 2; preset++) {
+        lipt_tensor *A = tu_tensor(&rng, 3, shape, 1.0f, 1);
+        lipt_tensor *S = tu_tensor(&rng, 3, shape, 1.0f, 0);
+        const size_t n = A->numel;
+        float *r = malloc(n * sizeof(float)), *own = calloc(n, sizeof(float));
+        lipt_rng_fill_normal(&rng, r, n, 1.0f);
+        lipt_ctx ctx;
+        lipt_ctx_init(&ctx, 1 << 16, 1);
+        A->grad = preset ? own : NULL;
+        lipt_tensor *out = lipt_add(&ctx, A, lipt_mul(&ctx, A, S));
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass == 1) { /* zero every buffer of the tape, as a Jacobian session's next row does */
+                memset(out->grad, 0, n * sizeof(float));
+                memset(A->grad, 0, n * sizeof(float));
+                for (lipt_node *nd = ctx.tape; nd; nd = nd->prev)
+                    if (nd->out->grad) memset(nd->out->grad, 0, nd->out->numel * sizeof(float));
+            }
+            lipt_backward_seeded(&ctx, out, r);
+            ck_assert_ptr_nonnull(A->grad);
+            ck_assert_msg((A->grad == out->grad) == !preset, "preset %d: a's gradient %s the output's", preset,
+                          A->grad == out->grad ? "shares" : "does not share");
+            for (size_t i = 0; i < n; i++) {
+                const double want = (double)r[i] * (1.0 + (double)S->data[i]);
+                ck_assert_msg(fabs(A->grad[i] - want) <= 1e-6 * (1 + fabs(want)),
+                              "preset %d pass %d: da[%zu] = %.9g, want %.9g", preset, pass, i, A->grad[i], want);
+            }
+        }
+        A->grad = NULL;
+        lipt_ctx_free(&ctx);
+        free(r);
+        free(own);
+        tu_free(A);
+        tu_free(S);
+    }
+}
+END_TEST
+
 START_TEST(test_binary_no_grad) {
     lipt_rng rng;
     lipt_rng_seed(&rng, 5);
@@ -571,6 +616,7 @@ int main(void) {
     tcase_add_test(tc, test_scalar_grad_threads);
     tcase_add_test(tc, test_binary_chain);
     tcase_add_test(tc, test_binary_no_grad);
+    tcase_add_test(tc, test_add_adopts_gradient);
     tcase_add_test(tc, test_unary);
     tcase_add_test(tc, test_long_sums);
     tcase_add_test(tc, test_max_ties_and_nan);

@@ -136,10 +136,17 @@ lipt_node *lipt_record(lipt_ctx *ctx, lipt_op_id op, lipt_tensor *out, int n, li
 float     *lipt_grad_of(lipt_ctx *ctx, lipt_tensor *t);
 /* lipt_grad_of for a backward that writes every element of t's gradient: when the buffer is new (*fresh = 1) it is
  * not zeroed and the op must store (=) where it would accumulate (+=); *fresh = 0 otherwise (NULL: *fresh = 0).
- * The element-wise ops use it; products keep lipt_grad_of, as OpenBLAS's beta = 0 pass over C cost more than the
- * arena's zeroing (profiled on a DP training step: memset 1.2 % before, 1.0 % after; with products on fresh
- * buffers too, memset 0.5 % but OpenBLAS's beta pass 0.7 -> 2.0 %). */
+ * The element-wise ops use it; products keep lipt_grad_of in float32, as OpenBLAS's beta = 0 pass over C cost more
+ * than the arena's zeroing (profiled on a DP training step: memset 1.2 % before, 1.0 % after; with products on fresh
+ * buffers too, memset 0.5 % but OpenBLAS's beta pass 0.7 -> 2.0 %), and use it at a low precision, where oneDNN's
+ * beta = 0 costs nothing (src/ops/matmul.c, product_grad). */
 float     *lipt_grad_of_fresh(lipt_ctx *ctx, lipt_tensor *t, int *fresh);
+/* t's gradient becomes buf, when t (its root) has no gradient buffer yet: returns 1 if so, else 0 (nothing changed).
+ * For an op whose input gradient equals its output gradient (a sum's operand): the output's gradient is complete
+ * when the op's backward runs, and no node reads it afterwards (its consumers were recorded after the op and ran
+ * before it), so the input can take the buffer over instead of copying it. Later contributions to t's gradient then
+ * land in buf too; a second backward over the same tape (lipt_jac_sess) finds t->grad == buf. */
+int        lipt_grad_adopt(lipt_tensor *t, float *buf);
 
 /* Reverse pass from a one-element loss: dloss/dloss = 1 (or seed, if given, of loss->numel).
  * One backward per tape: intermediate gradients stay accumulated, so reset before the next one. */

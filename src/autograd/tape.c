@@ -119,6 +119,14 @@ float *lipt_grad_of(lipt_ctx *ctx, lipt_tensor *t) {
 
 float *lipt_grad_of_fresh(lipt_ctx *ctx, lipt_tensor *t, int *fresh) { return grad_buffer(ctx, t, 0, fresh); }
 
+int lipt_grad_adopt(lipt_tensor *t, float *buf) {
+    if (!t || !t->requires_grad || !buf) return 0;
+    lipt_tensor *root = t->base ? t->base : t;
+    if (root->grad) return 0;
+    root->grad = t->grad = buf;
+    return 1;
+}
+
 static void walk(lipt_ctx *ctx) {
     for (lipt_node *n = ctx->tape; n; n = n->prev) {
         lipt_tensor *root = n->out->base ? n->out->base : n->out;

@@ -182,8 +182,11 @@ static void binary_backward(lipt_ctx *ctx, lipt_node *node) {
     if (n == 0) return;
     const lipt_op_id op = node->op;
     int fresh;
-    float *da = lipt_grad_of_fresh(ctx, a, &fresh);
-    if (da) {
+    /* a + b: a's gradient is the output's, which a takes over when it has none yet (the residual stream's sums: a
+     * copy of [B,T,D] fewer per block); a later backward of the same tape finds the buffer shared (da == g) */
+    const int pass = op == LIPT_OP_ADD && !node->out->base && g == node->out->grad;
+    float *da = pass && lipt_grad_adopt(a, (float *)g) ? NULL : lipt_grad_of_fresh(ctx, a, &fresh);
+    if (da && da != g) {
         if (op == LIPT_OP_MUL) mul_acc(da, g, b->data, n, P, fresh);
         else ew_acc(da, g, NULL, n, 1.0f, fresh);
     }

@@ -19,13 +19,26 @@ static void *pack_input(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, int M, in
     return lipt_lowp_pack_arena(ctx, x->data, M, K, K);
 }
 
-/* dx [M,K] += G wᵀ and dw [K,N] += xᵀ G at a low precision, G [M,N] packed once for both, x as the forward packed
- * it (xpk, or NULL: packed here). */
+/* The gradient buffer of a product's operand t, all of which the product writes; *beta: 1 to accumulate, 0 to store.
+ * At a low precision a new buffer is left unzeroed and stored into (oneDNN's beta = 0 never reads C: the arena's
+ * zeroing pass saved); in float32 it is zeroed as lipt_grad_of does (OpenBLAS runs beta = 0 as its own zeroing
+ * pass, which profiled slower: lipt_grad_of_fresh). */
+static float *product_grad(lipt_ctx *ctx, lipt_tensor *t, float *beta) {
+    *beta = 1.0f;
+    if (ctx->precision == LIPT_PRECISION_FLOAT32) return lipt_grad_of(ctx, t);
+    int fresh;
+    float *g = lipt_grad_of_fresh(ctx, t, &fresh);
+    if (fresh) *beta = 0.0f;
+    return g;
+}
+
+/* dx [M,K] = G wᵀ + beta_x dx and dw [K,N] += xᵀ G at a low precision, G [M,N] packed once for both, x as the
+ * forward packed it (xpk, or NULL: packed here). */
 static void projection_grads_lowp(lipt_ctx *ctx, int M, int N, int K, const float *G, const float *x, const void *xpk,
-                                  const float *w, float *dx, float *dw) {
+                                  const float *w, float *dx, float beta_x, float *dw) {
     const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena); /* gpk lives for these two products only */
     const void *gpk = lipt_lowp_pack_arena(ctx, G, M, N, N);
-    if (dx) lipt_gemm_lowp_pk(ctx, 0, 1, M, K, N, 1.0f, NULL, N, gpk, w, N, NULL, 1.0f, dx, K);
+    if (dx) lipt_gemm_lowp_pk(ctx, 0, 1, M, K, N, 1.0f, NULL, N, gpk, w, N, NULL, beta_x, dx, K);
     if (dw) lipt_gemm_lowp_pk(ctx, 1, 0, K, N, M, 1.0f, x, K, xpk, NULL, N, gpk, 1.0f, dw, N);
     lipt_arena_release(&ctx->arena, mk);
 }
@@ -97,14 +110,15 @@ void lipt_matmul_backward(lipt_ctx *ctx, lipt_node *node) {
     lipt_tensor *a = node->in[0], *b = node->in[1], *out = node->out;
     int ta = node->iarg[0], tb = node->iarg[1], batch = node->iarg[2];
     int M = node->iarg[3], N = node->iarg[4], K = node->iarg[5];
-    float *da = lipt_grad_of(ctx, a), *db = lipt_grad_of(ctx, b);
     size_t sa = (size_t)M * K, sb = (size_t)K * N, so = (size_t)M * N;
     int b_batched = b->ndim == 3;
     if (ctx->precision != LIPT_PRECISION_FLOAT32 && batch == 1 && !ta && !tb && !b_batched && M > 0 && N > 0 &&
         K > 0) {
-        if (da || db) projection_grads_lowp(ctx, M, N, K, out->grad, a->data, node->saved, b->data, da, db);
+        float beta_a, *da = product_grad(ctx, a, &beta_a), *db = lipt_grad_of(ctx, b);
+        if (da || db) projection_grads_lowp(ctx, M, N, K, out->grad, a->data, node->saved, b->data, da, beta_a, db);
         return;
     }
+    float *da = lipt_grad_of(ctx, a), *db = lipt_grad_of(ctx, b);
     for (int i = 0; i < batch; i++) {
         const float *A = a->data + i * sa, *B = b->data + (b_batched ? i * sb : 0), *G = out->grad + i * so;
         /* C = op(A) op(B), G = dC.  d op(A) = G op(B)ᵀ;  d op(B) = op(A)ᵀ G. */
@@ -180,15 +194,15 @@ lipt_tensor *lipt_linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_ten
     return out;
 }
 
-/* dx [M,K] += G wᵀ and dw [K,N] += xᵀ G (each when not NULL) at the context's precision, x packed as the forward
- * left it (xpk, low precisions). */
-static void linear_grads(lipt_ctx *ctx, const lipt_node *node, const float *G, float *dx, float *dw) {
+/* dx [M,K] = G wᵀ + beta_x dx and dw [K,N] += xᵀ G (each when not NULL) at the context's precision, x packed as
+ * the forward left it (xpk, low precisions); beta_x is 1 in float32 (product_grad). */
+static void linear_grads(lipt_ctx *ctx, const lipt_node *node, const float *G, float *dx, float beta_x, float *dw) {
     const int M = node->iarg[0], N = node->iarg[1], K = node->iarg[2];
     const float *x = node->in[0]->data, *w = node->in[1]->data;
     if (K <= 0 || (!dx && !dw)) return;
     if (ctx->precision != LIPT_PRECISION_FLOAT32) {
         /* G packed once for both products, x as the forward packed it: each operand converted once per step */
-        projection_grads_lowp(ctx, M, N, K, G, x, node->saved, w, dx, dw);
+        projection_grads_lowp(ctx, M, N, K, G, x, node->saved, w, dx, beta_x, dw);
     } else {
         if (dx) lipt_gemm_packed_p(ctx, 0, 1, M, K, N, G, w, dx, 1.0f); /* dx[M,K] += G[M,N] wᵀ */
         if (dw) lipt_gemm_packed_p(ctx, 1, 0, K, N, M, x, G, dw, 1.0f); /* dw[K,N] += xᵀ G */
@@ -199,7 +213,8 @@ void lipt_linear_backward(lipt_ctx *ctx, lipt_node *node) {
     const int M = node->iarg[0], N = node->iarg[1];
     const float *G = node->out->grad;
     if (M == 0 || N == 0) return;
-    linear_grads(ctx, node, G, lipt_grad_of(ctx, node->in[0]), lipt_grad_of(ctx, node->in[1]));
+    float beta_x, *dx = product_grad(ctx, node->in[0], &beta_x);
+    linear_grads(ctx, node, G, dx, beta_x, lipt_grad_of(ctx, node->in[1]));
     float *db = lipt_grad_of(ctx, node->in[2]);
     if (db) lipt_reduce_rows_acc(db, G, NULL, (size_t)M, (size_t)N, 1.0);
 }
@@ -229,7 +244,7 @@ static void linear_act_backward(lipt_ctx *ctx, lipt_node *node,
                                                    float *)) {
     const int M = node->iarg[0], N = node->iarg[1];
     if (M == 0 || N == 0) return;
-    float *dx = lipt_grad_of(ctx, node->in[0]), *dw = lipt_grad_of(ctx, node->in[1]);
+    float beta_x, *dx = product_grad(ctx, node->in[0], &beta_x), *dw = lipt_grad_of(ctx, node->in[1]);
     float *db = lipt_grad_of(ctx, node->in[2]);
     if (!dx && !dw && !db) return;
     /* G stays until the step's reset, as lipt_gelu's input gradient did: released here for the next backward's
@@ -237,7 +252,7 @@ static void linear_act_backward(lipt_ctx *ctx, lipt_node *node,
      * dp training step (perf, 2 A/B rounds), more than the fusion saves */
     float *G = lipt_arena_alloc(&ctx->arena, (size_t)M * N * sizeof(float));
     act_colsum(ctx, node->saved2, node->out->grad, G, (size_t)M, (size_t)N, db);
-    linear_grads(ctx, node, G, dx, dw);
+    linear_grads(ctx, node, G, dx, beta_x, dw);
 }
 
 void lipt_linear_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
