@@ -445,6 +445,62 @@ START_TEST(test_linear_gelu_lowp) {
 }
 END_TEST
 
+/* LayerNorm and the fused linear + GELU write their outputs converted for the next product (lipt_tensor.lowp) while
+ * the rows are in cache: LN -> linear_gelu -> linear must give the bits of the same chain with those copies dropped
+ * (each product converting its input itself), forward and every gradient, at bf16-emulated and bf16. */
+static void chain_run(lipt_precision p, lipt_tensor **in, const float *seed, int drop, float *z, float **g) {
+    lipt_ctx ctx;
+    lipt_ctx_init(&ctx, 1 << 16, 1);
+    lipt_error err = {0};
+    ck_assert_msg(lipt_ctx_set_precision(&ctx, p, &err) == LIPT_OK, "%s", err.msg);
+    for (int k = 0; k < 5; k++) in[k]->grad = g[k];
+    lipt_tensor *h = lipt_layernorm(&ctx, in[0], NULL, NULL, 1e-5f);
+    ck_assert_ptr_nonnull(h->lowp); /* else the comparison below would be vacuous */
+    if (drop) h->lowp = NULL;
+    lipt_tensor *y = lipt_linear_gelu(&ctx, h, in[1], in[2]);
+    ck_assert_ptr_nonnull(y->lowp);
+    if (drop) y->lowp = NULL;
+    lipt_tensor *out = lipt_linear(&ctx, y, in[3], in[4]);
+    memcpy(z, out->data, out->numel * sizeof(float));
+    lipt_backward_seeded(&ctx, out, seed);
+    for (int k = 0; k < 5; k++) in[k]->grad = NULL;
+    lipt_ctx_free(&ctx);
+}
+
+START_TEST(test_producer_lowp) {
+    const int real = lipt_have_dnnl() && lipt_cpu_has_avx512_bf16();
+    const lipt_precision ps[2] = {LIPT_PRECISION_BF16_EMULATED, LIPT_PRECISION_BF16};
+    const int M = 70, D = 48, F = 130;
+    for (int pi = 0; pi < 1 + real; pi++) {
+        lipt_rng rng;
+        lipt_rng_seed(&rng, 211);
+        lipt_tensor *in[5] = {tu_tensor(&rng, 2, (int[]){M, D}, 1.0f, 1), tu_tensor(&rng, 2, (int[]){D, F}, 0.3f, 1),
+                              tu_tensor(&rng, 1, (int[]){F}, 0.1f, 1), tu_tensor(&rng, 2, (int[]){F, D}, 0.3f, 1),
+                              tu_tensor(&rng, 1, (int[]){D}, 0.1f, 1)};
+        float *r = malloc((size_t)M * D * sizeof(float)), *z[2], *g[2][5];
+        lipt_rng_fill_normal(&rng, r, (size_t)M * D, 1.0f);
+        for (int v = 0; v < 2; v++) {
+            z[v] = malloc((size_t)M * D * sizeof(float));
+            for (int k = 0; k < 5; k++) g[v][k] = calloc(in[k]->numel, sizeof(float));
+            chain_run(ps[pi], in, r, v, z[v], g[v]);
+        }
+        ck_assert_msg(memcmp(z[0], z[1], (size_t)M * D * sizeof(float)) == 0, "%s: forward",
+                      lipt_precision_name(ps[pi]));
+        for (int k = 0; k < 5; k++)
+            ck_assert_msg(memcmp(g[0][k], g[1][k], in[k]->numel * sizeof(float)) == 0, "%s: gradient of input %d",
+                          lipt_precision_name(ps[pi]), k);
+        for (int v = 0; v < 2; v++) {
+            free(z[v]);
+            for (int k = 0; k < 5; k++) free(g[v][k]);
+        }
+        free(r);
+        for (int k = 0; k < 5; k++) tu_free(in[k]);
+    }
+    printf("layernorm and linear_gelu's converted outputs give the bits of converting at the product, bf16-emulated%s\n",
+           real ? " and bf16" : lipt_have_dnnl() ? "; SKIP bf16 (no AVX512_BF16)" : "; SKIP bf16 (no oneDNN)");
+}
+END_TEST
+
 /* ---------------------------------------------------------------- models */
 
 static void small_model(lipt_model *m, lipt_attn_kind attn, uint64_t seed) {
@@ -652,6 +708,7 @@ int main(void) {
     tcase_add_test(tc, test_bf16_real);
     tcase_add_test(tc, test_linear_packed);
     tcase_add_test(tc, test_linear_gelu_lowp);
+    tcase_add_test(tc, test_producer_lowp);
     tcase_add_test(tc, test_model_emulated);
     tcase_add_test(tc, test_decoder_emulated);
     tcase_add_test(tc, test_precision_api);

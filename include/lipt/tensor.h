@@ -22,6 +22,9 @@ struct lipt_tensor {
     size_t numel;
     int requires_grad;
     const char *name;     /* parameters only */
+    const void *lowp;     /* at a low precision, data already converted for the products by the op that wrote it
+                           * (as lipt_lowp_pack_p packs rows of the last dimension), or NULL: a consumer's product
+                           * takes it instead of converting data again */
 };
 
 size_t lipt_shape_numel(int ndim, const int *shape);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ops/activation_impl.h"
+#include "ops/lowp.h"
 #include "ops/reduce_impl.h"
 #include "ops/vmath.h"
 
@@ -69,13 +70,22 @@ void lipt_elu_backward(lipt_ctx *ctx, lipt_node *node) {
 
 /* ---------------------------------------------------------------- GELU */
 
-void lipt_gelu_pass(const float *x, float *y, float *der, size_t n) {
-    const size_t nchunk = act_nchunk(n);
+/* y and, when pk is given, y converted by mode into pk (the n floats as one row: a chunk converts its own range) */
+static void gelu_pass(const float *x, float *y, float *der, size_t n, lipt_pack_mode mode, void *pk) {
+    const size_t nchunk = act_nchunk(n), es = mode == LIPT_PACK_BF16 ? sizeof(uint16_t) : sizeof(float);
 #pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (size_t c = 0; c < nchunk; c++) {
-        const size_t i = c * ACT_CHUNK;
-        lipt_vgelu(x + i, y + i, der ? der + i : NULL, act_chunk_len(n, c));
+        const size_t i = c * ACT_CHUNK, len = act_chunk_len(n, c);
+        lipt_vgelu(x + i, y + i, der ? der + i : NULL, len);
+        if (pk) lipt_lowp_pack(mode, y + i, 1, (int)len, (int)len, (char *)pk + i * es);
     }
+}
+
+void lipt_gelu_pass(const float *x, float *y, float *der, size_t n) { gelu_pass(x, y, der, n, LIPT_PACK_F32, NULL); }
+
+void lipt_gelu_pass_pk(const lipt_ctx *ctx, const float *x, float *y, float *der, size_t n, void *pk) {
+    if (ctx->precision == LIPT_PRECISION_FLOAT32) pk = NULL;
+    gelu_pass(x, y, der, n, ctx->precision == LIPT_PRECISION_BF16 ? LIPT_PACK_BF16 : LIPT_PACK_ROUND, pk);
 }
 
 /* The exact-erf GELU x Φ(x), with Φ from src/ops/vmath.h (vectorised; a third of an evaluation step was the

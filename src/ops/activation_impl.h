@@ -10,6 +10,10 @@
 /* y = x Φ(x) over n floats (y may be x) on the context's threads, in fixed chunks; der, if not NULL, receives
  * GELU'(x) = Φ(x) + x φ(x) for the backward. */
 void lipt_gelu_pass(const float *x, float *y, float *der, size_t n);
+/* lipt_gelu_pass that also writes y converted for the products at a low precision (pk: lipt_lowp_pack_p's layout for
+ * the n floats, at ctx's precision; ignored in float32), each chunk while it is in cache: the consumer's conversion
+ * would read y back from memory. */
+void lipt_gelu_pass_pk(const lipt_ctx *ctx, const float *x, float *y, float *der, size_t n, void *pk);
 
 /* GELU's backward over rows x P floats, dx = g GELU'(x) stored (not accumulated), with der = GELU'(x) as
  * lipt_gelu_pass saved it; and, when db is given, db[j] += Σ_r dx[r*P + j] in the same pass: summed in double by

@@ -13,6 +13,7 @@
  * op is recorded (NULL otherwise): each operand of a projection is then converted once per step. */
 static void *pack_input(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, int M, int K, int n_in,
                         lipt_tensor *const *in) {
+    if (ctx->precision != LIPT_PRECISION_FLOAT32 && x->lowp) return (void *)x->lowp; /* converted by its producer */
     if (ctx->precision == LIPT_PRECISION_FLOAT32 || M <= 0 || K <= 0 || !w->requires_grad ||
         !lipt_should_record(ctx, n_in, in))
         return NULL;
@@ -230,7 +231,11 @@ lipt_tensor *lipt_linear_gelu(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lip
     const size_t n = out->numel;
     float *der = lipt_should_record(ctx, 3, in) ? lipt_arena_alloc(&ctx->arena, n * sizeof(float)) : NULL;
     void *xpk = linear_product(ctx, in, M, N, K, out->data);
-    lipt_gelu_pass(out->data, out->data, der, n);
+    /* at a low precision the output is also written converted, for the next product (the feed-forward's W2) */
+    void *ypk = ctx->precision != LIPT_PRECISION_FLOAT32 && n > 0
+                    ? lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, M, N)) : NULL;
+    lipt_gelu_pass_pk(ctx, out->data, out->data, der, n, ypk);
+    out->lowp = ypk;
     lipt_node *node = record_linear(ctx, LIPT_OP_LINEAR_GELU, out, in, xpk, M, N, K);
     if (node) node->saved2 = der;
     return out;
