@@ -1,6 +1,7 @@
 /* The packed attention ops (q, k, v as the column blocks of one [B,T,3D] tensor) against the same ops on three
  * tensors: output and gradients bit for bit, for dp, l2 and dp with a relative bias, through the materialising and
- * the tiled kernels, at float32 and bf16-emulated (whose packed operands are built from the strided blocks);
+ * the tiled kernels, at float32 and bf16-emulated (whose packed operands are built from the strided blocks, and
+ * converted once in the forward for the backward too: lipt_tensor.lowp);
  * concat_cols against finite differences and its layout. */
 #include "testutil.h"
 

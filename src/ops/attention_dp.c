@@ -54,7 +54,7 @@ static attn_packed pack_qkv(lipt_ctx *ctx, const lipt_attn_job *j) {
     if (ld != j->D) { /* q, k, v side by side in rows of 3D: one copy of the rows */
         LIPT_CHECK(ld == 3 * j->D && j->k == j->q + j->D && j->v == j->q + 2 * j->D,
                    "attention: row stride %d with D = %d is not a packed q, k, v", ld, j->D);
-        pk.q = lipt_lowp_pack_arena(ctx, j->q, BT, ld, ld);
+        pk.q = j->qkv_lowp ? j->qkv_lowp : lipt_lowp_pack_arena(ctx, j->q, BT, ld, ld);
         pk.k = pk_at(ctx, pk.q, (size_t)j->D);
         pk.v = pk_at(ctx, pk.q, 2 * (size_t)j->D);
         return pk;
@@ -298,19 +298,26 @@ static lipt_attn_job untied_job(lipt_tensor *const *in, int packed, int H, int c
     return (lipt_attn_job){.B = x->shape[0], .T = x->shape[1], .D = D, .H = H, .causal = causal != 0, .l2 = l2,
                            .q = q, .k = packed ? q + D : in[1]->data, .v = packed ? q + 2 * D : in[2]->data,
                            .rel = rel ? rel->data : NULL, .rel_stride = rel ? rel->shape[1] : 0,
-                           .ld = packed ? 3 * D : D};
+                           .ld = packed ? 3 * D : D, .qkv_lowp = packed ? x->lowp : NULL};
 }
 
 /* Record and run an untied op: n_qkv inputs (3, or packed 1) then rel if given. saved: P [B,H,T,T], or with iarg 2
  * set the tiled kernels' row stats [2,B,H,T]. iarg: 0 H, 1 causal, 2 tiled. */
 static lipt_tensor *untied_op(lipt_ctx *ctx, lipt_op_id op, int l2, lipt_tensor *const *qkv, int n_qkv,
                               lipt_tensor *rel, int H, int causal) {
-    const lipt_attn_job job = untied_job(qkv, n_qkv == 1, H, causal, l2, rel);
     lipt_tensor *in[LIPT_MAX_INPUTS] = {NULL};
     for (int i = 0; i < n_qkv; i++) in[i] = qkv[i];
     in[n_qkv] = rel;
+    const int n_in = n_qkv + (rel != NULL);
+    /* a packed q, k, v at a low precision, recorded: converted once here, kept with the projection's output for the
+     * backward's products (which converted it again) */
+    if (n_qkv == 1 && ctx->precision != LIPT_PRECISION_FLOAT32 && !qkv[0]->lowp && qkv[0]->numel > 0 &&
+        lipt_should_record(ctx, n_in, in))
+        qkv[0]->lowp = lipt_lowp_pack_arena(ctx, qkv[0]->data, (int)lipt_rows(qkv[0]), lipt_last_dim(qkv[0]),
+                                            lipt_last_dim(qkv[0]));
+    const lipt_attn_job job = untied_job(qkv, n_qkv == 1, H, causal, l2, rel);
     lipt_tensor *out = lipt_tensor_3d(ctx, job.B, job.T, job.D);
-    lipt_node *node = lipt_record(ctx, op, out, n_qkv + (rel != NULL), in);
+    lipt_node *node = lipt_record(ctx, op, out, n_in, in);
     int tiled;
     float *saved = lipt_attn_forward_op(ctx, &job, out->data, node != NULL, &tiled);
     if (node) {

@@ -19,6 +19,10 @@ typedef struct {
      * v = q + 2D: the column blocks of one [B,T,3D] projection (one product of the three weights side by side
      * instead of three). The output and its gradient keep row stride D. */
     int ld;
+    /* At a low precision, the [B·T, 3D] rows of a packed q, k, v already converted for the products (as
+     * lipt_lowp_pack_p packs them: the projection's lipt_tensor.lowp, written by the forward op for its backward),
+     * or NULL: converted by the kernels themselves. */
+    const void *qkv_lowp;
 } lipt_attn_job;
 
 /* The row stride of a job's q, k, v and their gradients. */

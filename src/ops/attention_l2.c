@@ -112,7 +112,7 @@ lipt_tensor *lipt_attention_l2_tied(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *
     lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
     float *VM = lipt_arena_alloc(&ctx->arena, ((size_t)B * T * D + (size_t)H * d * d) * sizeof(float));
     tied_values(ctx, q, wq, wv, H, VM);
-    const lipt_attn_job job = {B, T, D, H, causal != 0, 1, q->data, q->data, VM, NULL, 0, D};
+    const lipt_attn_job job = {B, T, D, H, causal != 0, 1, q->data, q->data, VM, NULL, 0, D, NULL};
     int tiled;
     float *saved = lipt_attn_forward_op(ctx, &job, out->data, node != NULL, &tiled);
     if (node) {
@@ -139,7 +139,7 @@ void lipt_attention_l2_tied_backward(lipt_ctx *ctx, lipt_node *node) {
     const float *V = node->saved2, *M = V + (size_t)BT * D;
     lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
     float *dV = lipt_arena_calloc(&ctx->arena, (size_t)BT * D * sizeof(float));
-    const lipt_attn_job job = {B, T, D, H, node->iarg[1], 1, q->data, q->data, V, NULL, 0, D};
+    const lipt_attn_job job = {B, T, D, H, node->iarg[1], 1, q->data, q->data, V, NULL, 0, D, NULL};
     lipt_attn_backward_op(ctx, &job, node, dq, dq, dV, NULL);
     /* heads side by side (heads_par): each writes its own columns of dq, dwq, dwv and its own dM */
     float *dMs = (dwq || dwv) ? lipt_arena_alloc(&ctx->arena, (size_t)H * d * d * sizeof(float)) : NULL;
