@@ -137,9 +137,9 @@ static void gelu_grad_row(size_t r, void *arg) {
 }
 
 void lipt_gelu_grad_colsum(lipt_ctx *ctx, const float *der, const float *g, float *dx, size_t rows, size_t P,
-                           float *db) {
+                           float *db, void *pk) {
     gelu_rows a = {der, g, dx, P};
-    lipt_rows_colsum(ctx, dx, rows, P, db, ACT_PAR_MIN, gelu_grad_row, &a);
+    lipt_rows_colsum(ctx, dx, rows, P, db, ACT_PAR_MIN, gelu_grad_row, &a, pk);
 }
 
 /* ---------------------------------------------------------------- LipSwish */

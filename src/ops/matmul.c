@@ -33,12 +33,12 @@ static float *product_grad(lipt_ctx *ctx, lipt_tensor *t, float *beta) {
     return g;
 }
 
-/* dx [M,K] = G wᵀ + beta_x dx and dw [K,N] += xᵀ G at a low precision, G [M,N] packed once for both, x as the
- * forward packed it (xpk, or NULL: packed here). */
-static void projection_grads_lowp(lipt_ctx *ctx, int M, int N, int K, const float *G, const float *x, const void *xpk,
-                                  const float *w, float *dx, float beta_x, float *dw) {
+/* dx [M,K] = G wᵀ + beta_x dx and dw [K,N] += xᵀ G at a low precision, G [M,N] packed once for both (gpk, or NULL:
+ * packed here), x as the forward packed it (xpk, or NULL: packed here). */
+static void projection_grads_lowp(lipt_ctx *ctx, int M, int N, int K, const float *G, const void *gpk,
+                                  const float *x, const void *xpk, const float *w, float *dx, float beta_x, float *dw) {
     const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena); /* gpk lives for these two products only */
-    const void *gpk = lipt_lowp_pack_arena(ctx, G, M, N, N);
+    if (!gpk) gpk = lipt_lowp_pack_arena(ctx, G, M, N, N);
     if (dx) lipt_gemm_lowp_pk(ctx, 0, 1, M, K, N, 1.0f, NULL, N, gpk, w, N, NULL, beta_x, dx, K);
     if (dw) lipt_gemm_lowp_pk(ctx, 1, 0, K, N, M, 1.0f, x, K, xpk, NULL, N, gpk, 1.0f, dw, N);
     lipt_arena_release(&ctx->arena, mk);
@@ -116,7 +116,8 @@ void lipt_matmul_backward(lipt_ctx *ctx, lipt_node *node) {
     if (ctx->precision != LIPT_PRECISION_FLOAT32 && batch == 1 && !ta && !tb && !b_batched && M > 0 && N > 0 &&
         K > 0) {
         float beta_a, *da = product_grad(ctx, a, &beta_a), *db = lipt_grad_of(ctx, b);
-        if (da || db) projection_grads_lowp(ctx, M, N, K, out->grad, a->data, node->saved, b->data, da, beta_a, db);
+        if (da || db)
+            projection_grads_lowp(ctx, M, N, K, out->grad, NULL, a->data, node->saved, b->data, da, beta_a, db);
         return;
     }
     float *da = lipt_grad_of(ctx, a), *db = lipt_grad_of(ctx, b);
@@ -196,14 +197,15 @@ lipt_tensor *lipt_linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_ten
 }
 
 /* dx [M,K] = G wᵀ + beta_x dx and dw [K,N] += xᵀ G (each when not NULL) at the context's precision, x packed as
- * the forward left it (xpk, low precisions); beta_x is 1 in float32 (product_grad). */
-static void linear_grads(lipt_ctx *ctx, const lipt_node *node, const float *G, float *dx, float beta_x, float *dw) {
+ * the forward left it (xpk, low precisions), G too when gpk is given; beta_x is 1 in float32 (product_grad). */
+static void linear_grads(lipt_ctx *ctx, const lipt_node *node, const float *G, const void *gpk, float *dx,
+                         float beta_x, float *dw) {
     const int M = node->iarg[0], N = node->iarg[1], K = node->iarg[2];
     const float *x = node->in[0]->data, *w = node->in[1]->data;
     if (K <= 0 || (!dx && !dw)) return;
     if (ctx->precision != LIPT_PRECISION_FLOAT32) {
         /* G packed once for both products, x as the forward packed it: each operand converted once per step */
-        projection_grads_lowp(ctx, M, N, K, G, x, node->saved, w, dx, beta_x, dw);
+        projection_grads_lowp(ctx, M, N, K, G, gpk, x, node->saved, w, dx, beta_x, dw);
     } else {
         if (dx) lipt_gemm_packed_p(ctx, 0, 1, M, K, N, G, w, dx, 1.0f); /* dx[M,K] += G[M,N] wᵀ */
         if (dw) lipt_gemm_packed_p(ctx, 1, 0, K, N, M, x, G, dw, 1.0f); /* dw[K,N] += xᵀ G */
@@ -215,7 +217,7 @@ void lipt_linear_backward(lipt_ctx *ctx, lipt_node *node) {
     const float *G = node->out->grad;
     if (M == 0 || N == 0) return;
     float beta_x, *dx = product_grad(ctx, node->in[0], &beta_x);
-    linear_grads(ctx, node, G, dx, beta_x, lipt_grad_of(ctx, node->in[1]));
+    linear_grads(ctx, node, G, NULL, dx, beta_x, lipt_grad_of(ctx, node->in[1]));
     float *db = lipt_grad_of(ctx, node->in[2]);
     if (db) lipt_reduce_rows_acc(db, G, NULL, (size_t)M, (size_t)N, 1.0);
 }
@@ -242,11 +244,11 @@ lipt_tensor *lipt_linear_gelu(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lip
 }
 
 /* The backward of a fused linear + activation: the activation's backward into G with the bias gradient's column
- * sums in the same pass (act_colsum: lipt_gelu_grad_colsum or lipt_maxmin_grad_colsum, from the node's saved2),
- * then the products of lipt_linear's backward from G. */
+ * sums in the same pass (act_colsum: lipt_gelu_grad_colsum or lipt_maxmin_grad_colsum, from the node's saved2), at a
+ * low precision also G converted for the two products, then the products of lipt_linear's backward from G. */
 static void linear_act_backward(lipt_ctx *ctx, lipt_node *node,
                                 void (*act_colsum)(lipt_ctx *, const float *, const float *, float *, size_t, size_t,
-                                                   float *)) {
+                                                   float *, void *)) {
     const int M = node->iarg[0], N = node->iarg[1];
     if (M == 0 || N == 0) return;
     float beta_x, *dx = product_grad(ctx, node->in[0], &beta_x), *dw = lipt_grad_of(ctx, node->in[1]);
@@ -256,8 +258,12 @@ static void linear_act_backward(lipt_ctx *ctx, lipt_node *node,
      * buffers, it made their zeroing (memset) and the residual adds' gradient copies (ew_acc) twice as slow in the
      * dp training step (perf, 2 A/B rounds), more than the fusion saves */
     float *G = lipt_arena_alloc(&ctx->arena, (size_t)M * N * sizeof(float));
-    act_colsum(ctx, node->saved2, node->out->grad, G, (size_t)M, (size_t)N, db);
-    linear_grads(ctx, node, G, dx, beta_x, dw);
+    const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena); /* gpk: for the two products only */
+    void *gpk = ctx->precision != LIPT_PRECISION_FLOAT32 && (dx || dw) && node->iarg[2] > 0
+                    ? lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, M, N)) : NULL;
+    act_colsum(ctx, node->saved2, node->out->grad, G, (size_t)M, (size_t)N, db, gpk);
+    linear_grads(ctx, node, G, gpk, dx, beta_x, dw);
+    lipt_arena_release(&ctx->arena, mk);
 }
 
 void lipt_linear_gelu_backward(lipt_ctx *ctx, lipt_node *node) {

@@ -104,8 +104,8 @@ static void maxmin_grad_row(size_t r, void *arg) {
 }
 
 void lipt_maxmin_grad_colsum(lipt_ctx *ctx, const float *a, const float *g, float *dx, size_t rows, size_t P,
-                             float *db) {
+                             float *db, void *pk) {
     LIPT_CHECK(P % 2 == 0, "maxmin_grad_colsum: odd row length %zu", P);
     maxmin_rows m = {a, g, dx, P, pair_swap_idx()};
-    lipt_rows_colsum(ctx, dx, rows, P, db, (size_t)1 << 17, maxmin_grad_row, &m);
+    lipt_rows_colsum(ctx, dx, rows, P, db, (size_t)1 << 17, maxmin_grad_row, &m, pk);
 }
