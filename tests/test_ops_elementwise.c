@@ -325,47 +325,61 @@ START_TEST(test_binary_chain) {
 END_TEST
 
 /* The residual form a + g(a): a takes over the sum's output gradient (lipt_grad_adopt) and g's backward then adds
- * into it. The gradient must be r (1 + s) for g(a) = a * s; and a second backward over the same tape with the
- * buffers zeroed (as lipt_jac_sess runs one per Jacobian row) must give it again, not twice. Also when the buffer
- * is already a's (a leaf whose gradient exists) nothing is shared. */
+ * into it. The gradient must be r (1 + s) for g(a) = a * s, and g's output must not share the buffer (its backward
+ * adds into a's gradient while reading its own). For a + g(c), c another tensor, both operands take the buffer over:
+ * a's gradient r, c's r s. A second backward over the same tape with the buffers zeroed (as lipt_jac_sess runs one per
+ * Jacobian row) must give them again, not twice. And when a's buffer exists already (a leaf whose gradient is
+ * allocated) a keeps it. */
 START_TEST(test_add_adopts_gradient) {
     lipt_rng rng;
     lipt_rng_seed(&rng, 77);
     const int shape[3] = {2, 3, 33};
-    for (int preset = 0; preset < 2; preset++) {
-        lipt_tensor *A = tu_tensor(&rng, 3, shape, 1.0f, 1);
-        lipt_tensor *S = tu_tensor(&rng, 3, shape, 1.0f, 0);
-        const size_t n = A->numel;
-        float *r = malloc(n * sizeof(float)), *own = calloc(n, sizeof(float));
-        lipt_rng_fill_normal(&rng, r, n, 1.0f);
-        lipt_ctx ctx;
-        lipt_ctx_init(&ctx, 1 << 16, 1);
-        A->grad = preset ? own : NULL;
-        lipt_tensor *out = lipt_add(&ctx, A, lipt_mul(&ctx, A, S));
-        for (int pass = 0; pass < 2; pass++) {
-            if (pass == 1) { /* zero every buffer of the tape, as a Jacobian session's next row does */
-                memset(out->grad, 0, n * sizeof(float));
-                memset(A->grad, 0, n * sizeof(float));
-                for (lipt_node *nd = ctx.tape; nd; nd = nd->prev)
-                    if (nd->out->grad) memset(nd->out->grad, 0, nd->out->numel * sizeof(float));
+    for (int form = 0; form < 2; form++)
+        for (int preset = 0; preset < 2; preset++) {
+            lipt_tensor *A = tu_tensor(&rng, 3, shape, 1.0f, 1), *C = tu_tensor(&rng, 3, shape, 1.0f, 1);
+            lipt_tensor *S = tu_tensor(&rng, 3, shape, 1.0f, 0);
+            const size_t n = A->numel;
+            float *r = malloc(n * sizeof(float)), *own = calloc(n, sizeof(float));
+            lipt_rng_fill_normal(&rng, r, n, 1.0f);
+            lipt_ctx ctx;
+            lipt_ctx_init(&ctx, 1 << 16, 1);
+            A->grad = preset ? own : NULL;
+            C->grad = NULL;
+            lipt_tensor *m = lipt_mul(&ctx, form ? C : A, S);
+            lipt_tensor *out = lipt_add(&ctx, A, m);
+            for (int pass = 0; pass < 2; pass++) {
+                if (pass == 1) { /* zero every buffer of the tape, as a Jacobian session's next row does */
+                    memset(A->grad, 0, n * sizeof(float));
+                    if (C->grad) memset(C->grad, 0, n * sizeof(float));
+                    for (lipt_node *nd = ctx.tape; nd; nd = nd->prev)
+                        if (nd->out->grad) memset(nd->out->grad, 0, nd->out->numel * sizeof(float));
+                }
+                lipt_backward_seeded(&ctx, out, r);
+                ck_assert_ptr_nonnull(A->grad);
+                ck_assert_msg((A->grad == out->grad) == !preset, "form %d preset %d: a's gradient %s the output's",
+                              form, preset, A->grad == out->grad ? "shares" : "does not share");
+                /* g's output takes the buffer when a did not, or when g does not read a */
+                ck_assert_msg((m->grad == out->grad) == (form || preset), "form %d preset %d: g's gradient %s",
+                              form, preset, m->grad == out->grad ? "shares" : "does not share");
+                for (size_t i = 0; i < n; i++) {
+                    const double s = S->data[i], want_a = (double)r[i] * (form ? 1.0 : 1.0 + s);
+                    ck_assert_msg(fabs(A->grad[i] - want_a) <= 1e-6 * (1 + fabs(want_a)),
+                                  "form %d preset %d pass %d: da[%zu] = %.9g, want %.9g", form, preset, pass, i,
+                                  A->grad[i], want_a);
+                    if (form)
+                        ck_assert_msg(fabs(C->grad[i] - r[i] * s) <= 1e-6 * (1 + fabs(r[i] * s)),
+                                      "preset %d pass %d: dc[%zu] = %.9g, want %.9g", preset, pass, i, C->grad[i],
+                                      r[i] * s);
+                }
             }
-            lipt_backward_seeded(&ctx, out, r);
-            ck_assert_ptr_nonnull(A->grad);
-            ck_assert_msg((A->grad == out->grad) == !preset, "preset %d: a's gradient %s the output's", preset,
-                          A->grad == out->grad ? "shares" : "does not share");
-            for (size_t i = 0; i < n; i++) {
-                const double want = (double)r[i] * (1.0 + (double)S->data[i]);
-                ck_assert_msg(fabs(A->grad[i] - want) <= 1e-6 * (1 + fabs(want)),
-                              "preset %d pass %d: da[%zu] = %.9g, want %.9g", preset, pass, i, A->grad[i], want);
-            }
+            A->grad = C->grad = NULL;
+            lipt_ctx_free(&ctx);
+            free(r);
+            free(own);
+            tu_free(A);
+            tu_free(C);
+            tu_free(S);
         }
-        A->grad = NULL;
-        lipt_ctx_free(&ctx);
-        free(r);
-        free(own);
-        tu_free(A);
-        tu_free(S);
-    }
 }
 END_TEST
 
