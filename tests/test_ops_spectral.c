@@ -580,7 +580,7 @@ END_TEST
 START_TEST(test_spectral_chol_certify) {
     lipt_rng rng;
     lipt_rng_seed(&rng, 99);
-    static const int ns[] = {1, 7, 64, 256};
+    static const int ns[] = {1, 7, 37, 64, 100, 256}; /* 37, 100: the blocked factorisation's partial panels and tiles */
     int checked = 0;
     for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
         const int n = ns[ni];
@@ -599,6 +599,7 @@ START_TEST(test_spectral_chol_certify) {
             for (int i = 0; i < n; i++) /* exactly symmetric, as the Gram matrices are */
                 for (int j = 0; j < i; j++) H[(size_t)i * n + j] = H[(size_t)j * n + i];
             double b = -1;
+            for (size_t i = 0; i < (size_t)n * n; i++) B[i] = NAN; /* stale scratch must not reach the factor */
             ck_assert_msg(!lipt_spectral_chol_certify(H, n, 1 - 1e-9, B, &b),
                           "n %d kind %d: certified mu = 1 - 1e-9 below lambda_max = 1 (bound %.17g)", n, kind, b);
             ck_assert_msg(lipt_spectral_chol_certify(H, n, 1 + 1e-9, B, &b), "n %d kind %d: mu = 1 + 1e-9 not certified",

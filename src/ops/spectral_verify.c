@@ -76,25 +76,17 @@ static void matvec(const double *H, const double *x, double *y, int n) {
     for (; i < n; i++) y[i] = dot(H + (size_t)i * n, x, n);
 }
 
-/* y -= a x, then y -= b z when z is given: element by element, each subtraction rounded on its own (the Cholesky
- * update's arithmetic; the two-row form only saves a pass over y). */
-static void sub_scaled(double *y, double a, const double *x, double b, const double *z, int n) {
+/* y -= a x, element by element (Lanczos's recurrence and reorthogonalisation). */
+static void sub_scaled(double *y, double a, const double *x, int n) {
     int i = 0;
     for (; i + LIPT_VDW <= n; i += LIPT_VDW) {
-        lipt_vdh vx, vy, vz;
+        lipt_vdh vx, vy;
         memcpy(&vx, x + i, sizeof vx);
         memcpy(&vy, y + i, sizeof vy);
         vy -= a * vx;
-        if (z) {
-            memcpy(&vz, z + i, sizeof vz);
-            vy -= b * vz;
-        }
         memcpy(y + i, &vy, sizeof vy);
     }
-    for (; i < n; i++) {
-        y[i] -= a * x[i];
-        if (z) y[i] -= b * z[i];
-    }
+    for (; i < n; i++) y[i] -= a * x[i];
 }
 
 
@@ -156,11 +148,11 @@ static double lanczos_top(const double *H, int n, const float *start, double *Q,
         const double *qj = Q + (size_t)j * n;
         matvec(H, qj, w, n);
         double a = dot(qj, w, n);
-        sub_scaled(w, a, qj, 0, NULL, n);
-        if (j > 0) sub_scaled(w, beta[j - 1], qj - n, 0, NULL, n);
+        sub_scaled(w, a, qj, n);
+        if (j > 0) sub_scaled(w, beta[j - 1], qj - n, n);
         for (int i = 0; i <= j; i++) { /* full reorthogonalisation (once: θ is only an estimate) */
             const double c = dot(Q + (size_t)i * n, w, n);
-            sub_scaled(w, c, Q + (size_t)i * n, 0, NULL, n);
+            sub_scaled(w, c, Q + (size_t)i * n, n);
             if (i == j) a += c;
         }
         alpha[j] = a;
@@ -181,6 +173,92 @@ static double lanczos_top(const double *H, int n, const float *start, double *Q,
     return tridiag_top(alpha, beta, k);
 }
 
+/* c + a b rounded once. C11 (no -ffp-contract) keeps a * b + c as two roundings and two instructions; the analysis
+ * allows either (fewer roundings only help), and without FMA (a portable SSE build) it stays two. */
+LIPT_VINLINE lipt_vdh vdh_fma(lipt_vdh a, lipt_vdh b, lipt_vdh c) {
+#if LIPT_VDW == 8
+    return (lipt_vdh)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c);
+#elif LIPT_VDW == 4 && defined(__FMA__)
+    return (lipt_vdh)_mm256_fmadd_pd((__m256d)a, (__m256d)b, (__m256d)c);
+#elif LIPT_VDW == 2 && defined(__FMA__)
+    return (lipt_vdh)_mm_fmadd_pd((__m128d)a, (__m128d)b, (__m128d)c);
+#else
+    return a * b + c;
+#endif
+}
+
+/* x in every lane: one broadcast ((lipt_vdh){0} + x costs an addition, 0 + -0 being +0, and gcc turns a loop
+ * over the lanes into masked broadcasts). */
+LIPT_VINLINE lipt_vdh vdh_splat(double x) {
+#if LIPT_VDW == 8
+    return (lipt_vdh)_mm512_set1_pd(x);
+#elif LIPT_VDW == 4 && defined(__AVX__)
+    return (lipt_vdh)_mm256_set1_pd(x);
+#elif LIPT_VDW == 2 && defined(__SSE2__)
+    return (lipt_vdh)_mm_set1_pd(x);
+#else
+    lipt_vdh a;
+    for (int l = 0; l < LIPT_VDW; l++) a[l] = x;
+    return a;
+#endif
+}
+
+/* The factorisation in panels of CHOL_NB rows of R; the trailing rows' update by a panel in register tiles of
+ * CHOL_MR rows × CHOL_NV vectors (with AVX-512 16 accumulators, the panel's row segments from L1). */
+#ifndef CHOL_NB
+#define CHOL_NB 16
+#if LIPT_VDW == 8
+#define CHOL_MR 8
+#define CHOL_NV 3
+#else
+#define CHOL_MR 4
+#define CHOL_NV 2
+#endif
+#endif
+
+/* B[i, j] -= Σ_{p in [k0, k1)} r_pi r_pj for the rows i in [i0, i0 + rows) and the nv vectors of columns from j:
+ * the panel's products summed in p order in registers (with FMA), then subtracted from b_ij once. rows, nv are
+ * constants at every call (always inlined): the accumulators stay in registers. */
+LIPT_VINLINE void chol_tile(double *B, int n, int k0, int k1, int i0, int rows, int j, int nv) {
+    lipt_vdh acc[CHOL_MR][CHOL_NV];
+    for (int r = 0; r < rows; r++)
+        for (int v = 0; v < nv; v++) acc[r][v] = (lipt_vdh){0};
+    for (int p = k0; p < k1; p++) {
+        const double *rp = B + (size_t)p * n;
+        lipt_vdh b[CHOL_NV];
+        for (int v = 0; v < nv; v++) memcpy(&b[v], rp + j + v * LIPT_VDW, sizeof b[v]);
+        for (int r = 0; r < rows; r++) {
+            const lipt_vdh a = vdh_splat(rp[i0 + r]);
+            for (int v = 0; v < nv; v++) acc[r][v] = vdh_fma(a, b[v], acc[r][v]);
+        }
+    }
+    for (int r = 0; r < rows; r++)
+        for (int v = 0; v < nv; v++) {
+            double *c = B + (size_t)(i0 + r) * n + j + v * LIPT_VDW;
+            lipt_vdh x;
+            memcpy(&x, c, sizeof x);
+            x -= acc[r][v];
+            memcpy(c, &x, sizeof x);
+        }
+}
+
+/* rows (a constant) trailing rows from i0, every column from i0 on: full tiles, one-vector tiles, then scalars. The
+ * tiles start up to LIPT_VDW - 1 columns left of i0 so that they end at n (a scalar tail was a tenth of the time):
+ * the columns j < i of row i are the lower triangle, zeroed, written, never read (nor are the panel rows' entries
+ * left of their diagonal, which only they read). */
+LIPT_VINLINE void chol_rows(double *B, int n, int k0, int k1, int i0, int rows) {
+    const int w = (n - i0 + LIPT_VDW - 1) / LIPT_VDW * LIPT_VDW;
+    int j = n - w >= 0 ? n - w : i0;
+    for (; j + CHOL_NV * LIPT_VDW <= n; j += CHOL_NV * LIPT_VDW) chol_tile(B, n, k0, k1, i0, rows, j, CHOL_NV);
+    for (; j + LIPT_VDW <= n; j += LIPT_VDW) chol_tile(B, n, k0, k1, i0, rows, j, 1);
+    for (; j < n; j++)
+        for (int r = 0; r < rows; r++) {
+            double t = 0;
+            for (int p = k0; p < k1; p++) t += B[(size_t)p * n + i0 + r] * B[(size_t)p * n + j];
+            B[(size_t)(i0 + r) * n + j] -= t;
+        }
+}
+
 int lipt_spectral_chol_certify(const double *H, int n, double mu, double *B, double *bound) {
     if (n <= 0 || !isfinite(mu)) return 0;
     double tr = 0, maxb = 0;
@@ -191,26 +269,27 @@ int lipt_spectral_chol_certify(const double *H, int n, double mu, double *B, dou
         if (!(bi[i] > 0)) return 0;
         tr += bi[i];
         maxb = fmax(maxb, bi[i]);
+        for (int j = 0; j < i; j++) bi[j] = 0; /* the tiles' spill-over (chol_rows): finite, never read */
         for (int j = i + 1; j < n; j++) bi[j] = -hi[j];
     }
-    /* B = RᵀR, R upper triangular, in place (outer-product form: rows k and k + 1 of R, then the trailing rows
-     * updated with both in one pass; entry (i, j) is b_ij - Σ_k r_ki r_kj subtracted in k order, the standard
-     * algorithm's dot product) */
-    for (int k = 0; k < n; k += 2) {
-        double *rk = B + (size_t)k * n, *rk1 = k + 1 < n ? rk + n : NULL;
-        for (int p = 0; p < (rk1 ? 2 : 1); p++) {
-            double *rp = rk + (size_t)p * n;
-            const int kp = k + p;
-            if (p == 1) /* row k + 1 gets row k's update first */
-                sub_scaled(rp + kp, rk[kp], rk + kp, 0, NULL, n - kp);
-            const double d = rp[kp];
+    /* B = RᵀR, R upper triangular, in place, right-looking in panels of CHOL_NB rows: the panel's rows of R one by
+     * one (row p gets the earlier panel rows' terms one at a time, then its pivot's square root and the divisions),
+     * then every trailing entry (i, j) gets the panel's terms as one register sum subtracted once. So r_ij is
+     * b_ij - Σ_k r_ki r_kj in some order (the analysis holds for any), divided by r_ii. */
+    for (int k0 = 0; k0 < n; k0 += CHOL_NB) {
+        const int k1 = k0 + CHOL_NB < n ? k0 + CHOL_NB : n;
+        for (int p = k0; p < k1; p++) {
+            double *rp = B + (size_t)p * n;
+            if (p > k0) chol_rows(B, n, k0, p, p, 1); /* the earlier panel rows' terms */
+            const double d = rp[p];
             if (!(d > 0)) return 0; /* not positive definite to working accuracy, or NaN */
             const double r = sqrt(d);
-            rp[kp] = r;
-            for (int j = kp + 1; j < n; j++) rp[j] /= r; /* a division, as the analysis assumes (not a reciprocal) */
+            rp[p] = r;
+            for (int j = p + 1; j < n; j++) rp[j] /= r; /* a division, as the analysis assumes (not a reciprocal) */
         }
-        for (int i = k + 2; i < n; i++)
-            sub_scaled(B + (size_t)i * n + i, rk[i], rk + i, rk1 ? rk1[i] : 0, rk1 ? rk1 + i : NULL, n - i);
+        int i0 = k1;
+        for (; i0 + CHOL_MR <= n; i0 += CHOL_MR) chol_rows(B, n, k0, k1, i0, CHOL_MR);
+        for (; i0 < n; i0++) chol_rows(B, n, k0, k1, i0, 1);
     }
     const double g = lipt_ub_gamma(n + 1);
     /* τ: γ/(1-γ) <= γ (1 + 2γ), times a bound of tr(B); the diagonal's rounding: u/(1-u) <= u (1 + 2u) of max B_ii */
