@@ -173,36 +173,6 @@ static double lanczos_top(const double *H, int n, const float *start, double *Q,
     return tridiag_top(alpha, beta, k);
 }
 
-/* c + a b rounded once. C11 (no -ffp-contract) keeps a * b + c as two roundings and two instructions; the analysis
- * allows either (fewer roundings only help), and without FMA (a portable SSE build) it stays two. */
-LIPT_VINLINE lipt_vdh vdh_fma(lipt_vdh a, lipt_vdh b, lipt_vdh c) {
-#if LIPT_VDW == 8
-    return (lipt_vdh)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c);
-#elif LIPT_VDW == 4 && defined(__FMA__)
-    return (lipt_vdh)_mm256_fmadd_pd((__m256d)a, (__m256d)b, (__m256d)c);
-#elif LIPT_VDW == 2 && defined(__FMA__)
-    return (lipt_vdh)_mm_fmadd_pd((__m128d)a, (__m128d)b, (__m128d)c);
-#else
-    return a * b + c;
-#endif
-}
-
-/* x in every lane: one broadcast ((lipt_vdh){0} + x costs an addition, 0 + -0 being +0, and gcc turns a loop
- * over the lanes into masked broadcasts). */
-LIPT_VINLINE lipt_vdh vdh_splat(double x) {
-#if LIPT_VDW == 8
-    return (lipt_vdh)_mm512_set1_pd(x);
-#elif LIPT_VDW == 4 && defined(__AVX__)
-    return (lipt_vdh)_mm256_set1_pd(x);
-#elif LIPT_VDW == 2 && defined(__SSE2__)
-    return (lipt_vdh)_mm_set1_pd(x);
-#else
-    lipt_vdh a;
-    for (int l = 0; l < LIPT_VDW; l++) a[l] = x;
-    return a;
-#endif
-}
-
 /* The factorisation in panels of CHOL_NB rows of R; the trailing rows' update by a panel in register tiles of
  * CHOL_MR rows × CHOL_NV vectors (with AVX-512 16 accumulators, the panel's row segments from L1). */
 #ifndef CHOL_NB
@@ -228,8 +198,8 @@ LIPT_VINLINE void chol_tile(double *B, int n, int k0, int k1, int i0, int rows, 
         lipt_vdh b[CHOL_NV];
         for (int v = 0; v < nv; v++) memcpy(&b[v], rp + j + v * LIPT_VDW, sizeof b[v]);
         for (int r = 0; r < rows; r++) {
-            const lipt_vdh a = vdh_splat(rp[i0 + r]);
-            for (int v = 0; v < nv; v++) acc[r][v] = vdh_fma(a, b[v], acc[r][v]);
+            const lipt_vdh a = lipt_vdh_splat(rp[i0 + r]);
+            for (int v = 0; v < nv; v++) acc[r][v] = lipt_vdh_fma(a, b[v], acc[r][v]);
         }
     }
     for (int r = 0; r < rows; r++)

@@ -37,13 +37,46 @@ typedef float lipt_vfh __attribute__((vector_size(LIPT_VDW * sizeof(float))));
 
 /* LIPT_VDW floats from p, widened to double (exact); and LIPT_VDW doubles rounded to float, stored at p. */
 static inline lipt_vdh lipt_vdh_loadf(const float *p) {
+#if LIPT_VDW == 8 /* one vcvtps2pd: gcc splits the generic conversion into two halves and an insert */
+    return (lipt_vdh)_mm512_cvtps_pd(_mm256_loadu_ps(p));
+#else
     lipt_vfh v;
     memcpy(&v, p, sizeof v);
     return __builtin_convertvector(v, lipt_vdh);
+#endif
 }
 static inline void lipt_vdh_storef(float *p, lipt_vdh d) {
     const lipt_vfh v = __builtin_convertvector(d, lipt_vfh);
     memcpy(p, &v, sizeof v);
+}
+/* c + a b rounded once, for doubles. C11 (no -ffp-contract) keeps a * b + c as two roundings and two instructions,
+ * which halves the rate of the register-tiled products (spectral.c, spectral_verify.c); without FMA (a portable SSE
+ * build) it stays two, which their error analyses allow as well. */
+static inline lipt_vdh lipt_vdh_fma(lipt_vdh a, lipt_vdh b, lipt_vdh c) {
+#if LIPT_VDW == 8
+    return (lipt_vdh)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c);
+#elif LIPT_VDW == 4 && defined(__FMA__)
+    return (lipt_vdh)_mm256_fmadd_pd((__m256d)a, (__m256d)b, (__m256d)c);
+#elif LIPT_VDW == 2 && defined(__FMA__)
+    return (lipt_vdh)_mm_fmadd_pd((__m128d)a, (__m128d)b, (__m128d)c);
+#else
+    return a * b + c;
+#endif
+}
+/* x in every lane: one broadcast ((lipt_vdh){0} + x costs an addition, 0 + -0 being +0, and gcc turns a loop over
+ * the lanes into masked broadcasts). */
+static inline lipt_vdh lipt_vdh_splat(double x) {
+#if LIPT_VDW == 8
+    return (lipt_vdh)_mm512_set1_pd(x);
+#elif LIPT_VDW == 4 && defined(__AVX__)
+    return (lipt_vdh)_mm256_set1_pd(x);
+#elif LIPT_VDW == 2 && defined(__SSE2__)
+    return (lipt_vdh)_mm_set1_pd(x);
+#else
+    lipt_vdh a;
+    for (int l = 0; l < LIPT_VDW; l++) a[l] = x;
+    return a;
+#endif
 }
 static inline lipt_vfh lipt_vfh_load(const float *p) {
     lipt_vfh v;
