@@ -573,6 +573,57 @@ START_TEST(test_spectral_ub_bounds) {
 }
 END_TEST
 
+/* lipt_spectral_gram against a long double reference, entrywise within the gamma_m bound the analysis assumes,
+ * |c_ij - H_ij| <= gamma_m Σ_k |a_ik a_jk| (plus the reference's own error, below m 2^-63 of the same sum), on shapes
+ * whose sides are not multiples of the tiles or of the vector width (n < 8, odd m, a block at a column offset), with
+ * entries spread over 2^±20; and bitwise the same with 1 and 2 threads (256×1024 and 1024×256 take two threads). */
+START_TEST(test_spectral_gram) {
+    const int shp[][4] = {{1, 1, 0, 1},    {3, 3, 0, 3},     {5, 100, 0, 100}, {100, 5, 0, 5},     {13, 37, 0, 37},
+                          {37, 13, 0, 13}, {67, 129, 0, 129}, {129, 67, 0, 67}, {9, 50, 7, 31},     {50, 40, 3, 17},
+                          {256, 1024, 0, 1024}, {1024, 256, 0, 256}, {256, 300, 20, 64}, {255, 257, 1, 255}};
+    lipt_rng rng;
+    lipt_rng_seed(&rng, 4711);
+    double worst = 0;
+    for (size_t si = 0; si < sizeof shp / sizeof shp[0]; si++) {
+        const int R = shp[si][0], C = shp[si][1], c0 = shp[si][2], cb = shp[si][3];
+        const int trans = !(cb > R), n = trans ? cb : R, m = trans ? R : cb;
+        float *w = malloc((size_t)R * C * sizeof(float));
+        for (size_t i = 0; i < (size_t)R * C; i++)
+            w[i] = ldexpf(lipt_rng_normal(&rng), (int)lipt_rng_below(&rng, 41) - 20);
+        double *c[2], *xs = malloc(lipt_spectral_gram_scratch((size_t)m) * sizeof(double));
+        for (int pass = 0; pass < 2; pass++) {
+            lipt_set_threads(pass + 1);
+            c[pass] = malloc((size_t)n * n * sizeof(double));
+            lipt_spectral_gram(trans, n, m, w + c0, C, c[pass], xs);
+        }
+        lipt_set_threads(2);
+        const double g = m * 0x1p-53 / (1 - m * 0x1p-53);
+        for (int i = 0; i < n; i++)
+            for (int j = i; j < n; j++) {
+                long double ref = 0, mag = 0;
+                for (int k = 0; k < m; k++) {
+                    const long double p = trans ? (long double)w[(size_t)k * C + c0 + i] * w[(size_t)k * C + c0 + j]
+                                                : (long double)w[(size_t)i * C + c0 + k] * w[(size_t)j * C + c0 + k];
+                    ref += p;
+                    mag += fabsl(p);
+                }
+                const double x = c[0][(size_t)i * n + j], err = (double)fabsl(x - ref), tol = (double)mag * (g + m * 0x1p-63);
+                ck_assert_msg(err <= tol, "%dx%d [%d, +%d): entry (%d, %d) = %.17g off by %.3e > %.3e", R, C, c0, cb, i, j,
+                              x, err, tol);
+                ck_assert_msg(memcmp(&x, &c[1][(size_t)i * n + j], sizeof x) == 0, "%dx%d: (%d, %d) differs on 2 threads",
+                              R, C, i, j);
+                if (mag > 0) worst = fmax(worst, err / ((double)mag * g));
+            }
+        free(c[0]);
+        free(c[1]);
+        free(xs);
+        free(w);
+    }
+    printf("spectral gram: %zu shapes, worst entry error %.3f of gamma_m sum|a a|, 1 and 2 threads bitwise equal\n",
+           sizeof shp / sizeof shp[0], worst);
+}
+END_TEST
+
 /* The proof step alone: H = Q diag(λ) Qᵀ with λ_max = 1 (Q orthonormal, formed in double, so H's own top eigenvalue
  * is 1 to about 1e-15). Certifying μ = 1 - 1e-9 must fail (μ is below λ_max(H): "success" there would be a false
  * certificate); μ = 1 + 1e-9 must succeed, with a bound above μ only by the proof's margins. Spectra: a gap, the top
@@ -847,9 +898,9 @@ END_TEST
 
 /* Bitwise the same values (and power vectors) with 1 and 2 threads. */
 START_TEST(test_spectral_ub_threads) {
-    const int shapes_t[][3] = {{256, 1024, 1}, {256, 1024, 4}, {128, 512, 1}, {300, 90, 3}};
+    const int shapes_t[][3] = {{256, 1024, 1}, {256, 1024, 4}, {128, 512, 1}, {300, 90, 3}, {1024, 256, 1}};
     int n_cmp = 0;
-    for (int si = 0; si < 4; si++) {
+    for (int si = 0; si < 5; si++) {
         int R = shapes_t[si][0], C = shapes_t[si][1], nb = shapes_t[si][2];
         lipt_rng rng;
         lipt_rng_seed(&rng, 90 + si);
@@ -1073,6 +1124,7 @@ int main(void) {
     tcase_set_timeout(tu, 600);
     tcase_add_test(tu, test_spectral_ub_bounds);
     tcase_add_test(tu, test_spectral_ub_special);
+    tcase_add_test(tu, test_spectral_gram);
     tcase_add_test(tu, test_spectral_chol_certify);
     tcase_add_test(tu, test_spectral_ub_cholesky);
     tcase_add_test(tu, test_spectral_ub_grad);

@@ -291,8 +291,8 @@ void lipt_spectral_norm_backward(lipt_ctx *ctx, lipt_node *node) { uv_backward(c
  * Weyl gives rho(X) <= rho(X + Y) + ‖Y‖₂ for symmetric Y.  gamma_k = k u / (1 - k u) (gamma_f_k with u_f): any order
  * of a k-term dot product, with or without FMA, errs by <= gamma_k Σ|a||b| plus, for products that underflow, at
  * most k half-units of the smallest subnormal.
- *  - H_0 = fl(AᵀA) in double (gram_upper: dsyrk, or two dsyrk and a dgemm; the upper triangle mirrored:
- *    symmetric).  The float entries are exact in double, so ‖H_0 - AᵀA‖₂ <= gamma_m ‖|A|ᵀ|A|‖_F <= gamma_m ‖A‖_F²
+ *  - H_0 = fl(AᵀA) in double (lipt_spectral_gram: each entry m exact float products summed in double in some
+ *    order; the upper triangle mirrored: symmetric).  The float entries are exact in double, so ‖H_0 - AᵀA‖₂ <= gamma_m ‖|A|ᵀ|A|‖_F <= gamma_m ‖A‖_F²
  *    =: e_0 and sigma² <= rho(H_0) + e_0.
  *  - Level 0: G_0 = fl_f(2^-e_0 H_0), the scaled matrix (exact in double) rounded to float: symmetric, and
  *    ‖2^-e_0 H_0 - G_0‖₂ <= u_f / (1 - u_f) min(‖G_0‖_F, ‖|G_0|‖_∞) + n 2^-150 =: d_0 (each entry of 2^-e_0 H_0 is
@@ -427,104 +427,207 @@ static double level_norm_bound(const level_sums *s, int n) {
 DEFINE_MIRROR_UPPER(mirror_upper, double)
 DEFINE_MIRROR_UPPER(mirror_upper_f, float)
 
-/* The R×cb block at column offset c0 of the row-major [R, C] w into a (row stride cb), exactly, and Σ a² (float
- * squares are exact in double; summed in lanes as scale_sumsq). The sum is finite iff every entry is: a float's
- * square cannot overflow a double, nor can a sum of fewer than 2^800 of them. */
-static double block_to_double(const float *w, int R, int C, int c0, int cb, double *a) {
+/* Σ a² over the R×cb block at column offset c0 of the row-major [R, C] w (float squares are exact in double; summed
+ * in lanes as scale_sumsq). The sum is finite iff every entry is: a float's square cannot overflow a double, nor can
+ * a sum of fewer than 2^800 of them. */
+static double block_sumsq(const float *w, int R, int C, int c0, int cb) {
     lipt_vdh acc[2] = {{0}};
     double s = 0;
     for (int i = 0; i < R; i++) {
         const float *row = w + (size_t)i * C + c0;
-        double *ar = a + (size_t)i * cb;
         int j = 0;
         for (; j + 2 * SPEC_VD <= cb; j += 2 * SPEC_VD)
             for (int k = 0; k < 2; k++) {
-                lipt_vfh v;
-                memcpy(&v, row + j + k * SPEC_VD, sizeof v);
-                const lipt_vdh dv = __builtin_convertvector(v, lipt_vdh);
-                memcpy(ar + j + k * SPEC_VD, &dv, sizeof dv);
+                const lipt_vdh dv = lipt_vdh_loadf(row + j + k * SPEC_VD);
                 acc[k] += dv * dv;
             }
-        for (; j < cb; j++) {
-            ar[j] = row[j];
-            s += ar[j] * ar[j];
-        }
+        for (; j < cb; j++) s += (double)row[j] * row[j];
     }
     for (int k = 0; k < 2; k++)
         for (int l = 0; l < SPEC_VD; l++) s += acc[k][l];
     return s;
 }
 
+/* ---- H_0, the double Gram matrix, straight from the float block ----
+ * Every entry is Σ_k a_ik a_jk (wide block, A Aᵀ) or Σ_k a_ki a_kj (tall, AᵀA): m products of floats, each exact in
+ * double, summed in double (with FMA, whose product is then exact anyway) in an order fixed by m alone: all the
+ * error analysis above assumes of H_0 (gamma_m, any order). No double copy of the block and no packing: dsyrk's
+ * packing and the copy were a fifth of a 256×1024 certificate, and at these orders (the block in L2) register tiles
+ * reading the floats where they are, widened in registers, measured 20-50 % faster than copy + dsyrk / dgemm. Rows of
+ * tiles are independent (each entry's order does not depend on the tiling's partition), so two threads may share
+ * them without changing a bit. */
+#if LIPT_VDW == 8
+#define GW_R 4 /* wide: GW_R × GW_R dot products, lanes along k (16 accumulators, 8 inputs) */
+#define GT_R 8 /* tall: GT_R rows × GT_V vectors of columns, rank-one updates along k (24 accumulators) */
+#define GT_V 3
+#else
+#define GW_R 2
+#define GT_R 4
+#define GT_V 2
+#endif
+_Static_assert(GT_R <= LIPT_SPECTRAL_GRAM_SLAB, "lipt_spectral_gram_scratch must cover two slabs of GT_R rows");
+
+/* Wide: c[i][j] = Σ_k a_ik a_jk for the rows i in [i0, i0 + mr), j in [j0, j0 + nr) (constants at every call): in
+ * LIPT_VDW lanes of k, the lanes added in order, then the tail of k in order. */
+LIPT_VINLINE void gram_wide_tile(const float *a, int lda, int m, double *c, int n, int i0, int j0, int mr, int nr) {
+    lipt_vdh acc[GW_R][GW_R];
+    for (int r = 0; r < mr; r++)
+        for (int q = 0; q < nr; q++) acc[r][q] = (lipt_vdh){0};
+    const int mv = m / LIPT_VDW * LIPT_VDW;
+    for (int k = 0; k < mv; k += LIPT_VDW) {
+        lipt_vdh x[GW_R], y[GW_R];
+        for (int r = 0; r < mr; r++) x[r] = lipt_vdh_loadf(a + (size_t)(i0 + r) * lda + k);
+        for (int q = 0; q < nr; q++) y[q] = lipt_vdh_loadf(a + (size_t)(j0 + q) * lda + k);
+        for (int r = 0; r < mr; r++)
+            for (int q = 0; q < nr; q++) acc[r][q] = lipt_vdh_fma(x[r], y[q], acc[r][q]);
+    }
+    for (int r = 0; r < mr; r++)
+        for (int q = 0; q < nr; q++) {
+            const float *ai = a + (size_t)(i0 + r) * lda, *aj = a + (size_t)(j0 + q) * lda;
+            double t = 0;
+            for (int l = 0; l < LIPT_VDW; l++) t += acc[r][q][l];
+            for (int k = mv; k < m; k++) t += (double)ai[k] * aj[k];
+            c[(size_t)(i0 + r) * n + j0 + q] = t;
+        }
+}
+
+/* Wide, the rows [i0, i0 + GW_R) ∩ [0, n), every column from i0 on (a full tile also fills a few entries left of the
+ * diagonal: the mirroring overwrites them). */
+static void gram_wide_rows(const float *a, int lda, int m, double *c, int n, int i0) {
+    for (int j0 = i0; j0 < n; j0 += GW_R) {
+        if (i0 + GW_R <= n && j0 + GW_R <= n) {
+            gram_wide_tile(a, lda, m, c, n, i0, j0, GW_R, GW_R);
+            continue;
+        }
+        for (int i = i0; i < i0 + GW_R && i < n; i++)
+            for (int j = j0; j < j0 + GW_R && j < n; j++) gram_wide_tile(a, lda, m, c, n, i, j, 1, 1);
+    }
+}
+
+/* Tall: c[i0 + r][j..] += Σ_k a_k,i0+r a_k,j for r < mr, nv vectors of columns from j (constants at every call),
+ * each entry one running sum in k order. xs: the rows' column slab in double (xs[k GT_R + r] = a_k,i0+r), converted
+ * once per row of tiles: a broadcast from it is a load, where one from the float was a conversion as well. */
+LIPT_VINLINE void gram_tall_tile(const float *a, int lda, int m, const double *xs, double *c, int n, int i0, int j,
+                                 int mr, int nv) {
+    lipt_vdh acc[GT_R][GT_V];
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++) acc[r][v] = (lipt_vdh){0};
+    for (int k = 0; k < m; k++) {
+        const float *ak = a + (size_t)k * lda + j;
+        lipt_vdh y[GT_V];
+        for (int v = 0; v < nv; v++) y[v] = lipt_vdh_loadf(ak + v * LIPT_VDW);
+        for (int r = 0; r < mr; r++) {
+            const lipt_vdh x = lipt_vdh_splat(xs[(size_t)k * GT_R + r]);
+            for (int v = 0; v < nv; v++) acc[r][v] = lipt_vdh_fma(x, y[v], acc[r][v]);
+        }
+    }
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++) memcpy(c + (size_t)(i0 + r) * n + j + v * LIPT_VDW, &acc[r][v], sizeof acc[r][v]);
+}
+
+/* Tall, the mr rows (a constant) from i0, every column from i0 on: full tiles, one-vector tiles, then scalars; the
+ * tiles start up to LIPT_VDW - 1 columns left of i0 so that they end at n (entries left of the diagonal: the
+ * mirroring overwrites them). */
+LIPT_VINLINE void gram_tall_rows(const float *a, int lda, int m, double *xs, double *c, int n, int i0, int mr) {
+    for (int k = 0; k < m; k++)
+        for (int r = 0; r < mr; r++) xs[(size_t)k * GT_R + r] = a[(size_t)k * lda + i0 + r];
+    const int w = (n - i0 + LIPT_VDW - 1) / LIPT_VDW * LIPT_VDW;
+    int j = n - w >= 0 ? n - w : i0;
+    for (; j + GT_V * LIPT_VDW <= n; j += GT_V * LIPT_VDW) gram_tall_tile(a, lda, m, xs, c, n, i0, j, mr, GT_V);
+    for (; j + LIPT_VDW <= n; j += LIPT_VDW) gram_tall_tile(a, lda, m, xs, c, n, i0, j, mr, 1);
+    for (; j < n; j++)
+        for (int r = 0; r < mr; r++) {
+            double t = 0;
+            for (int k = 0; k < m; k++) t += xs[(size_t)k * GT_R + r] * a[(size_t)k * lda + j];
+            c[(size_t)(i0 + r) * n + j] = t;
+        }
+}
+
+/* Work (multiply-adds) from which lipt_spectral_gram uses two threads outside a parallel region. */
+#define GRAM_PAR_WORK ((size_t)1 << 22)
+
+/* See spectral_impl.h. xs holds a slab of GT_R m doubles per thread (two at most). */
+void lipt_spectral_gram(int trans, int n, int m, const float *w, int lda, double *c, double *xs) {
+    const int step = trans ? GT_R : GW_R, ng = (n + step - 1) / step;
+    const int par = !omp_in_parallel() && omp_get_max_threads() > 1 && (size_t)n * n * m / 2 >= GRAM_PAR_WORK;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(2) if (par)
+    for (int g = 0; g < ng; g++) {
+        const int i0 = g * step;
+        if (!trans) {
+            gram_wide_rows(w, lda, m, c, n, i0);
+            continue;
+        }
+        double *x = xs + (size_t)omp_get_thread_num() * GT_R * m;
+        if (i0 + GT_R <= n) gram_tall_rows(w, lda, m, x, c, n, i0, GT_R);
+        else
+            for (int i = i0; i < n; i++) gram_tall_rows(w, lda, m, x, c, n, i, 1);
+    }
+}
+
 /* Gram matrices of at least this order are formed in three products (gram_upper). */
 #define GRAM_SPLIT_MIN 128
 
-/* C (upper triangle) = alpha op(A) op(A)ᵀ, op(A) [n, m]; and C [h, n-h] = op(A_1) op(A_2)ᵀ, in float (single) or
- * double, beta 0. */
-static void syrk_up(int single, CBLAS_TRANSPOSE op, int n, int m, const void *a, int lda, void *c, int ldc) {
-    if (single) cblas_ssyrk(CblasRowMajor, CblasUpper, op, n, m, 1.0f, a, lda, 0.0f, c, ldc);
-    else cblas_dsyrk(CblasRowMajor, CblasUpper, op, n, m, 1.0, a, lda, 0.0, c, ldc);
+/* C (upper triangle) = op(A) op(A)ᵀ, op(A) [n, m]; and C [h, n-h] = op(A_1) op(A_2)ᵀ, in float, beta 0. */
+static void syrk_up(CBLAS_TRANSPOSE op, int n, int m, const float *a, int lda, float *c, int ldc) {
+    cblas_ssyrk(CblasRowMajor, CblasUpper, op, n, m, 1.0f, a, lda, 0.0f, c, ldc);
 }
-static void gemm_abt(int single, int trans, int M, int N, int K, const void *a1, const void *a2, int lda, void *c,
-                     int ldc) {
+static void gemm_abt(int trans, int M, int N, int K, const float *a1, const float *a2, int lda, float *c, int ldc) {
     const CBLAS_TRANSPOSE ta = trans ? CblasTrans : CblasNoTrans, tb = trans ? CblasNoTrans : CblasTrans;
-    if (single) cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a1, lda, a2, lda, 0.0f, c, ldc);
-    else cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, a1, lda, a2, lda, 0.0, c, ldc);
+    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a1, lda, a2, lda, 0.0f, c, ldc);
 }
 
-/* The upper triangle of the n×n row-major C = op(A) op(A)ᵀ, op(A) = A [n×m] (trans 0) or Aᵀ with A [m×n] (trans 1),
- * row stride lda, in float (single: A and C float) or double; C's other entries are left alone.
+/* The upper triangle of the n×n row-major float C = op(A) op(A)ᵀ, op(A) = A [n×m] (trans 0) or Aᵀ with A [m×n]
+ * (trans 1), row stride lda (the Gram iteration's squarings); C's other entries are left alone.
  * From order GRAM_SPLIT_MIN on it is three products: with h = n/2 and A_1, A_2 the first h and the other n - h rows
- * of op(A), the diagonal blocks' triangles A_1 A_1ᵀ and A_2 A_2ᵀ (?syrk, one task) and the off-diagonal block
- * A_1 A_2ᵀ (?gemm, the other task, of the same work): each on one thread, the two tasks side by side when threads
- * allow. OpenBLAS's own threading of dsyrk at these orders gained nothing on two threads (1.0 ms either way for
- * n = 256 on the bench machine), and its waiting threads spun in sched_yield. Which product forms an entry depends
- * only on n, so the result does not depend on the thread count. Every entry is a dot product of m terms, which is
- * all the error analysis of lipt_spectral_ub assumes (any order, with or without FMA). Each task zeroes what it
- * writes first: beta = 0 should make BLAS ignore C, and zeroing makes that independent of the implementation. */
-static void gram_upper(int single, int trans, int n, int m, const void *a, int lda, void *c) {
+ * of op(A), the diagonal blocks' triangles A_1 A_1ᵀ and A_2 A_2ᵀ (ssyrk, one task) and the off-diagonal block
+ * A_1 A_2ᵀ (sgemm, the other task, of the same work): each on one thread, the two tasks side by side when threads
+ * allow. OpenBLAS's own threading of ?syrk at these orders gained nothing on two threads (1.0 ms either way for
+ * dsyrk at n = 256 on the bench machine), and its waiting threads spun in sched_yield. Which product forms an entry
+ * depends only on n, so the result does not depend on the thread count. Every entry is a dot product of n terms,
+ * which is all the error analysis of lipt_spectral_ub assumes (any order, with or without FMA). Each task zeroes
+ * what it writes first: beta = 0 should make BLAS ignore C, and zeroing makes that independent of the
+ * implementation. */
+static void gram_upper(int trans, int n, int m, const float *a, int lda, float *c) {
     const CBLAS_TRANSPOSE op = trans ? CblasTrans : CblasNoTrans;
-    const size_t es = single ? sizeof(float) : sizeof(double);
-    char *cc = c;
-    const char *ac = a;
-#define GRAM_ZERO(i, j0, len) memset(cc + ((size_t)(i) * n + (size_t)(j0)) * es, 0, (size_t)(len) * es)
+#define GRAM_ZERO(i, j0, len) memset(c + (size_t)(i) * n + (size_t)(j0), 0, (size_t)(len) * sizeof(float))
     if (n < GRAM_SPLIT_MIN) {
         for (int i = 0; i < n; i++) GRAM_ZERO(i, i, n - i);
-        syrk_up(single, op, n, m, a, lda, c, n);
+        syrk_up(op, n, m, a, lda, c, n);
         return;
     }
     const int h = n / 2;
-    const void *a1 = a, *a2 = ac + (trans ? (size_t)h : (size_t)h * lda) * es;
+    const float *a1 = a, *a2 = a + (trans ? (size_t)h : (size_t)h * lda);
     const int par = !omp_in_parallel() && omp_get_max_threads() > 1 && lipt_blas_nests_safely();
 #pragma omp parallel for schedule(static) num_threads(2) if (par)
     for (int task = 0; task < 2; task++) {
         if (task == 0) { /* C[0:h, h:n] = A_1 A_2ᵀ */
             for (int i = 0; i < h; i++) GRAM_ZERO(i, h, n - h);
-            gemm_abt(single, trans, h, n - h, m, a1, a2, lda, cc + (size_t)h * es, n);
+            gemm_abt(trans, h, n - h, m, a1, a2, lda, c + h, n);
         } else { /* the triangles of C[0:h, 0:h] and C[h:n, h:n] */
             for (int i = 0; i < h; i++) GRAM_ZERO(i, i, h - i);
             for (int i = h; i < n; i++) GRAM_ZERO(i, i, n - i);
-            syrk_up(single, op, h, m, a1, lda, c, n);
-            syrk_up(single, op, n - h, m, a2, lda, cc + ((size_t)h * n + h) * es, n);
+            syrk_up(op, h, m, a1, lda, c, n);
+            syrk_up(op, n - h, m, a2, lda, c + (size_t)h * n + h, n);
         }
     }
 #undef GRAM_ZERO
 }
 
-/* lipt_spectral_ub's scratch: the block in double, the double Gram matrix g, the two float levels in h's storage
+/* lipt_spectral_ub's scratch: lipt_spectral_gram's slabs, the double Gram matrix g, the two float levels in h's storage
  * (2 n² floats), the exponents and error terms of each level. */
 typedef struct {
-    double *a, *g, *h, *fk, *dk;
+    double *xs, *g, *h, *fk, *dk;
     int *ek;
     double *vw; /* lipt_spectral_verify_top's scratch (LIPT_SPECTRAL_CHOLESKY), else NULL */
 } ub_scratch;
 
-/* Scratch for any block of at most rc entries whose Gram matrix has order at most n, with t squarings at most and
- * (chol) the Cholesky-verified bound. */
-static ub_scratch ub_scratch_alloc_for(lipt_arena *ar, size_t rc, size_t n, int t, int chol) {
+/* Scratch for any block whose larger side is at most m and whose Gram matrix has order at most n, with t squarings
+ * at most and (chol) the Cholesky-verified bound. */
+static ub_scratch ub_scratch_alloc_for(lipt_arena *ar, size_t m, size_t n, int t, int chol) {
     ub_scratch s;
     const size_t vw_doubles = chol ? lipt_spectral_verify_scratch((int)n) : 0;
     s.vw = vw_doubles ? lipt_arena_alloc(ar, vw_doubles * sizeof(double)) : NULL;
-    s.a = lipt_arena_alloc(ar, rc * sizeof(double));
+    s.xs = lipt_arena_alloc(ar, lipt_spectral_gram_scratch(m) * sizeof(double));
     s.g = lipt_arena_alloc(ar, n * n * sizeof(double));
     s.h = lipt_arena_alloc(ar, n * n * sizeof(double));
     s.ek = lipt_arena_alloc(ar, (size_t)(t + 1) * sizeof(int));
@@ -534,7 +637,7 @@ static ub_scratch ub_scratch_alloc_for(lipt_arena *ar, size_t rc, size_t n, int 
 }
 
 static ub_scratch ub_scratch_alloc(lipt_arena *ar, int R, int cb, int gram_arg) {
-    return ub_scratch_alloc_for(ar, (size_t)R * cb, (size_t)(cb > R ? R : cb), gram_arg & ~LIPT_SPECTRAL_CHOLESKY,
+    return ub_scratch_alloc_for(ar, (size_t)(cb > R ? cb : R), (size_t)(cb > R ? R : cb), gram_arg & ~LIPT_SPECTRAL_CHOLESKY,
                                 (gram_arg & LIPT_SPECTRAL_CHOLESKY) != 0);
 }
 
@@ -568,7 +671,7 @@ static double gram_rho_bound(double *g, int n, int t, ub_scratch sc_) {
         }
         const double nb = level_norm_bound(&sf, n);
         fk[k] = lipt_ub_up(lipt_ub_up(gam_f * lipt_ub_up(nb * nb)) + under_f);
-        gram_upper(1, 0, n, n, gf, n, hf); /* X_k = G_k G_kᵀ = G_k² */
+        gram_upper(0, n, n, gf, n, hf); /* X_k = G_k G_kᵀ = G_k² */
         mirror_upper_f(hf, n);
         float *tmp = gf;
         gf = hf;
@@ -593,13 +696,13 @@ static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int
     const int n = rows ? R : cb, m = rows ? cb : R;
     const size_t nn = (size_t)n * n;
 
-    /* The block in double (exact), its squared Frobenius norm (float squares are exact in double). */
-    const double fa = block_to_double(w, R, C, c0, cb, sc_.a);
+    /* The block's squared Frobenius norm (float squares are exact in double). */
+    const double fa = block_sumsq(w, R, C, c0, cb);
     if (!isfinite(fa)) return INFINITY;
     if (fa == 0) return 0; /* all zero: a nonzero float square is >= 2^-298, so the sum cannot vanish otherwise */
     const double fa_up = lipt_ub_sum_bound(fa, (size_t)R * cb);
     const double e0 = lipt_ub_up(lipt_ub_up(lipt_ub_gamma(m) * fa_up) + lipt_ub_tiny_slack((double)nn));
-    gram_upper(0, !rows, n, m, sc_.a, cb, sc_.g);
+    lipt_spectral_gram(!rows, n, m, w + c0, C, sc_.g, sc_.xs);
     mirror_upper(sc_.g, n);
     /* c bounds λ_max(H_0), all the last step needs (Weyl): proven by Cholesky when asked for and found
      * (spectral_verify.c), else Gram iteration's bound of rho(H_0) */
@@ -664,12 +767,12 @@ void lipt_spectral_norm_ub_batch(lipt_ctx *ctx, int n, const lipt_spectral_req *
     }
     lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
     cert_task *task = lipt_arena_alloc(&ctx->arena, (size_t)(n_tasks > 0 ? n_tasks : 1) * sizeof *task);
-    size_t max_rc = 0, max_n = 0, work = 0;
+    size_t max_m = 0, max_n = 0, work = 0;
     int max_t = 0, chol = 0;
     for (int k = 0, t = 0; k < n; k++) {
         const int R = req[k].w->shape[0], cb = req[k].w->shape[1] / req[k].n_blocks, g = req[k].gram_iters;
-        const size_t nn = (size_t)(cb > R ? R : cb), rc = (size_t)R * cb;
-        max_rc = rc > max_rc ? rc : max_rc;
+        const size_t nn = (size_t)(cb > R ? R : cb), mm = (size_t)(cb > R ? cb : R), rc = (size_t)R * cb;
+        max_m = mm > max_m ? mm : max_m;
         max_n = nn > max_n ? nn : max_n;
         max_t = (g & ~LIPT_SPECTRAL_CHOLESKY) > max_t ? (g & ~LIPT_SPECTRAL_CHOLESKY) : max_t;
         chol |= (g & LIPT_SPECTRAL_CHOLESKY) != 0;
@@ -680,12 +783,13 @@ void lipt_spectral_norm_ub_batch(lipt_ctx *ctx, int n, const lipt_spectral_req *
      * a few large ones (W1, W2, W^O) and many small head blocks, and one after the other the large ones' serial
      * steps (scaling, mirroring, Lanczos, the factorisation) idled the second thread. Inside the region gram_upper
      * runs its two products one after the other, which gives the bits of its two-thread split (which product forms
-     * an entry depends only on the order): each bound is the one lipt_spectral_ub returns for its block. */
+     * an entry depends only on the order), and lipt_spectral_gram runs on one thread (its entries do not depend on
+     * the split): each bound is the one lipt_spectral_ub returns for its block. */
     qsort(task, (size_t)n_tasks, sizeof *task, cert_task_cmp);
     const int par = n_tasks > 1 && lipt_blas_nests_safely() && work >= SPEC_PAR_WORK && !omp_in_parallel();
     const int nt = par ? omp_get_max_threads() : 1;
     ub_scratch *sc = lipt_arena_alloc(&ctx->arena, (size_t)nt * sizeof *sc);
-    for (int i = 0; i < nt; i++) sc[i] = ub_scratch_alloc_for(&ctx->arena, max_rc, max_n, max_t, chol);
+    for (int i = 0; i < nt; i++) sc[i] = ub_scratch_alloc_for(&ctx->arena, max_m, max_n, max_t, chol);
     if (par) {
 #pragma omp parallel num_threads(nt)
         {
