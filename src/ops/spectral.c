@@ -427,27 +427,6 @@ static double level_norm_bound(const level_sums *s, int n) {
 DEFINE_MIRROR_UPPER(mirror_upper, double)
 DEFINE_MIRROR_UPPER(mirror_upper_f, float)
 
-/* Σ a² over the R×cb block at column offset c0 of the row-major [R, C] w (float squares are exact in double; summed
- * in lanes as scale_sumsq). The sum is finite iff every entry is: a float's square cannot overflow a double, nor can
- * a sum of fewer than 2^800 of them. */
-static double block_sumsq(const float *w, int R, int C, int c0, int cb) {
-    lipt_vdh acc[2] = {{0}};
-    double s = 0;
-    for (int i = 0; i < R; i++) {
-        const float *row = w + (size_t)i * C + c0;
-        int j = 0;
-        for (; j + 2 * SPEC_VD <= cb; j += 2 * SPEC_VD)
-            for (int k = 0; k < 2; k++) {
-                const lipt_vdh dv = lipt_vdh_loadf(row + j + k * SPEC_VD);
-                acc[k] += dv * dv;
-            }
-        for (; j < cb; j++) s += (double)row[j] * row[j];
-    }
-    for (int k = 0; k < 2; k++)
-        for (int l = 0; l < SPEC_VD; l++) s += acc[k][l];
-    return s;
-}
-
 /* ---- H_0, the double Gram matrix, straight from the float block ----
  * Every entry is Σ_k a_ik a_jk (wide block, A Aᵀ) or Σ_k a_ki a_kj (tall, AᵀA): m products of floats, each exact in
  * double, summed in double (with FMA, whose product is then exact anyway) in an order fixed by m alone: all the
@@ -696,13 +675,17 @@ static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int
     const int n = rows ? R : cb, m = rows ? cb : R;
     const size_t nn = (size_t)n * n;
 
-    /* The block's squared Frobenius norm (float squares are exact in double). */
-    const double fa = block_sumsq(w, R, C, c0, cb);
+    lipt_spectral_gram(!rows, n, m, w + c0, C, sc_.g, sc_.xs);
+    /* The block's squared Frobenius norm as the trace of H_0: every entry's square (exact in double) is a term of
+     * exactly one diagonal entry, so this is a sum of the R cb squares in some order, which lipt_ub_sum_bound bounds
+     * as any other (and a separate pass over the block cost 3 % of the certificate). It is finite iff every entry
+     * is: a float's square cannot overflow a double, nor can a sum of fewer than 2^800 of them. */
+    double fa = 0;
+    for (int i = 0; i < n; i++) fa += sc_.g[(size_t)i * n + i];
     if (!isfinite(fa)) return INFINITY;
     if (fa == 0) return 0; /* all zero: a nonzero float square is >= 2^-298, so the sum cannot vanish otherwise */
     const double fa_up = lipt_ub_sum_bound(fa, (size_t)R * cb);
     const double e0 = lipt_ub_up(lipt_ub_up(lipt_ub_gamma(m) * fa_up) + lipt_ub_tiny_slack((double)nn));
-    lipt_spectral_gram(!rows, n, m, w + c0, C, sc_.g, sc_.xs);
     mirror_upper(sc_.g, n);
     /* c bounds λ_max(H_0), all the last step needs (Weyl): proven by Cholesky when asked for and found
      * (spectral_verify.c), else Gram iteration's bound of rho(H_0) */
