@@ -590,7 +590,7 @@ START_TEST(test_spectral_gram) {
         float *w = malloc((size_t)R * C * sizeof(float));
         for (size_t i = 0; i < (size_t)R * C; i++)
             w[i] = ldexpf(lipt_rng_normal(&rng), (int)lipt_rng_below(&rng, 41) - 20);
-        double *c[2], *xs = malloc(lipt_spectral_gram_scratch((size_t)m) * sizeof(double));
+        double *c[2], *xs = malloc(lipt_spectral_gram_scratch((size_t)n, (size_t)m) * sizeof(double));
         for (int pass = 0; pass < 2; pass++) {
             lipt_set_threads(pass + 1);
             c[pass] = malloc((size_t)n * n * sizeof(double));

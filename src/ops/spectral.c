@@ -428,59 +428,56 @@ DEFINE_MIRROR_UPPER(mirror_upper, double)
 DEFINE_MIRROR_UPPER(mirror_upper_f, float)
 
 /* ---- H_0, the double Gram matrix, straight from the float block ----
- * Every entry is Σ_k a_ik a_jk (wide block, A Aᵀ) or Σ_k a_ki a_kj (tall, AᵀA): m products of floats, each exact in
- * double, summed in double (with FMA, whose product is then exact anyway) in an order fixed by m alone: all the
- * error analysis above assumes of H_0 (gamma_m, any order). No double copy of the block and no packing: dsyrk's
- * packing and the copy were a fifth of a 256×1024 certificate, and at these orders (the block in L2) register tiles
- * reading the floats where they are, widened in registers, measured 20-50 % faster than copy + dsyrk / dgemm. Rows of
- * tiles are independent (each entry's order does not depend on the tiling's partition), so two threads may share
- * them without changing a bit. */
+ * Every entry is Σ_k a_ki a_kj of AᵀA (a tall block; a wide one, whose Gram matrix is A Aᵀ, is transposed first):
+ * m products of floats, each exact in double, summed in double in k order (with FMA, whose product is then exact
+ * anyway): all the error analysis above assumes of H_0 (gamma_m, any order). No double copy of the block and no
+ * packing: dsyrk's packing and the copy were a fifth of a 256×1024 certificate, and at these orders (the block in
+ * L2) register tiles reading the floats where they are, widened in registers, measured 20-50 % faster than copy +
+ * dsyrk / dgemm. (Dot products along the rows of a wide block, lanes along k, were 10 % slower than the transpose
+ * and these tiles: twice the conversions per multiply-add.) Rows of tiles are independent (each entry's order does
+ * not depend on the tiling's partition), so two threads may share them without changing a bit. */
 #if LIPT_VDW == 8
-#define GW_R 4 /* wide: GW_R × GW_R dot products, lanes along k (16 accumulators, 8 inputs) */
-#define GT_R 8 /* tall: GT_R rows × GT_V vectors of columns, rank-one updates along k (24 accumulators) */
+#define GT_R 8 /* GT_R rows × GT_V vectors of columns, rank-one updates along k (24 accumulators) */
 #define GT_V 3
 #else
-#define GW_R 2
 #define GT_R 4
 #define GT_V 2
 #endif
 _Static_assert(GT_R <= LIPT_SPECTRAL_GRAM_SLAB, "lipt_spectral_gram_scratch must cover two slabs of GT_R rows");
 
-/* Wide: c[i][j] = Σ_k a_ik a_jk for the rows i in [i0, i0 + mr), j in [j0, j0 + nr) (constants at every call): in
- * LIPT_VDW lanes of k, the lanes added in order, then the tail of k in order. */
-LIPT_VINLINE void gram_wide_tile(const float *a, int lda, int m, double *c, int n, int i0, int j0, int mr, int nr) {
-    lipt_vdh acc[GW_R][GW_R];
-    for (int r = 0; r < mr; r++)
-        for (int q = 0; q < nr; q++) acc[r][q] = (lipt_vdh){0};
-    const int mv = m / LIPT_VDW * LIPT_VDW;
-    for (int k = 0; k < mv; k += LIPT_VDW) {
-        lipt_vdh x[GW_R], y[GW_R];
-        for (int r = 0; r < mr; r++) x[r] = lipt_vdh_loadf(a + (size_t)(i0 + r) * lda + k);
-        for (int q = 0; q < nr; q++) y[q] = lipt_vdh_loadf(a + (size_t)(j0 + q) * lda + k);
-        for (int r = 0; r < mr; r++)
-            for (int q = 0; q < nr; q++) acc[r][q] = lipt_vdh_fma(x[r], y[q], acc[r][q]);
-    }
-    for (int r = 0; r < mr; r++)
-        for (int q = 0; q < nr; q++) {
-            const float *ai = a + (size_t)(i0 + r) * lda, *aj = a + (size_t)(j0 + q) * lda;
-            double t = 0;
-            for (int l = 0; l < LIPT_VDW; l++) t += acc[r][q][l];
-            for (int k = mv; k < m; k++) t += (double)ai[k] * aj[k];
-            c[(size_t)(i0 + r) * n + j0 + q] = t;
+/* t [m×n] = aᵀ for the n×m float a (row stride lda): 8×8 blocks through registers with AVX (a scalar copy with the
+ * row stride of W1, 4 KiB, took three times as long), scalars at the edges. */
+static void transpose_f(const float *a, int n, int m, int lda, float *t) {
+    int i0 = 0;
+#if defined(__AVX__)
+    for (; i0 + 8 <= n; i0 += 8) {
+        int k = 0;
+        for (; k + 8 <= m; k += 8) {
+            const float *p = a + (size_t)i0 * lda + k;
+            __m256 r[8], u[8], v[8];
+            for (int q = 0; q < 8; q++) r[q] = _mm256_loadu_ps(p + (size_t)q * lda);
+            for (int q = 0; q < 4; q++) {
+                u[2 * q] = _mm256_unpacklo_ps(r[2 * q], r[2 * q + 1]);
+                u[2 * q + 1] = _mm256_unpackhi_ps(r[2 * q], r[2 * q + 1]);
+            }
+            for (int q = 0; q < 2; q++) { /* rows 4q..4q+3: columns (0, 1), (2, 3) of each 128-bit half */
+                v[4 * q] = _mm256_shuffle_ps(u[4 * q], u[4 * q + 2], 0x44);
+                v[4 * q + 1] = _mm256_shuffle_ps(u[4 * q], u[4 * q + 2], 0xEE);
+                v[4 * q + 2] = _mm256_shuffle_ps(u[4 * q + 1], u[4 * q + 3], 0x44);
+                v[4 * q + 3] = _mm256_shuffle_ps(u[4 * q + 1], u[4 * q + 3], 0xEE);
+            }
+            float *o = t + (size_t)k * n + i0;
+            for (int q = 0; q < 4; q++) {
+                _mm256_storeu_ps(o + (size_t)q * n, _mm256_permute2f128_ps(v[q], v[q + 4], 0x20));
+                _mm256_storeu_ps(o + (size_t)(q + 4) * n, _mm256_permute2f128_ps(v[q], v[q + 4], 0x31));
+            }
         }
-}
-
-/* Wide, the rows [i0, i0 + GW_R) ∩ [0, n), every column from i0 on (a full tile also fills a few entries left of the
- * diagonal: the mirroring overwrites them). */
-static void gram_wide_rows(const float *a, int lda, int m, double *c, int n, int i0) {
-    for (int j0 = i0; j0 < n; j0 += GW_R) {
-        if (i0 + GW_R <= n && j0 + GW_R <= n) {
-            gram_wide_tile(a, lda, m, c, n, i0, j0, GW_R, GW_R);
-            continue;
-        }
-        for (int i = i0; i < i0 + GW_R && i < n; i++)
-            for (int j = j0; j < j0 + GW_R && j < n; j++) gram_wide_tile(a, lda, m, c, n, i, j, 1, 1);
+        for (; k < m; k++)
+            for (int i = i0; i < i0 + 8; i++) t[(size_t)k * n + i] = a[(size_t)i * lda + k];
     }
+#endif
+    for (; i0 < n; i0++)
+        for (int k = 0; k < m; k++) t[(size_t)k * n + i0] = a[(size_t)i0 * lda + k];
 }
 
 /* Tall: c[i0 + r][j..] += Σ_k a_k,i0+r a_k,j for r < mr, nv vectors of columns from j (constants at every call),
@@ -525,18 +522,20 @@ LIPT_VINLINE void gram_tall_rows(const float *a, int lda, int m, double *xs, dou
 /* Work (multiply-adds) from which lipt_spectral_gram uses two threads outside a parallel region. */
 #define GRAM_PAR_WORK ((size_t)1 << 22)
 
-/* See spectral_impl.h. xs holds a slab of GT_R m doubles per thread (two at most). */
+/* See spectral_impl.h. xs: a slab of GT_R m doubles per thread (two at most), then a wide block's transpose. */
 void lipt_spectral_gram(int trans, int n, int m, const float *w, int lda, double *c, double *xs) {
-    const int step = trans ? GT_R : GW_R, ng = (n + step - 1) / step;
+    if (!trans) { /* A Aᵀ = (Aᵀ)ᵀ Aᵀ */
+        float *t = (float *)(xs + 2 * LIPT_SPECTRAL_GRAM_SLAB * (size_t)m);
+        transpose_f(w, n, m, lda, t);
+        w = t;
+        lda = n;
+    }
+    const int ng = (n + GT_R - 1) / GT_R;
     const int par = !omp_in_parallel() && omp_get_max_threads() > 1 && (size_t)n * n * m / 2 >= GRAM_PAR_WORK;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(2) if (par)
     for (int g = 0; g < ng; g++) {
-        const int i0 = g * step;
-        if (!trans) {
-            gram_wide_rows(w, lda, m, c, n, i0);
-            continue;
-        }
-        double *x = xs + (size_t)omp_get_thread_num() * GT_R * m;
+        const int i0 = g * GT_R;
+        double *x = xs + (size_t)omp_get_thread_num() * LIPT_SPECTRAL_GRAM_SLAB * m;
         if (i0 + GT_R <= n) gram_tall_rows(w, lda, m, x, c, n, i0, GT_R);
         else
             for (int i = i0; i < n; i++) gram_tall_rows(w, lda, m, x, c, n, i, 1);
@@ -606,7 +605,7 @@ static ub_scratch ub_scratch_alloc_for(lipt_arena *ar, size_t m, size_t n, int t
     ub_scratch s;
     const size_t vw_doubles = chol ? lipt_spectral_verify_scratch((int)n) : 0;
     s.vw = vw_doubles ? lipt_arena_alloc(ar, vw_doubles * sizeof(double)) : NULL;
-    s.xs = lipt_arena_alloc(ar, lipt_spectral_gram_scratch(m) * sizeof(double));
+    s.xs = lipt_arena_alloc(ar, lipt_spectral_gram_scratch(n, m) * sizeof(double));
     s.g = lipt_arena_alloc(ar, n * n * sizeof(double));
     s.h = lipt_arena_alloc(ar, n * n * sizeof(double));
     s.ek = lipt_arena_alloc(ar, (size_t)(t + 1) * sizeof(int));

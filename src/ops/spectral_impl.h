@@ -43,12 +43,15 @@ static inline double lipt_ub_sum_bound(double s, size_t N) {
 
 /* H = A Aᵀ (trans 0: A the n×m float block at w, row stride lda) or AᵀA (trans 1: A the m×n block) in double, into
  * the row-major n×n c: its upper triangle (and some entries below it, which the caller mirrors over). Every entry is
- * a sum of m float products (exact in double) in double, in an order that depends on m and the target's vector
- * width alone, so |c_ij - H_ij| <= gamma_m Σ_k |a_ik a_jk| and the result does not depend on the thread count (two
- * threads share the rows outside a parallel region for large work). xs: lipt_spectral_gram_scratch(m) doubles. */
+ * a sum of m float products (exact in double) in double, in k order, so |c_ij - H_ij| <= gamma_m Σ_k |a_ik a_jk|,
+ * and the result does not depend on the thread count (two threads share the rows outside a parallel region for
+ * large work). xs: lipt_spectral_gram_scratch(n, m) doubles. */
 void lipt_spectral_gram(int trans, int n, int m, const float *w, int lda, double *c, double *xs);
-#define LIPT_SPECTRAL_GRAM_SLAB 8 /* rows of a thread's slab (spectral.c's tall tiles) */
-static inline size_t lipt_spectral_gram_scratch(size_t m) { return 2 * LIPT_SPECTRAL_GRAM_SLAB * m; }
+#define LIPT_SPECTRAL_GRAM_SLAB 8 /* rows of a thread's slab (spectral.c's tiles) */
+/* Two slabs of m doubles per row, and a wide block's transpose (n m floats). */
+static inline size_t lipt_spectral_gram_scratch(size_t n, size_t m) {
+    return 2 * LIPT_SPECTRAL_GRAM_SLAB * m + (n * m + 1) / 2;
+}
 
 /* Lanczos steps at most of lipt_spectral_verify_top (fewer when it converges or the order is smaller). */
 #define LIPT_LANCZOS_MAX 64
