@@ -34,6 +34,8 @@ int    lipt_same_shape(const lipt_tensor *a, const lipt_tensor *b);
 /* Size of the last dimension, and the number of rows (numel / last). */
 int    lipt_last_dim(const lipt_tensor *t);
 size_t lipt_rows(const lipt_tensor *t);
+/* The tensor that owns t's data and gradient: t's base for a view, else t. */
+static inline lipt_tensor *lipt_tensor_root(lipt_tensor *t) { return t->base ? t->base : t; }
 
 #ifdef __cplusplus
 }

@@ -92,8 +92,6 @@ lipt_tensor *lipt_recompute_rows(lipt_ctx *ctx, lipt_segment_fn fn, lipt_tensor 
     return recompute(ctx, fn, x, arg, chunk_rows);
 }
 
-static lipt_tensor *root_of(lipt_tensor *t) { return t->base ? t->base : t; }
-
 /* Tensors from outside the segment (not xs, not made by a node of the sub-tape) that need a gradient and have no
  * buffer yet: a leaf whose gradient is allocated on first use. Allocated inside the sub-walk it would sit above the
  * mark and be released with it. Writes up to `cap` of them to out[] and returns how many there are. */
@@ -101,10 +99,10 @@ static int outside_without_grad(lipt_node *sub, const lipt_tensor *xs, lipt_tens
     int n = 0;
     for (lipt_node *a = sub; a; a = a->prev)
         for (int i = 0; i < a->n_in; i++) {
-            lipt_tensor *t = a->in[i] ? root_of(a->in[i]) : NULL;
+            lipt_tensor *t = a->in[i] ? lipt_tensor_root(a->in[i]) : NULL;
             if (!t || !t->requires_grad || t->grad || t == xs) continue;
             int made_inside = 0, seen = 0;
-            for (lipt_node *b = sub; b && !made_inside; b = b->prev) made_inside = root_of(b->out) == t;
+            for (lipt_node *b = sub; b && !made_inside; b = b->prev) made_inside = lipt_tensor_root(b->out) == t;
             for (int k = 0; k < n && k < cap && !seen; k++) seen = out[k] == t;
             if (made_inside || seen) continue;
             if (n < cap) out[n] = t;
@@ -131,7 +129,7 @@ static lipt_tensor *rerun(lipt_ctx *ctx, const segment *s, lipt_tensor *xk, lipt
 void lipt_recompute_backward(lipt_ctx *ctx, lipt_node *node) {
     segment *s = node->saved;
     lipt_tensor *x = node->in[0];
-    lipt_tensor *xroot = root_of(x), *yroot = root_of(node->out);
+    lipt_tensor *xroot = lipt_tensor_root(x), *yroot = lipt_tensor_root(node->out);
     /* x's gradient, allocated below the marks so that it outlives the sub-tapes. When nothing has flowed into x yet,
      * it takes over the output's gradient buffer instead: each piece's rows of it are dead once that piece's sub-tape
      * is seeded, so a chain of segments holds one residual-stream gradient, not one per segment. */

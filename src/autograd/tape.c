@@ -65,7 +65,7 @@ lipt_tensor *lipt_tensor_wrap(lipt_ctx *ctx, float *data, int ndim, const int *s
 lipt_tensor *lipt_reshape(lipt_ctx *ctx, lipt_tensor *t, int ndim, const int *shape) {
     lipt_tensor *v = tensor_struct(ctx, ndim, shape);
     LIPT_CHECK(v->numel == t->numel, "reshape of %zu elements to %zu", t->numel, v->numel);
-    lipt_tensor *root = t->base ? t->base : t;
+    lipt_tensor *root = lipt_tensor_root(t);
     v->data = t->data;
     v->grad = root->grad;
     v->base = root;
@@ -102,7 +102,7 @@ lipt_node *lipt_record(lipt_ctx *ctx, lipt_op_id op, lipt_tensor *out, int n, li
 static float *grad_buffer(lipt_ctx *ctx, lipt_tensor *t, int zero, int *fresh) {
     *fresh = 0;
     if (!t || !t->requires_grad) return NULL;
-    lipt_tensor *root = t->base ? t->base : t;
+    lipt_tensor *root = lipt_tensor_root(t);
     if (!root->grad) { /* views share the root's numel: writing all of t writes all of the root */
         const size_t bytes = root->numel * sizeof(float);
         root->grad = zero ? lipt_arena_calloc(&ctx->arena, bytes) : lipt_arena_alloc(&ctx->arena, bytes);
@@ -121,7 +121,7 @@ float *lipt_grad_of_fresh(lipt_ctx *ctx, lipt_tensor *t, int *fresh) { return gr
 
 int lipt_grad_adopt(lipt_tensor *t, float *buf) {
     if (!t || !t->requires_grad || !buf) return 0;
-    lipt_tensor *root = t->base ? t->base : t;
+    lipt_tensor *root = lipt_tensor_root(t);
     if (root->grad) return 0;
     root->grad = t->grad = buf;
     return 1;
@@ -129,7 +129,7 @@ int lipt_grad_adopt(lipt_tensor *t, float *buf) {
 
 static void walk(lipt_ctx *ctx) {
     for (lipt_node *n = ctx->tape; n; n = n->prev) {
-        lipt_tensor *root = n->out->base ? n->out->base : n->out;
+        lipt_tensor *root = lipt_tensor_root(n->out);
         if (!root->grad) continue; /* nothing flowed into this output */
         n->out->grad = root->grad;
         lipt_ops[n->op].backward(ctx, n);

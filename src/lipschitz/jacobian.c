@@ -16,8 +16,6 @@ static int cmp_ptr(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static lipt_tensor *root_of(lipt_tensor *t) { return t->base ? t->base : t; }
-
 static void leaf_push(lipt_jac_sess *s, lipt_tensor *t, int *cap) {
     if (!t->requires_grad) return; /* not a gradient target, or already cleared */
     if (s->n_leaf == *cap) {
@@ -45,7 +43,7 @@ static void clear_leaves(lipt_jac_sess *s, lipt_tensor *x) {
         for (int i = 0; i < nd->n_in; i++) {
             lipt_tensor *t = nd->in[i];
             if (!t) continue;
-            lipt_tensor *r = root_of(t);
+            lipt_tensor *r = lipt_tensor_root(t);
             void *key = r;
             if (r == x || bsearch(&key, outs, k, sizeof *outs, cmp_ptr)) continue;
             leaf_push(s, t, &cap);
@@ -124,7 +122,7 @@ lipt_status lipt_jac_sess_eval(lipt_jac_sess *s, const float *x, const float **f
 }
 
 static void gbuf_add(lipt_jac_sess *s, lipt_tensor *t) {
-    lipt_tensor *r = root_of(t);
+    lipt_tensor *r = lipt_tensor_root(t);
     if (!t->requires_grad || !r->grad) return;
     if (s->n_gbuf == s->cap_gbuf) {
         s->cap_gbuf = s->cap_gbuf ? 2 * s->cap_gbuf : 64;

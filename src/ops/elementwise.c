@@ -175,17 +175,15 @@ static lipt_tensor *binary(lipt_ctx *ctx, lipt_op_id op, lipt_tensor *a, lipt_te
     return out;
 }
 
-static const lipt_tensor *root_of(const lipt_tensor *t) { return t->base ? t->base : t; }
-
 /* Whether b may take over the sum's output gradient that a already took (one buffer for both): only if b is made by
  * the node recorded just before the sum and that node does not read a. Its backward is then the next to run and reads
  * b's gradient before anything adds to a's (the residual x + branch(x): the branch's last product reads the branch's
  * input, not x); were a among its inputs, it would add into the buffer it reads. */
-static int may_share(const lipt_node *node, const lipt_tensor *a, const lipt_tensor *b) {
+static int may_share(const lipt_node *node, lipt_tensor *a, lipt_tensor *b) {
     const lipt_node *p = node->prev;
-    if (!p || root_of(p->out) != root_of(b)) return 0;
+    if (!p || lipt_tensor_root(p->out) != lipt_tensor_root(b)) return 0;
     for (int i = 0; i < p->n_in; i++)
-        if (p->in[i] && root_of(p->in[i]) == root_of(a)) return 0;
+        if (p->in[i] && lipt_tensor_root(p->in[i]) == lipt_tensor_root(a)) return 0;
     return 1;
 }
 
@@ -207,7 +205,8 @@ static void binary_backward(lipt_ctx *ctx, lipt_node *node) {
         if (op == LIPT_OP_MUL) mul_acc(da, g, b->data, n, P, fresh);
         else ew_acc(da, g, NULL, n, 1.0f, fresh);
     }
-    const int same = root_of(a) == root_of(b); /* x + x: b's term adds to the buffer a took, db == g */
+    /* x + x: b's term adds to the buffer a took, db == g */
+    const int same = lipt_tensor_root(a) == lipt_tensor_root(b);
     if (pass && P == n && !same && (!a_took || may_share(node, a, b)) && lipt_grad_adopt(b, (float *)g)) return;
     /* a broadcast b's gradient is a sum over rows into a (small) buffer: zeroed, accumulated */
     float *db = P == n ? lipt_grad_of_fresh(ctx, b, &fresh) : lipt_grad_of(ctx, b);
