@@ -70,23 +70,17 @@ void lipt_elu_backward(lipt_ctx *ctx, lipt_node *node) {
 
 /* ---------------------------------------------------------------- GELU */
 
-/* y and, when pk is given, y converted by mode into pk (the n floats as one row: a chunk converts its own range) */
-static void gelu_pass(const float *x, float *y, float *der, size_t n, lipt_pack_mode mode, void *pk) {
-    const size_t nchunk = act_nchunk(n), es = mode == LIPT_PACK_BF16 ? sizeof(uint16_t) : sizeof(float);
+void lipt_gelu_pass_pk(const lipt_ctx *ctx, const float *x, float *y, float *der, size_t n, void *pk) {
+    const size_t nchunk = act_nchunk(n);
 #pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (size_t c = 0; c < nchunk; c++) {
         const size_t i = c * ACT_CHUNK, len = act_chunk_len(n, c);
         lipt_vgelu(x + i, y + i, der ? der + i : NULL, len);
-        if (pk) lipt_lowp_pack(mode, y + i, 1, (int)len, (int)len, (char *)pk + i * es);
+        if (pk) lipt_lowp_pack_span(ctx, y + i, len, pk, i);
     }
 }
 
-void lipt_gelu_pass(const float *x, float *y, float *der, size_t n) { gelu_pass(x, y, der, n, LIPT_PACK_F32, NULL); }
-
-void lipt_gelu_pass_pk(const lipt_ctx *ctx, const float *x, float *y, float *der, size_t n, void *pk) {
-    if (ctx->precision == LIPT_PRECISION_FLOAT32) pk = NULL;
-    gelu_pass(x, y, der, n, ctx->precision == LIPT_PRECISION_BF16 ? LIPT_PACK_BF16 : LIPT_PACK_ROUND, pk);
-}
+void lipt_gelu_pass(const float *x, float *y, float *der, size_t n) { lipt_gelu_pass_pk(NULL, x, y, der, n, NULL); }
 
 /* The exact-erf GELU x Φ(x), with Φ from src/ops/vmath.h (vectorised; a third of an evaluation step was the
  * scalar GELU and its expf). */

@@ -10,8 +10,8 @@
 /* y = x Φ(x) over n floats (y may be x) on the context's threads, in fixed chunks; der, if not NULL, receives
  * GELU'(x) = Φ(x) + x φ(x) for the backward. */
 void lipt_gelu_pass(const float *x, float *y, float *der, size_t n);
-/* lipt_gelu_pass that also writes y converted for the products at a low precision (pk: lipt_lowp_pack_p's layout for
- * the n floats, at ctx's precision; ignored in float32), each chunk while it is in cache: the consumer's conversion
+/* lipt_gelu_pass that also writes y converted for the products when pk is given (ctx at a low precision; pk from
+ * lipt_lowp_arena_buf; ctx may be NULL without pk), each chunk while it is in cache: the consumer's conversion
  * would read y back from memory. */
 void lipt_gelu_pass_pk(const lipt_ctx *ctx, const float *x, float *y, float *der, size_t n, void *pk);
 

@@ -370,9 +370,6 @@ void lipt_contract_factor_backward(lipt_ctx *ctx, lipt_node *node) {
 void lipt_rows_colsum(lipt_ctx *ctx, const float *dx, size_t rows, size_t P, float *db, size_t par_min,
                       void (*row)(size_t r, void *arg), void *arg, void *pk) {
     const size_t nc = (rows + LIPT_COLSUM_ROWS - 1) / LIPT_COLSUM_ROWS, nvd = (P + LIPT_VDW - 1) / LIPT_VDW;
-    if (ctx->precision == LIPT_PRECISION_FLOAT32) pk = NULL;
-    const lipt_pack_mode mode = ctx->precision == LIPT_PRECISION_BF16 ? LIPT_PACK_BF16 : LIPT_PACK_ROUND;
-    const size_t es = mode == LIPT_PACK_BF16 ? sizeof(uint16_t) : sizeof(float);
     const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
     lipt_vdh *part = db ? lipt_arena_alloc(&ctx->arena, nc * nvd * sizeof(lipt_vdh)) : NULL;
 #pragma omp parallel for if (rows * P >= par_min && nc > 1) schedule(static)
@@ -383,7 +380,7 @@ void lipt_rows_colsum(lipt_ctx *ctx, const float *dx, size_t rows, size_t P, flo
         for (size_t r = c * LIPT_COLSUM_ROWS; r < r1; r++) {
             row(r, arg);
             if (acc) lipt_colsum_acc(acc, dx + r * P, NULL, P);
-            if (pk) lipt_lowp_pack(mode, dx + r * P, 1, (int)P, (int)P, (char *)pk + r * P * es);
+            if (pk) lipt_lowp_pack_span(ctx, dx + r * P, P, pk, r * P);
         }
     }
     if (part) {

@@ -104,16 +104,32 @@ size_t lipt_lowp_packed_bytes(const lipt_ctx *ctx, int rows, int cols) {
     return ((size_t)(rows > 0 ? rows : 0) * (size_t)(cols > 0 ? cols : 0) * elem + 63) & ~(size_t)63;
 }
 
-void lipt_lowp_pack_p(const lipt_ctx *ctx, const float *src, int rows, int cols, int ld, void *dst) {
+/* The packing of ctx's (low) precision */
+static lipt_pack_mode pack_mode(const lipt_ctx *ctx) {
     LIPT_CHECK(ctx->precision == LIPT_PRECISION_BF16 || ctx->precision == LIPT_PRECISION_BF16_EMULATED,
-               "internal: lipt_lowp_pack_p at precision %d", ctx->precision);
-    lipt_lowp_pack(ctx->precision == LIPT_PRECISION_BF16 ? LIPT_PACK_BF16 : LIPT_PACK_ROUND, src, rows, cols, ld, dst);
+               "internal: a low-precision packing at precision %d", ctx->precision);
+    return ctx->precision == LIPT_PRECISION_BF16 ? LIPT_PACK_BF16 : LIPT_PACK_ROUND;
+}
+
+void lipt_lowp_pack_p(const lipt_ctx *ctx, const float *src, int rows, int cols, int ld, void *dst) {
+    lipt_lowp_pack(pack_mode(ctx), src, rows, cols, ld, dst);
 }
 
 void *lipt_lowp_pack_arena(lipt_ctx *ctx, const float *src, int rows, int cols, int ld) {
     void *dst = lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, rows, cols));
     lipt_lowp_pack_p(ctx, src, rows, cols, ld, dst);
     return dst;
+}
+
+void *lipt_lowp_arena_buf(lipt_ctx *ctx, int rows, int cols) {
+    if (ctx->precision == LIPT_PRECISION_FLOAT32 || rows <= 0 || cols <= 0) return NULL;
+    return lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, rows, cols));
+}
+
+void lipt_lowp_pack_span(const lipt_ctx *ctx, const float *src, size_t n, void *pk, size_t off) {
+    const lipt_pack_mode mode = pack_mode(ctx);
+    const size_t es = mode == LIPT_PACK_BF16 ? sizeof(uint16_t) : sizeof(float);
+    pack_rows(mode, src, 0, 1, (int)n, (int)n, (char *)pk + off * es);
 }
 
 static void gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,

@@ -117,10 +117,7 @@ lipt_tensor *lipt_layernorm(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *gamma, l
     float *Y = out->data;
     /* at a low precision the output is also written converted for the products that read it (the attention's
      * projections, the feed-forward's W1), each row while it is in cache */
-    const int lowp = ctx->precision != LIPT_PRECISION_FLOAT32 && x->numel > 0;
-    const lipt_pack_mode mode = ctx->precision == LIPT_PRECISION_BF16 ? LIPT_PACK_BF16 : LIPT_PACK_ROUND;
-    const size_t es = mode == LIPT_PACK_BF16 ? sizeof(uint16_t) : sizeof(float);
-    char *pk = lowp ? lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, (int)rows, D)) : NULL;
+    void *pk = lipt_lowp_arena_buf(ctx, (int)rows, D);
     out->lowp = pk;
 #pragma omp parallel for schedule(static) if (x->numel >= LN_PAR_MIN)
     for (long r = 0; r < (long)rows; r++) {
@@ -130,7 +127,7 @@ lipt_tensor *lipt_layernorm(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *gamma, l
         const double mu = row_sum(xr, D) / D, var = row_sq_dev(xr, D, mu) / D;
         double rstd = 1.0 / sqrt(var + (double)eps);
         row_normalise(xr, W, Bv, D, mu, rstd, yr);
-        if (pk) lipt_lowp_pack(mode, yr, 1, D, D, pk + (size_t)r * D * es);
+        if (pk) lipt_lowp_pack_span(ctx, yr, (size_t)D, pk, (size_t)r * D);
         if (mean_s) {
             mean_s[r] = (float)mu;
             rstd_s[r] = (float)rstd;

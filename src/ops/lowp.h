@@ -30,6 +30,12 @@ void lipt_lowp_pack_p(const lipt_ctx *ctx, const float *src, int rows, int cols,
 /* The [rows, cols] src (row stride ld) packed by lipt_lowp_pack_p into ctx's arena (the caller's mark or reset frees
  * it); the packed copy has row stride cols. */
 void *lipt_lowp_pack_arena(lipt_ctx *ctx, const float *src, int rows, int cols, int ld);
+/* For an op that writes its output's converted copy itself (lipt_tensor.lowp), row by row while in cache:
+ * lipt_lowp_arena_buf is an uninitialised buffer for a packed [rows, cols] in ctx's arena (NULL in float32 or when
+ * empty); lipt_lowp_pack_span converts the n floats at src into it from element off on (rows are contiguous in the
+ * packed layout), as lipt_lowp_pack_p would. */
+void *lipt_lowp_arena_buf(lipt_ctx *ctx, int rows, int cols);
+void lipt_lowp_pack_span(const lipt_ctx *ctx, const float *src, size_t n, void *pk, size_t off);
 void lipt_gemm_lowp_pk(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                        const void *Apk, const float *B, int ldb, const void *Bpk, float beta, float *C, int ldc);
 /* lipt_gemm_lowp_pk plus a bias row: C = op(A) op(B) + bias + beta C (alpha 1; bias N floats). bf16 adds the bias

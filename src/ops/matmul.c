@@ -234,8 +234,7 @@ lipt_tensor *lipt_linear_gelu(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lip
     float *der = lipt_should_record(ctx, 3, in) ? lipt_arena_alloc(&ctx->arena, n * sizeof(float)) : NULL;
     void *xpk = linear_product(ctx, in, M, N, K, out->data);
     /* at a low precision the output is also written converted, for the next product (the feed-forward's W2) */
-    void *ypk = ctx->precision != LIPT_PRECISION_FLOAT32 && n > 0
-                    ? lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, M, N)) : NULL;
+    void *ypk = lipt_lowp_arena_buf(ctx, M, N);
     lipt_gelu_pass_pk(ctx, out->data, out->data, der, n, ypk);
     out->lowp = ypk;
     lipt_node *node = record_linear(ctx, LIPT_OP_LINEAR_GELU, out, in, xpk, M, N, K);
@@ -259,8 +258,7 @@ static void linear_act_backward(lipt_ctx *ctx, lipt_node *node,
      * dp training step (perf, 2 A/B rounds), more than the fusion saves */
     float *G = lipt_arena_alloc(&ctx->arena, (size_t)M * N * sizeof(float));
     const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena); /* gpk: for the two products only */
-    void *gpk = ctx->precision != LIPT_PRECISION_FLOAT32 && (dx || dw) && node->iarg[2] > 0
-                    ? lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, M, N)) : NULL;
+    void *gpk = (dx || dw) && node->iarg[2] > 0 ? lipt_lowp_arena_buf(ctx, M, N) : NULL;
     act_colsum(ctx, node->saved2, node->out->grad, G, (size_t)M, (size_t)N, db, gpk);
     linear_grads(ctx, node, G, gpk, dx, beta_x, dw);
     lipt_arena_release(&ctx->arena, mk);

@@ -28,8 +28,8 @@ static inline void lipt_colsum_acc(lipt_vdh *acc, const float *g, const float *w
  * fixed chunks of LIPT_COLSUM_ROWS rows, the chunks' sums in order: the same bits on any thread count. Threads take
  * chunks when rows * P >= par_min. Row chunks, not lipt_reduce_rows_acc's column blocks: whole rows stream
  * contiguously (on [2048, 1024], 2 threads, a separate lipt_reduce_rows_acc took about as long as GELU's backward).
- * Scratch in ctx's arena, released on return. With pk given (ctx at a low precision), each row is also written
- * converted for the products that read dx next (lipt_lowp_pack_p's layout of the rows x P floats), while in cache. */
+ * Scratch in ctx's arena, released on return. With pk given (ctx at a low precision; from lipt_lowp_arena_buf),
+ * each row is also written converted for the products that read dx next, while in cache. */
 #define LIPT_COLSUM_ROWS 64
 void lipt_rows_colsum(lipt_ctx *ctx, const float *dx, size_t rows, size_t P, float *db, size_t par_min,
                       void (*row)(size_t r, void *arg), void *arg, void *pk);
