@@ -18,20 +18,6 @@
 #define GS_CV 2
 #endif
 
-/* c + a b rounded once. C11 (no -ffp-contract) keeps a * b + c as two roundings and two instructions, which halves
- * the rate; the FMA intrinsics are the target's instruction. Without FMA (a portable SSE build) it stays two. */
-LIPT_VINLINE lipt_vf gs_fma(lipt_vf a, lipt_vf b, lipt_vf c) {
-#if LIPT_VW == 16
-    return (lipt_vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
-#elif LIPT_VW == 8 && defined(__FMA__)
-    return (lipt_vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
-#elif LIPT_VW == 4 && defined(__FMA__)
-    return (lipt_vf)_mm_fmadd_ps((__m128)a, (__m128)b, (__m128)c);
-#else
-    return a * b + c;
-#endif
-}
-
 /* How far ahead the TN tile prefetches its two streams, in rows of k (about a DRAM latency of FMAs). */
 #define GS_PF_K 16
 
@@ -56,7 +42,7 @@ LIPT_VINLINE void gs_tile(const int R, const int CV, const int TN, int K, const 
         for (int v = 0; v < CV; v++) b[v] = lipt_vload(bk + v * LIPT_VW);
         for (int r = 0; r < R; r++) {
             const lipt_vf a = lipt_vset1(TN ? A[k * lda + r] : A[r * lda + k]);
-            for (int v = 0; v < CV; v++) acc[r][v] = gs_fma(a, b[v], acc[r][v]);
+            for (int v = 0; v < CV; v++) acc[r][v] = lipt_vf_fma(a, b[v], acc[r][v]);
         }
     }
     for (int r = 0; r < R; r++)

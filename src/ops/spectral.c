@@ -292,8 +292,8 @@ void lipt_spectral_norm_backward(lipt_ctx *ctx, lipt_node *node) { uv_backward(c
  * of a k-term dot product, with or without FMA, errs by <= gamma_k Σ|a||b| plus, for products that underflow, at
  * most k half-units of the smallest subnormal.
  *  - H_0 = fl(AᵀA) in double (lipt_spectral_gram: each entry m exact float products summed in double in some
- *    order; the upper triangle mirrored: symmetric).  The float entries are exact in double, so ‖H_0 - AᵀA‖₂ <= gamma_m ‖|A|ᵀ|A|‖_F <= gamma_m ‖A‖_F²
- *    =: e_0 and sigma² <= rho(H_0) + e_0.
+ *    order; the upper triangle mirrored: symmetric).  The float entries are exact in double, so
+ *    ‖H_0 - AᵀA‖₂ <= gamma_m ‖|A|ᵀ|A|‖_F <= gamma_m ‖A‖_F² =: e_0 and sigma² <= rho(H_0) + e_0.
  *  - Level 0: G_0 = fl_f(2^-e_0 H_0), the scaled matrix (exact in double) rounded to float: symmetric, and
  *    ‖2^-e_0 H_0 - G_0‖₂ <= u_f / (1 - u_f) min(‖G_0‖_F, ‖|G_0|‖_∞) + n 2^-150 =: d_0 (each entry of 2^-e_0 H_0 is
  *    off by <= u_f of itself, hence by <= u_f / (1 - u_f) of its rounded value, or by <= 2^-150 when subnormal).
@@ -615,8 +615,8 @@ static ub_scratch ub_scratch_alloc_for(lipt_arena *ar, size_t m, size_t n, int t
 }
 
 static ub_scratch ub_scratch_alloc(lipt_arena *ar, int R, int cb, int gram_arg) {
-    return ub_scratch_alloc_for(ar, (size_t)(cb > R ? cb : R), (size_t)(cb > R ? R : cb), gram_arg & ~LIPT_SPECTRAL_CHOLESKY,
-                                (gram_arg & LIPT_SPECTRAL_CHOLESKY) != 0);
+    return ub_scratch_alloc_for(ar, (size_t)(cb > R ? cb : R), (size_t)(cb > R ? R : cb),
+                                gram_arg & ~LIPT_SPECTRAL_CHOLESKY, (gram_arg & LIPT_SPECTRAL_CHOLESKY) != 0);
 }
 
 /* The exponent e with sqrt(s) in [2^(e-1), 2^e): scaling by 2^-e brings a matrix with ‖.‖_F² = s into [1/2, 1). */

@@ -49,9 +49,20 @@ static inline void lipt_vdh_storef(float *p, lipt_vdh d) {
     const lipt_vfh v = __builtin_convertvector(d, lipt_vfh);
     memcpy(p, &v, sizeof v);
 }
-/* c + a b rounded once, for doubles. C11 (no -ffp-contract) keeps a * b + c as two roundings and two instructions,
- * which halves the rate of the register-tiled products (spectral.c, spectral_verify.c); without FMA (a portable SSE
- * build) it stays two, which their error analyses allow as well. */
+/* c + a b rounded once, for floats and doubles. C11 (no -ffp-contract) keeps a * b + c as two roundings and two
+ * instructions, which halves the rate of the register-tiled products (gemm_small.c, spectral.c, spectral_verify.c);
+ * without FMA (a portable SSE build) it stays two, which their error analyses allow as well. */
+static inline lipt_vf lipt_vf_fma(lipt_vf a, lipt_vf b, lipt_vf c) {
+#if LIPT_VW == 16
+    return (lipt_vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#elif LIPT_VW == 8 && defined(__FMA__)
+    return (lipt_vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#elif LIPT_VW == 4 && defined(__FMA__)
+    return (lipt_vf)_mm_fmadd_ps((__m128)a, (__m128)b, (__m128)c);
+#else
+    return a * b + c;
+#endif
+}
 static inline lipt_vdh lipt_vdh_fma(lipt_vdh a, lipt_vdh b, lipt_vdh c) {
 #if LIPT_VDW == 8
     return (lipt_vdh)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c);
