@@ -14,6 +14,7 @@
 #include "lipt/model.h"
 #include "lipt/optim.h"
 #include "lipt/jacobian.h"
+#include "lipt/train.h"
 
 /* Largest singular value of a row-major R×C float matrix scaled by f, by one-sided Jacobi on the columns (double;
  * converged to ~1e-15 relative). */
@@ -258,11 +259,109 @@ START_TEST(test_certificate_every_step) {
 }
 END_TEST
 
+/* uᵀ W_b v for column block b of a row-major [R, C] matrix with cb columns per block, in double. */
+static double block_form(const float *w, int R, int C, int b, int cb, const float *u, const float *v) {
+    double q = 0;
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < cb; j++) q += (double)u[i] * w[(size_t)i * C + b * cb + j] * v[j];
+    return q;
+}
+
+/* The training step's vectors with spectral_bound = cholesky (lipt_spectral_req.steer): from random vectors, one
+ * lipt_train_step leaves every certified block's (u, v) at its top singular pair of the weights the step certified
+ * (u_bᵀ W_b v_b within 1e-6 of the exact sigma, both unit), W1, W2 and the attention's W^Q, W^K, W^V blocks and
+ * W^O alike. Control: with spectral_bound = gram the one power round after the step leaves them far from it. */
+START_TEST(test_certificate_steered_vectors) {
+    double worst[2] = {0, 0};
+    for (int sb = 0; sb < 2; sb++) {
+        lipt_config cfg;
+        lipt_config_default(&cfg);
+        cfg.vocab_size = 13, cfg.d_model = 16, cfg.n_heads = 2, cfg.d_ff = 40, cfg.n_layers = 2, cfg.seq_len = 8;
+        cfg.attention = LIPT_ATTN_CLIPPED_DP, cfg.ffn = LIPT_FFN_CONTRACTIVE, cfg.activation = LIPT_ACT_MAXMIN;
+        cfg.lip_norm = LIPT_LIPNORM_INF2, cfg.power_iters = 1;
+        cfg.spectral_bound = sb ? LIPT_SPECTRAL_BOUND_CHOLESKY : LIPT_SPECTRAL_BOUND_GRAM;
+        lipt_model m;
+        lipt_error err = {0};
+        ck_assert_msg(lipt_model_init(&m, &cfg, &err) == LIPT_OK, "init: %s", err.msg);
+        lipt_rng rng;
+        lipt_rng_seed(&rng, 31);
+        enum { NW = 6 };
+        for (int l = 0; l < cfg.n_layers; l++) { /* random vectors: steering must not rely on converged ones */
+            lipt_layer *L = &m.layers[l];
+            lipt_tensor *vec[] = {L->sn1_u, L->sn1_v, L->sn2_u, L->sn2_v, L->bv[0], L->bv[1], L->bv[2], L->bv[3],
+                                  L->bv[4], L->bv[5], L->bv[6], L->bv[7]};
+            for (size_t k = 0; k < sizeof vec / sizeof vec[0]; k++) {
+                ck_assert_msg(vec[k] != NULL, "layer %d vector %zu missing", l, k);
+                for (size_t i = 0; i < vec[k]->numel; i++) vec[k]->data[i] = (float)lipt_rng_normal(&rng);
+            }
+        }
+        /* the weights the step certifies (AdamW moves them afterwards) */
+        float *before[2][NW];
+        for (int l = 0; l < cfg.n_layers; l++) {
+            lipt_layer *L = &m.layers[l];
+            lipt_tensor *w[NW] = {L->w1, L->w2, L->wq, L->wk, L->wv, L->wo};
+            for (int k = 0; k < NW; k++) {
+                before[l][k] = malloc(sizeof(float) * w[k]->numel);
+                memcpy(before[l][k], w[k]->data, sizeof(float) * w[k]->numel);
+            }
+        }
+        lipt_adamw_config ac = lipt_adamw_defaults();
+        lipt_adamw opt;
+        lipt_adamw_init(&opt, &ac);
+        lipt_ctx ctx;
+        lipt_ctx_init(&ctx, 1 << 22, 5);
+        const int B = 4, T = cfg.seq_len;
+        int tok[4 * 9], ids[32], tgt[32];
+        markov(&rng, cfg.vocab_size, B * (T + 1), tok);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) ids[b * T + t] = tok[b * (T + 1) + t], tgt[b * T + t] = tok[b * (T + 1) + t + 1];
+        const lipt_step_opts so = {1e-3, 1.0, cfg.power_iters, NULL, 0, 0};
+        lipt_step_result sr;
+        ck_assert_msg(lipt_train_step(&ctx, &m, &opt, ids, tgt, B, T, &so, &sr, &err) == LIPT_OK, "step: %s", err.msg);
+        for (int l = 0; l < cfg.n_layers; l++) {
+            lipt_layer *L = &m.layers[l];
+            lipt_tensor *w[NW] = {L->w1, L->w2, L->wq, L->wk, L->wv, L->wo};
+            const float *u[NW] = {L->sn1_u->data, L->sn2_u->data, L->bv[0]->data, L->bv[6]->data, L->bv[2]->data,
+                                  L->bv[4]->data};
+            const float *v[NW] = {L->sn1_v->data, L->sn2_v->data, L->bv[1]->data, L->bv[7]->data, L->bv[3]->data,
+                                  L->bv[5]->data};
+            const int nb[NW] = {1, 1, cfg.n_heads, cfg.n_heads, cfg.n_heads, 1};
+            for (int k = 0; k < NW; k++) {
+                const int R = w[k]->shape[0], C = w[k]->shape[1], cb = C / nb[k];
+                for (int b = 0; b < nb[k]; b++) {
+                    float *blk = malloc(sizeof(float) * (size_t)R * cb);
+                    for (int i = 0; i < R; i++) memcpy(blk + (size_t)i * cb, before[l][k] + (size_t)i * C + b * cb, sizeof(float) * cb);
+                    const double se = exact_sigma(blk, R, cb, 1.0);
+                    free(blk);
+                    const float *ub = u[k] + (size_t)b * R, *vb = v[k] + (size_t)b * cb;
+                    double nu = 0, nv = 0;
+                    for (int i = 0; i < R; i++) nu += (double)ub[i] * ub[i];
+                    for (int j = 0; j < cb; j++) nv += (double)vb[j] * vb[j];
+                    const double rel = 1 - block_form(before[l][k], R, C, b, cb, ub, vb) / se;
+                    worst[sb] = fmax(worst[sb], rel);
+                    if (sb)
+                        ck_assert_msg(rel <= 1e-6 && fabs(nu - 1) <= 1e-6 && fabs(nv - 1) <= 1e-6,
+                                      "layer %d matrix %d block %d: u^T W v / sigma = 1 - %.3e, |u|^2 %.9f, |v|^2 %.9f",
+                                      l, k, b, rel, nu, nv);
+                }
+                free(before[l][k]);
+            }
+        }
+        lipt_ctx_free(&ctx);
+        lipt_model_free(&m);
+    }
+    ck_assert_msg(worst[0] > 1e-3, "control: one power round from random vectors came within %.2e of sigma", worst[0]);
+    printf("steered vectors after one training step: u^T W v within %.2e of the exact sigma (cholesky); %.2e after "
+           "one power round (gram, the control)\n", worst[1], worst[0]);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("certificate");
     TCase *tc = tcase_create("all");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_certificate_every_step);
+    tcase_add_test(tc, test_certificate_steered_vectors);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

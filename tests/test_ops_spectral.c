@@ -628,9 +628,23 @@ END_TEST
  * is 1 to about 1e-15). Certifying μ = 1 - 1e-9 must fail (μ is below λ_max(H): "success" there would be a false
  * certificate); μ = 1 + 1e-9 must succeed, with a bound above μ only by the proof's margins. Spectra: a gap, the top
  * 8 within 1e-12 of each other, rank one (the rest 0), and n = 1. */
+/* yᵀ H y for the n×n H, after checking that y is a unit vector (to 1e-12). */
+static double ritz_quotient(const double *H, int n, const double *y) {
+    double yy = 0, q = 0;
+    for (int i = 0; i < n; i++) {
+        yy += y[i] * y[i];
+        double hy = 0;
+        for (int j = 0; j < n; j++) hy += H[(size_t)i * n + j] * y[j];
+        q += y[i] * hy;
+    }
+    ck_assert_msg(fabs(yy - 1) <= 1e-12, "Ritz vector of squared length %.17g", yy);
+    return q;
+}
+
 START_TEST(test_spectral_chol_certify) {
     lipt_rng rng;
     lipt_rng_seed(&rng, 99);
+    double worst_rq = INFINITY;
     static const int ns[] = {1, 7, 37, 64, 100, 256}; /* 37, 100: the blocked factorisation's partial panels and tiles */
     int checked = 0;
     for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
@@ -659,19 +673,30 @@ START_TEST(test_spectral_chol_certify) {
             const double tol = 2 * (n + 1) * 0x1p-53 * n * 2.0;
             ck_assert_msg(b >= 1 - 1e-12 && b <= 1 + 1e-9 + tol, "n %d kind %d: bound %.17g (tol %.2e)", n, kind, b, tol);
             double *work = malloc(lipt_spectral_verify_scratch(n) * sizeof(double));
-            const double top = lipt_spectral_verify_top(H, n, NULL, work);
+            double *ritz = malloc((size_t)n * sizeof(double));
+            const double top = lipt_spectral_verify_top(H, n, NULL, work, ritz);
             ck_assert_msg(top >= 1 - 1e-12 && top <= 1 + 1e-5, "n %d kind %d: verified top %.17g", n, kind, top);
+            /* the Ritz vector: unit, and its Rayleigh quotient within the first margin of lambda_max = 1 (the
+             * estimate that margin proved); for kind 0 (gap 0.1) that puts it within 1e-5 of the top eigenvector */
+            double rq = ritz_quotient(H, n, ritz);
+            ck_assert_msg(rq >= 1 - 1e-6, "n %d kind %d: Ritz vector's Rayleigh quotient %.17g", n, kind, rq);
+            worst_rq = fmin(worst_rq, rq);
             /* Lanczos from a start vector: near the top eigenvector, the second one (nearly orthogonal to the top:
              * the retry from the fixed vector must still find it), zero (no start) */
             float *start = malloc((size_t)n * sizeof(float));
             for (int sk = 0; sk < 3; sk++) {
                 for (int i = 0; i < n; i++)
                     start[i] = sk == 0 ? (float)(Q[i * n] + 1e-3 * lipt_rng_normal(&rng)) : sk == 1 && n > 1 ? (float)Q[i * n + 1] : 0.0f;
-                const double ts = lipt_spectral_verify_top(H, n, start, work);
+                const double ts = lipt_spectral_verify_top(H, n, start, work, sk == 2 ? NULL : ritz);
                 ck_assert_msg(ts >= 1 - 1e-12 && ts <= 1 + 0x1p-20 + 1e-9, "n %d kind %d start %d: verified top %.17g",
                               n, kind, sk, ts);
+                if (sk == 2) continue;
+                rq = ritz_quotient(H, n, ritz);
+                ck_assert_msg(rq >= 1 - 1e-6, "n %d kind %d start %d: Ritz Rayleigh quotient %.17g", n, kind, sk, rq);
+                worst_rq = fmin(worst_rq, rq);
             }
             free(start);
+            free(ritz);
             free(work);
             checked++;
         }
@@ -684,7 +709,8 @@ START_TEST(test_spectral_chol_certify) {
         free(B);
         free(lam);
     }
-    printf("spectral chol_certify: %d spectra, mu = 1 - 1e-9 rejected and 1 + 1e-9 certified within (n+1) u n (mu+1)\n", checked);
+    printf("spectral chol_certify: %d spectra, mu = 1 - 1e-9 rejected and 1 + 1e-9 certified within (n+1) u n (mu+1); "
+           "Ritz vectors' Rayleigh quotients >= 1 - %.2e\n", checked, 1 - worst_rq);
 }
 END_TEST
 
@@ -1011,7 +1037,7 @@ START_TEST(test_spectral_ub_batch) {
         u0[k] = malloc(sizeof(float) * (size_t)nb * R), v0[k] = malloc(sizeof(float) * C);
         for (int i = 0; i < nb * R; i++) u0[k][i] = u[k][i] = (float)lipt_rng_normal(&rng);
         for (int i = 0; i < C; i++) v0[k][i] = v[k][i] = (float)lipt_rng_normal(&rng);
-        req[k] = (lipt_spectral_req){W[k], u[k], v[k], nb, gram[k]};
+        req[k] = (lipt_spectral_req){W[k], u[k], v[k], nb, gram[k], 0};
     }
     int n_cmp = 0;
     for (int thr = 1; thr <= 2; thr++) {
@@ -1056,6 +1082,100 @@ START_TEST(test_spectral_ub_batch) {
     lipt_set_threads(2);
     printf("spectral_norm_ub_batch: %d block bounds bitwise lipt_spectral_ub's on 1 and 2 threads, gradients u v^T\n",
            n_cmp);
+}
+END_TEST
+
+/* lipt_spectral_norm_ub_batch with steer = 1: the same values, bit for bit (the bound is computed before the pair
+ * moves); each Cholesky-certified block's pair becomes unit vectors with u_bᵀ W_b v_b within 1e-6 of the exact
+ * sigma_b (the top singular pair at these weights, from random starts); a Gram-iteration block's pair gets exactly
+ * one power round (lipt_spectral_norm_ub's); the gradient is Σ_b g_b u_b v_bᵀ with the new pair; the same bits on 1
+ * and 2 threads. */
+START_TEST(test_spectral_ub_batch_steer) {
+    enum { NR = 5 };
+    const int shape[NR][3] = {{128, 512, 1}, {512, 128, 1}, {96, 96, 3}, {64, 64, 1}, {40, 24, 2}};
+    const int gram[NR] = {8 | LIPT_SPECTRAL_CHOLESKY, 8 | LIPT_SPECTRAL_CHOLESKY, 8 | LIPT_SPECTRAL_CHOLESKY,
+                          8 | LIPT_SPECTRAL_CHOLESKY, 4};
+    lipt_rng rng;
+    lipt_rng_seed(&rng, 777);
+    lipt_tensor *W[NR];
+    float *u0[NR], *v0[NR], *u[2][NR], *v[2][NR];
+    for (int k = 0; k < NR; k++) {
+        const int R = shape[k][0], C = shape[k][1], nb = shape[k][2];
+        W[k] = tu_tensor(&rng, 2, (int[]){R, C}, 0.05f, 1);
+        u0[k] = malloc(sizeof(float) * (size_t)nb * R), v0[k] = malloc(sizeof(float) * C);
+        for (int i = 0; i < nb * R; i++) u0[k][i] = (float)lipt_rng_normal(&rng);
+        for (int i = 0; i < C; i++) v0[k][i] = (float)lipt_rng_normal(&rng);
+    }
+    double worst = 0;
+    for (int thr = 1; thr <= 2; thr++) {
+        lipt_set_threads(thr);
+        lipt_ctx ctx;
+        lipt_ctx_init(&ctx, 1 << 16, 1);
+        lipt_spectral_req req[NR];
+        lipt_tensor *out[NR];
+        for (int k = 0; k < NR; k++) {
+            const int R = shape[k][0], C = shape[k][1], nb = shape[k][2];
+            u[thr - 1][k] = malloc(sizeof(float) * (size_t)nb * R), v[thr - 1][k] = malloc(sizeof(float) * C);
+            memcpy(u[thr - 1][k], u0[k], sizeof(float) * (size_t)nb * R);
+            memcpy(v[thr - 1][k], v0[k], sizeof(float) * C);
+            req[k] = (lipt_spectral_req){W[k], u[thr - 1][k], v[thr - 1][k], nb, gram[k], 1};
+            W[k]->grad = calloc((size_t)W[k]->numel, sizeof(float));
+        }
+        lipt_spectral_norm_ub_batch(&ctx, NR, req, out);
+        lipt_tensor *tot = lipt_sum(&ctx, out[0]);
+        for (int k = 1; k < NR; k++) tot = lipt_add(&ctx, tot, lipt_scale(&ctx, lipt_sum(&ctx, out[k]), (float)(k + 1)));
+        lipt_backward(&ctx, tot);
+        for (int k = 0; k < NR; k++) {
+            const int R = shape[k][0], C = shape[k][1], nb = shape[k][2], cb = C / nb;
+            const float *uk = u[thr - 1][k], *vk = v[thr - 1][k];
+            for (int b = 0; b < nb; b++) {
+                const double x = lipt_spectral_ub(&ctx, W[k]->data, R, C, b * cb, cb, gram[k]);
+                float f = (float)x;
+                if ((double)f < x) f = nextafterf(f, INFINITY);
+                ck_assert_msg(memcmp(&f, &out[k]->data[b], sizeof f) == 0, "request %d block %d: value moved", k, b);
+            }
+            if (gram[k] & LIPT_SPECTRAL_CHOLESKY) {
+                for (int b = 0; b < nb; b++) {
+                    const float *ub = uk + (size_t)b * R, *vb = vk + (size_t)b * cb;
+                    ck_assert(fabs(vnorm(ub, R) - 1) <= 1e-6 && fabs(vnorm(vb, cb) - 1) <= 1e-6);
+                    double q = 0;
+                    for (int i = 0; i < R; i++)
+                        for (int j = 0; j < cb; j++) q += (double)ub[i] * W[k]->data[(size_t)i * C + b * cb + j] * vb[j];
+                    const double sig = ref_sigma(W[k]->data, R, C, b, cb), rel = 1 - q / sig;
+                    ck_assert_msg(rel <= 1e-6, "request %d block %d: u^T W v = %.9g against sigma %.9g", k, b, q, sig);
+                    worst = fmax(worst, rel);
+                }
+            } else { /* one power round, as lipt_spectral_norm_ub(power_iters = 1) gives */
+                float *pu = malloc(sizeof(float) * (size_t)nb * R), *pv = malloc(sizeof(float) * C);
+                memcpy(pu, u0[k], sizeof(float) * (size_t)nb * R);
+                memcpy(pv, v0[k], sizeof(float) * C);
+                lipt_ctx c2;
+                lipt_ctx_init(&c2, 1 << 16, 0);
+                lipt_spectral_norm_ub(&c2, W[k], pu, pv, nb, 1, gram[k]);
+                lipt_ctx_free(&c2);
+                ck_assert(memcmp(pu, uk, sizeof(float) * (size_t)nb * R) == 0 && memcmp(pv, vk, sizeof(float) * C) == 0);
+                free(pu), free(pv);
+            }
+            const float gk = (float)(k == 0 ? 1 : k + 1);
+            for (int i = 0; i < R; i++)
+                for (int b = 0; b < nb; b++)
+                    for (int j = 0; j < cb; j++)
+                        ck_assert_msg(W[k]->grad[(size_t)i * C + b * cb + j] == gk * uk[(size_t)b * R + i] * vk[b * cb + j],
+                                      "request %d grad (%d, %d)", k, i, b * cb + j);
+            free(W[k]->grad);
+            W[k]->grad = NULL;
+        }
+        lipt_ctx_free(&ctx);
+    }
+    for (int k = 0; k < NR; k++) {
+        const int R = shape[k][0], C = shape[k][1], nb = shape[k][2];
+        ck_assert(memcmp(u[0][k], u[1][k], sizeof(float) * (size_t)nb * R) == 0);
+        ck_assert(memcmp(v[0][k], v[1][k], sizeof(float) * C) == 0);
+        free(u[0][k]), free(u[1][k]), free(v[0][k]), free(v[1][k]), free(u0[k]), free(v0[k]), tu_free(W[k]);
+    }
+    lipt_set_threads(2);
+    printf("spectral_norm_ub_batch steer: values unchanged, Ritz pairs within %.2e of sigma (u^T W v), the Gram "
+           "block one power round, gradients u v^T, same bits on 1 and 2 threads\n", worst);
 }
 END_TEST
 
@@ -1132,6 +1252,7 @@ int main(void) {
     tcase_add_test(tu, test_spectral_ub_threads);
     tcase_add_test(tu, test_spectral_ub_many);
     tcase_add_test(tu, test_spectral_ub_batch);
+    tcase_add_test(tu, test_spectral_ub_batch_steer);
     tcase_add_test(tu, test_spectral_ub_timing);
     suite_add_tcase(s, tu);
     return tu_run_suite(s);

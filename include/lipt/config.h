@@ -50,7 +50,7 @@ typedef struct {
     float dropout;             /* in [0, 1), after each residual branch, training only */
     float c;                   /* contraction coefficient in (0, 1), default 0.9 */
     lipt_lipnorm_kind lip_norm;
-    int power_iters;           /* power-iteration rounds per optimizer step (lipt_model_refresh_norms) */
+    int power_iters;           /* power-iteration rounds per optimizer step (lipt_model_refresh_after_step) */
     uint64_t init_seed;        /* parameter initialisation */
     float ln_eps;              /* LayerNorm epsilon, in (0, 1) */
     /* invertible-model options (models/README.md) */

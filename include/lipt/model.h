@@ -63,6 +63,11 @@ void lipt_model_init_weights(lipt_model *m, uint64_t seed);
  * attention bound). Call after each optimizer step with cfg.power_iters, and with many rounds (e.g. 100)
  * after loading weights or before reporting bounds. No-op for the non-contractive variants. */
 void lipt_model_refresh_norms(lipt_model *m, int iters);
+/* What the training step runs after the optimizer: lipt_model_refresh_norms on the vector sets the training
+ * forward does not set itself. With spectral_bound = cholesky the forward's certificates set the certified
+ * matrices' vectors to their top singular pairs at that step's weights (Lanczos's Ritz vectors,
+ * lipt_spectral_req.steer), so those get no power rounds here. */
+void lipt_model_refresh_after_step(lipt_model *m, int iters);
 
 /* Ids in [0, vocab_size) and 1 <= T <= seq_len: LIPT_ERR_ARG naming the first bad position otherwise. */
 lipt_status lipt_model_check_ids(const lipt_model *m, const int *ids, int B, int T, lipt_error *err);
@@ -89,6 +94,8 @@ typedef struct {
  * and gradients of the per-block calls: [n_layers], or NULL when the model has none (not invertible). The weights
  * must not change while the result is in use (it belongs to ctx's current step). */
 lipt_layer_certs *lipt_model_certify(lipt_ctx *ctx, const lipt_model *m);
+/* (In training, ctx->training, with spectral_bound = cholesky, it also sets those matrices' persistent vectors to
+ * the certificates' top singular pairs: lipt_model_refresh_after_step.) */
 /* lipt_model_block with the block's certificates from lipt_model_certify (NULL: computed in the block). */
 lipt_tensor *lipt_model_block_certified(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x,
                                         const lipt_layer_certs *certs);

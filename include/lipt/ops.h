@@ -142,11 +142,16 @@ lipt_tensor *lipt_spectral_norm_ub(lipt_ctx *ctx, lipt_tensor *w, float *u, floa
 void lipt_spectral_norm_ub_many(lipt_ctx *ctx, int n, lipt_tensor *const *w, float *const *u, float *const *v,
                                 int power_iters, int gram_iters, lipt_tensor **out);
 /* One matrix of lipt_spectral_norm_ub_batch: w [R, C] in n_blocks column blocks, its persistent vectors u
- * [n_blocks*R], v [C] (the gradient's, left as they are) and the gram_iters argument of its bounds. */
+ * [n_blocks*R], v [C] (the gradient's) and the gram_iters argument of its bounds. steer = 0: u and v are left as
+ * they are. steer = 1: after its bound, each block's pair is set to the certificate's estimate of its top singular
+ * pair at these weights (with LIPT_SPECTRAL_CHOLESKY: Lanczos's Ritz vector of the Gram matrix, the other side by
+ * one product with the block; a block without a Cholesky proof gets one power-iteration round instead), so the
+ * gradient u vᵀ is that of sigma at the weights the bound is of, and the vectors start the next call's Lanczos:
+ * no power iteration is needed between calls. */
 typedef struct {
     lipt_tensor *w;
     float *u, *v;
-    int n_blocks, gram_iters;
+    int n_blocks, gram_iters, steer;
 } lipt_spectral_req;
 /* lipt_spectral_norm_ub(ctx, req[k].w, req[k].u, req[k].v, req[k].n_blocks, 0, req[k].gram_iters) into out[k] for
  * each k < n: the same values, bit for bit, and the same gradients, with every block's certificate of every

@@ -160,10 +160,10 @@ int lipt_attn_bound_requests(const lipt_config *cfg, lipt_tensor *wq, lipt_tenso
                "attn_bound: missing power-iteration vectors");
     const int g = vec->gram_iters > 0 ? vec->gram_iters : LIPT_SPECTRAL_UB_ITERS_REPORT;
     int n = 0;
-    req[n++] = (lipt_spectral_req){wq, vec->uq, vec->vq, H, g};
-    if (clipped) req[n++] = (lipt_spectral_req){wk, vec->uk, vec->vk, H, g};
-    req[n++] = (lipt_spectral_req){wv, vec->uv, vec->vv, H, g};
-    req[n++] = (lipt_spectral_req){wo, vec->uo, vec->vo, 1, g};
+    req[n++] = (lipt_spectral_req){wq, vec->uq, vec->vq, H, g, 0};
+    if (clipped) req[n++] = (lipt_spectral_req){wk, vec->uk, vec->vk, H, g, 0};
+    req[n++] = (lipt_spectral_req){wv, vec->uv, vec->vv, H, g, 0};
+    req[n++] = (lipt_spectral_req){wo, vec->uo, vec->vo, 1, g, 0};
     return n;
 }
 

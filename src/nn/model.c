@@ -181,6 +181,14 @@ lipt_tensor *lipt_model_attn_factor(lipt_ctx *ctx, const lipt_model *m, int laye
     return lipt_contract_factor(ctx, b, m->cfg.c);
 }
 
+/* Whether a forward on ctx sets the certified matrices' vectors to the certificates' top singular pairs
+ * (lipt_spectral_req.steer): in training, with the Cholesky-verified bound (whose Lanczos gives the pairs). Then
+ * the gradient u vᵀ is that of sigma at the weights of this step, and no power iteration runs after the step
+ * (lipt_model_refresh_after_step). */
+static int certs_steer(const lipt_ctx *ctx, const lipt_config *c) {
+    return ctx->training && (lipt_config_gram_arg(c) & LIPT_SPECTRAL_CHOLESKY) != 0;
+}
+
 lipt_layer_certs *lipt_model_certify(lipt_ctx *ctx, const lipt_model *m) {
     const lipt_config *c = &m->cfg;
     const int n_layers = c->n_layers, attn = lipt_attn_contractive(c->attention),
@@ -191,7 +199,7 @@ lipt_layer_certs *lipt_model_certify(lipt_ctx *ctx, const lipt_model *m) {
     lipt_spectral_req *req = lipt_arena_alloc(&ctx->arena, (size_t)n_layers * PER_LAYER * sizeof *req);
     lipt_tensor **sig = lipt_arena_alloc(&ctx->arena, (size_t)n_layers * PER_LAYER * sizeof *sig);
     int *first = lipt_arena_alloc(&ctx->arena, (size_t)n_layers * 2 * sizeof *first), n = 0;
-    const int g = lipt_config_gram_arg(c);
+    const int g = lipt_config_gram_arg(c), steer = certs_steer(ctx, c);
     for (int l = 0; l < n_layers; l++) {
         const lipt_layer *L = &m->layers[l];
         first[2 * l] = n;
@@ -201,10 +209,11 @@ lipt_layer_certs *lipt_model_certify(lipt_ctx *ctx, const lipt_model *m) {
         }
         first[2 * l + 1] = n;
         if (ffn) {
-            req[n++] = (lipt_spectral_req){L->w1, L->sn1_u->data, L->sn1_v->data, 1, g};
-            req[n++] = (lipt_spectral_req){L->w2, L->sn2_u->data, L->sn2_v->data, 1, g};
+            req[n++] = (lipt_spectral_req){L->w1, L->sn1_u->data, L->sn1_v->data, 1, g, 0};
+            req[n++] = (lipt_spectral_req){L->w2, L->sn2_u->data, L->sn2_v->data, 1, g, 0};
         }
     }
+    for (int i = 0; i < n; i++) req[i].steer = steer;
     lipt_spectral_norm_ub_batch(ctx, n, req, sig);
     for (int l = 0; l < n_layers; l++) {
         const lipt_layer *L = &m->layers[l];
@@ -278,9 +287,25 @@ void lipt_model_init_weights(lipt_model *m, uint64_t seed) {
     lipt_model_refresh_norms(m, 100);
 }
 
-void lipt_model_refresh_norms(lipt_model *m, int iters) {
+static void refresh_norms(lipt_model *m, int iters, int after_step);
+
+void lipt_model_refresh_norms(lipt_model *m, int iters) { refresh_norms(m, iters, 0); }
+
+void lipt_model_refresh_after_step(lipt_model *m, int iters) { refresh_norms(m, iters, 1); }
+
+/* after_step: leave out the vector sets the training forward's certificates set (certs_steer) */
+static void refresh_norms(lipt_model *m, int iters, int after_step) {
     const lipt_config *c = &m->cfg;
     if (iters <= 0 || !m->invertible) return;
+    const int steer = after_step && (lipt_config_gram_arg(c) & LIPT_SPECTRAL_CHOLESKY) != 0;
+    const int skip_ffn = steer && c->ffn == LIPT_FFN_CONTRACTIVE;
+    int skip_attn = 0;
+    if (steer && lipt_attn_contractive(c->attention) && c->n_layers > 0 && m->layers[0].bv[0]) {
+        lipt_bound_vectors v = bound_vectors(m, &m->layers[0], 0);
+        lipt_spectral_req probe[LIPT_ATTN_BOUND_REQ_MAX];
+        const lipt_layer *L = &m->layers[0];
+        skip_attn = lipt_attn_bound_requests(c, L->wq, L->wk, L->wv, L->wo, &v, probe) > 0;
+    }
     /* Every matrix's power iteration at once (the blocks of all the layers in one parallel loop: most are too small
      * to split on their own), with the same results as one lipt_spectral_norm per matrix. */
     const int H = c->n_heads;
@@ -288,9 +313,11 @@ void lipt_model_refresh_norms(lipt_model *m, int iters) {
     int n = 0;
     for (int l = 0; l < c->n_layers; l++) {
         lipt_layer *L = &m->layers[l];
-        jobs[n++] = (lipt_power_job){L->w1->data, L->w1->shape[0], L->w1->shape[1], 1, L->sn1_u->data, L->sn1_v->data};
-        jobs[n++] = (lipt_power_job){L->w2->data, L->w2->shape[0], L->w2->shape[1], 1, L->sn2_u->data, L->sn2_v->data};
-        if (L->bv[0]) {
+        if (!skip_ffn) {
+            jobs[n++] = (lipt_power_job){L->w1->data, L->w1->shape[0], L->w1->shape[1], 1, L->sn1_u->data, L->sn1_v->data};
+            jobs[n++] = (lipt_power_job){L->w2->data, L->w2->shape[0], L->w2->shape[1], 1, L->sn2_u->data, L->sn2_v->data};
+        }
+        if (L->bv[0] && !skip_attn) {
             /* the bound vectors only steer gradients (the values divided by are certified whatever their state):
              * advance them by power iteration alone, without computing the bound */
             const int D = L->wq->shape[0];

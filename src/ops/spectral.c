@@ -597,14 +597,16 @@ typedef struct {
     double *xs, *g, *h, *fk, *dk;
     int *ek;
     double *vw; /* lipt_spectral_verify_top's scratch (LIPT_SPECTRAL_CHOLESKY), else NULL */
+    double *pv; /* a steered block's pair in double (steer_block): 3 m doubles, or NULL when none steers */
 } ub_scratch;
 
 /* Scratch for any block whose larger side is at most m and whose Gram matrix has order at most n, with t squarings
  * at most and (chol) the Cholesky-verified bound. */
-static ub_scratch ub_scratch_alloc_for(lipt_arena *ar, size_t m, size_t n, int t, int chol) {
+static ub_scratch ub_scratch_alloc_for(lipt_arena *ar, size_t m, size_t n, int t, int chol, int steer) {
     ub_scratch s;
     const size_t vw_doubles = chol ? lipt_spectral_verify_scratch((int)n) : 0;
     s.vw = vw_doubles ? lipt_arena_alloc(ar, vw_doubles * sizeof(double)) : NULL;
+    s.pv = steer ? lipt_arena_alloc(ar, 3 * m * sizeof(double)) : NULL;
     s.xs = lipt_arena_alloc(ar, lipt_spectral_gram_scratch(n, m) * sizeof(double));
     s.g = lipt_arena_alloc(ar, n * n * sizeof(double));
     s.h = lipt_arena_alloc(ar, n * n * sizeof(double));
@@ -616,7 +618,7 @@ static ub_scratch ub_scratch_alloc_for(lipt_arena *ar, size_t m, size_t n, int t
 
 static ub_scratch ub_scratch_alloc(lipt_arena *ar, int R, int cb, int gram_arg) {
     return ub_scratch_alloc_for(ar, (size_t)(cb > R ? cb : R), (size_t)(cb > R ? R : cb),
-                                gram_arg & ~LIPT_SPECTRAL_CHOLESKY, (gram_arg & LIPT_SPECTRAL_CHOLESKY) != 0);
+                                gram_arg & ~LIPT_SPECTRAL_CHOLESKY, (gram_arg & LIPT_SPECTRAL_CHOLESKY) != 0, 0);
 }
 
 /* The exponent e with sqrt(s) in [2^(e-1), 2^e): scaling by 2^-e brings a matrix with ‖.‖_F² = s into [1/2, 1). */
@@ -667,9 +669,11 @@ static double gram_rho_bound(double *g, int n, int t, ub_scratch sc_) {
 }
 
 /* start: the block's power-iteration vector of the Gram side's order (u_b for a wide block, v_b otherwise), a
- * start for Lanczos (LIPT_SPECTRAL_CHOLESKY), or NULL. */
+ * start for Lanczos (LIPT_SPECTRAL_CHOLESKY), or NULL. ritz (n doubles or NULL): lipt_spectral_verify_top's, NaN in
+ * ritz[0] when the bound did not come from it. */
 static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int gram_arg, const float *start,
-                               ub_scratch sc_) {
+                               ub_scratch sc_, double *ritz) {
+    if (ritz) ritz[0] = NAN;
     const int rows = cb > R; /* Gram matrix of the smaller side: W_b W_bᵀ when the block is wide */
     const int n = rows ? R : cb, m = rows ? cb : R;
     const size_t nn = (size_t)n * n;
@@ -688,7 +692,7 @@ static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int
     mirror_upper(sc_.g, n);
     /* c bounds λ_max(H_0), all the last step needs (Weyl): proven by Cholesky when asked for and found
      * (spectral_verify.c), else Gram iteration's bound of rho(H_0) */
-    double c = gram_arg & LIPT_SPECTRAL_CHOLESKY ? lipt_spectral_verify_top(sc_.g, n, start, sc_.vw) : 0;
+    double c = gram_arg & LIPT_SPECTRAL_CHOLESKY ? lipt_spectral_verify_top(sc_.g, n, start, sc_.vw, ritz) : 0;
     if (!(c > 0)) c = gram_rho_bound(sc_.g, n, gram_arg & ~LIPT_SPECTRAL_CHOLESKY, sc_);
     double result = lipt_ub_up(sqrt(lipt_ub_up(c + e0))); /* sigma² <= rho(H_0) + e_0 */
     return isnan(result) ? INFINITY : result;
@@ -705,7 +709,7 @@ double lipt_spectral_ub(lipt_ctx *ctx, const float *w, int R, int C, int c0, int
     check_ub_args(R, C, c0, cb, gram_iters);
     lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
     const double r =
-        spectral_ub_core(w, R, C, c0, cb, gram_iters, NULL, ub_scratch_alloc(&ctx->arena, R, cb, gram_iters));
+        spectral_ub_core(w, R, C, c0, cb, gram_iters, NULL, ub_scratch_alloc(&ctx->arena, R, cb, gram_iters), NULL);
     lipt_arena_release(&ctx->arena, mk);
     return r;
 }
@@ -728,11 +732,66 @@ static int cert_task_cmp(const void *x, const void *y) { /* larger work first; t
     return p->k != q->k ? (p->k > q->k) - (p->k < q->k) : (p->b > q->b) - (p->b < q->b);
 }
 
+/* y[R] = W_b x as block_mv, but each row's sum in LIPT_VDW lanes with FMA (widened floats times double), the lanes
+ * then added and the tail last: an order of its own, for the steered pair only (a direction for gradients, where
+ * block_mv keeps the power iteration's bits); a quarter of the time of block_mv's one running sum per row. */
+static void block_mv_lanes(const float *w, int R, int C, int c0, int cb, const double *x, double *y) {
+    const int jv = cb / LIPT_VDW * LIPT_VDW;
+    int i = 0;
+    for (; i + MV_ROWS <= R; i += MV_ROWS) {
+        const float *r0 = w + (size_t)i * C + c0, *r1 = r0 + C, *r2 = r1 + C, *r3 = r2 + C;
+        lipt_vdh s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
+        for (int j = 0; j < jv; j += LIPT_VDW) {
+            lipt_vdh xv;
+            memcpy(&xv, x + j, sizeof xv);
+            s0 = lipt_vdh_fma(lipt_vdh_loadf(r0 + j), xv, s0);
+            s1 = lipt_vdh_fma(lipt_vdh_loadf(r1 + j), xv, s1);
+            s2 = lipt_vdh_fma(lipt_vdh_loadf(r2 + j), xv, s2);
+            s3 = lipt_vdh_fma(lipt_vdh_loadf(r3 + j), xv, s3);
+        }
+        double t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+        for (int l = 0; l < LIPT_VDW; l++) t0 += s0[l], t1 += s1[l], t2 += s2[l], t3 += s3[l];
+        for (int j = jv; j < cb; j++)
+            t0 += (double)r0[j] * x[j], t1 += (double)r1[j] * x[j], t2 += (double)r2[j] * x[j], t3 += (double)r3[j] * x[j];
+        y[i] = t0, y[i + 1] = t1, y[i + 2] = t2, y[i + 3] = t3;
+    }
+    for (; i < R; i++) {
+        const float *row = w + (size_t)i * C + c0;
+        double t = 0;
+        for (int j = 0; j < cb; j++) t += (double)row[j] * x[j];
+        y[i] = t;
+    }
+}
+
+/* A steered block's pair (lipt_spectral_req.steer): the Ritz vector y (unit, of the Gram side) and the other side
+ * W_b v or W_bᵀ u by one product, normalised, into the block's float u_b and v_b; without a Ritz vector (the proof
+ * came from Gram iteration, or the block is zero or not finite) one power round from the stored pair. */
+static void steer_block(const float *w, int R, int C, int b, int cb, double *y, double *x, float *u, float *v) {
+    const int wide = cb > R, c0 = b * cb;
+    if (!isfinite(y[0])) {
+        power_block(w, R, C, b, cb, u, v, 1, x, x + R, 0);
+        return;
+    }
+    if (wide) block_mtv(w, R, C, c0, cb, y, x, 0); /* y = u_b: v_b = W_bᵀ u_b / |.| */
+    else block_mv_lanes(w, R, C, c0, cb, y, x);   /* y = v_b: u_b = W_b v_b / |.| */
+    const int nx = wide ? cb : R, ny = wide ? R : cb;
+    if (!normalise(x, nx)) {
+        power_block(w, R, C, b, cb, u, v, 1, x, x + R, 0);
+        return;
+    }
+    float *fy = wide ? u : v, *fx = wide ? v : u;
+    for (int i = 0; i < ny; i++) fy[i] = (float)y[i];
+    for (int i = 0; i < nx; i++) fx[i] = (float)x[i];
+}
+
 static void cert_task_run(const lipt_spectral_req *req, const cert_task *t, ub_scratch s, lipt_tensor **out) {
     const lipt_spectral_req *r = &req[t->k];
     const int R = r->w->shape[0], C = r->w->shape[1], cb = C / r->n_blocks;
-    const float *start = cb > R ? r->u + (size_t)t->b * R : r->v + (size_t)t->b * cb;
-    out[t->k]->data[t->b] = float_up(spectral_ub_core(r->w->data, R, C, t->b * cb, cb, r->gram_iters, start, s));
+    float *u = r->u + (size_t)t->b * R, *v = r->v + (size_t)t->b * cb;
+    const float *start = cb > R ? u : v;
+    double *ritz = r->steer ? s.pv : NULL;
+    out[t->k]->data[t->b] = float_up(spectral_ub_core(r->w->data, R, C, t->b * cb, cb, r->gram_iters, start, s, ritz));
+    if (ritz) steer_block(r->w->data, R, C, t->b, cb, ritz, ritz + (cb > R ? cb : R), u, v);
 }
 
 void lipt_spectral_norm_ub_batch(lipt_ctx *ctx, int n, const lipt_spectral_req *req, lipt_tensor **out) {
@@ -750,7 +809,7 @@ void lipt_spectral_norm_ub_batch(lipt_ctx *ctx, int n, const lipt_spectral_req *
     lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
     cert_task *task = lipt_arena_alloc(&ctx->arena, (size_t)(n_tasks > 0 ? n_tasks : 1) * sizeof *task);
     size_t max_m = 0, max_n = 0, work = 0;
-    int max_t = 0, chol = 0;
+    int max_t = 0, chol = 0, steer = 0;
     for (int k = 0, t = 0; k < n; k++) {
         const int R = req[k].w->shape[0], cb = req[k].w->shape[1] / req[k].n_blocks, g = req[k].gram_iters;
         const size_t nn = (size_t)(cb > R ? R : cb), mm = (size_t)(cb > R ? cb : R), rc = (size_t)R * cb;
@@ -758,6 +817,7 @@ void lipt_spectral_norm_ub_batch(lipt_ctx *ctx, int n, const lipt_spectral_req *
         max_n = nn > max_n ? nn : max_n;
         max_t = (g & ~LIPT_SPECTRAL_CHOLESKY) > max_t ? (g & ~LIPT_SPECTRAL_CHOLESKY) : max_t;
         chol |= (g & LIPT_SPECTRAL_CHOLESKY) != 0;
+        steer |= req[k].steer != 0;
         for (int b = 0; b < req[k].n_blocks; b++, t++) task[t] = (cert_task){k, b, rc * nn};
         work += (size_t)req[k].n_blocks * rc * nn;
     }
@@ -771,7 +831,7 @@ void lipt_spectral_norm_ub_batch(lipt_ctx *ctx, int n, const lipt_spectral_req *
     const int par = n_tasks > 1 && lipt_blas_nests_safely() && work >= SPEC_PAR_WORK && !omp_in_parallel();
     const int nt = par ? omp_get_max_threads() : 1;
     ub_scratch *sc = lipt_arena_alloc(&ctx->arena, (size_t)nt * sizeof *sc);
-    for (int i = 0; i < nt; i++) sc[i] = ub_scratch_alloc_for(&ctx->arena, max_m, max_n, max_t, chol);
+    for (int i = 0; i < nt; i++) sc[i] = ub_scratch_alloc_for(&ctx->arena, max_m, max_n, max_t, chol, steer);
     if (par) {
 #pragma omp parallel num_threads(nt)
         {
@@ -795,7 +855,7 @@ lipt_tensor *lipt_spectral_norm_ub(lipt_ctx *ctx, lipt_tensor *w, float *u, floa
     LIPT_CHECK(gram_iters >= 0, "spectral_norm_ub: gram_iters %d < 0", gram_iters);
     power_all(ctx, w->data, w->shape[0], w->shape[1], n_blocks, u, v, power_iters);
     lipt_tensor *out;
-    lipt_spectral_norm_ub_batch(ctx, 1, &(lipt_spectral_req){w, u, v, n_blocks, gram_iters}, &out);
+    lipt_spectral_norm_ub_batch(ctx, 1, &(lipt_spectral_req){w, u, v, n_blocks, gram_iters, 0}, &out);
     return out;
 }
 
@@ -808,7 +868,7 @@ void lipt_spectral_norm_ub_many(lipt_ctx *ctx, int n, lipt_tensor *const *w, flo
     for (int i = 0; i < n; i++) {
         check_args("spectral_norm_ub_many", w[i], u[i], v[i], 1, power_iters);
         power_all(ctx, w[i]->data, w[i]->shape[0], w[i]->shape[1], 1, u[i], v[i], power_iters);
-        req[i] = (lipt_spectral_req){w[i], u[i], v[i], 1, gram_iters};
+        req[i] = (lipt_spectral_req){w[i], u[i], v[i], 1, gram_iters, 0};
     }
     lipt_spectral_norm_ub_batch(ctx, n, req, out);
 }

@@ -66,8 +66,10 @@ static inline size_t lipt_spectral_verify_scratch(int n) {
  * then lipt_spectral_chol_certify at μ = θ (1 + δ) for δ = 2^-20, 2^-13, 2^-6. Lanczos starts from `start` (n
  * floats: an approximate top eigenvector, e.g. the power iteration's; NULL: none), and again from a fixed dense
  * vector when that estimate is not proven at δ = 2^-20. Deterministic (fixed operation order): a function of H and
- * start. work: lipt_spectral_verify_scratch(n) doubles. */
-double lipt_spectral_verify_top(const double *H, int n, const float *start, double *work);
+ * start. work: lipt_spectral_verify_scratch(n) doubles. ritz (n doubles, or NULL): when a bound is returned, the
+ * unit Ritz vector of the proven estimate (Lanczos's approximation of H's top eigenvector: a direction for
+ * gradients, no part of the proof), or NaN in ritz[0] when none could be formed. */
+double lipt_spectral_verify_top(const double *H, int n, const float *start, double *work, double *ritz);
 
 /* The proof step: if the floating-point Cholesky factorisation of B = fl(μ I - H) (H symmetric n×n, row-major, its
  * upper triangle read) runs to completion with positive pivots, returns 1 and *bound >= λ_max(H); else 0. B: n²

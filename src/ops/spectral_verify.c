@@ -125,8 +125,10 @@ static double tridiag_top(const double *alpha, const double *beta, int k) {
  * (200 times below the margin) at a tolerance of 1e-8, and Lanczos took about half the steps of the former test
  * (a change below 1e-10 over 8 steps, checked every 8 steps: at least 16 steps even from a converged start). */
 #define LANCZOS_TOL 1e-8
-static double lanczos_top(const double *H, int n, const float *start, double *Q, double *w) {
-    double alpha[LIPT_LANCZOS_MAX] = {0}, beta[LIPT_LANCZOS_MAX] = {0};
+static double lanczos_top(const double *H, int n, const float *start, double *Q, double *w, double *alpha,
+                          double *beta, int *steps) {
+    *steps = 0;
+    for (int j = 0; j < LIPT_LANCZOS_MAX; j++) alpha[j] = beta[j] = 0;
     for (int j = 0; j < n; j++) {
         if (start) {
             Q[j] = start[j];
@@ -170,7 +172,32 @@ static double lanczos_top(const double *H, int n, const float *start, double *Q,
             prev = th;
         }
     }
+    *steps = k;
     return tridiag_top(alpha, beta, k);
+}
+
+/* The unit eigenvector z of the k×k tridiagonal T (alpha, beta) for its largest eigenvalue theta, by two steps of
+ * inverse iteration with the shift s = theta + a small gap above it: s I - T is then positive definite, so its
+ * LDLᵀ needs no pivoting. A vector for the gradient's direction only (lipt_spectral_verify_top's ritz). */
+static void tridiag_top_vector(const double *alpha, const double *beta, int k, double theta, double *z) {
+    double scale = fabs(theta);
+    for (int i = 0; i < k; i++) scale = fmax(scale, fabs(alpha[i]) + (i + 1 < k ? fabs(beta[i]) : 0));
+    const double s = theta + 0x1p-40 * scale + DBL_MIN;
+    double d[LIPT_LANCZOS_MAX], l[LIPT_LANCZOS_MAX];
+    for (int i = 0; i < k; i++) { /* s I - T = L D Lᵀ, L unit lower bidiagonal (l below the diagonal) */
+        d[i] = (s - alpha[i]) - (i > 0 ? l[i - 1] * l[i - 1] * d[i - 1] : 0);
+        if (!(d[i] > 0)) d[i] = 0x1p-52 * scale + DBL_MIN; /* rounding at a near-repeated top eigenvalue */
+        if (i + 1 < k) l[i] = -beta[i] / d[i];
+    }
+    for (int i = 0; i < k; i++) z[i] = 1;
+    for (int it = 0; it < 2; it++) {
+        for (int i = 1; i < k; i++) z[i] -= l[i - 1] * z[i - 1]; /* L y = z */
+        for (int i = 0; i < k; i++) z[i] /= d[i];                /* D x = y */
+        for (int i = k - 2; i >= 0; i--) z[i] -= l[i] * z[i + 1]; /* Lᵀ z = x */
+        double nz = 0;
+        for (int i = 0; i < k; i++) nz = fmax(nz, fabs(z[i]));
+        for (int i = 0; i < k; i++) z[i] /= nz;
+    }
 }
 
 /* The factorisation in panels of CHOL_NB rows of R; the trailing rows' update by a panel in register tiles of
@@ -270,19 +297,36 @@ int lipt_spectral_chol_certify(const double *H, int n, double mu, double *B, dou
     return isfinite(*bound);
 }
 
-double lipt_spectral_verify_top(const double *H, int n, const float *start, double *work) {
+double lipt_spectral_verify_top(const double *H, int n, const float *start, double *work, double *ritz) {
     if (n <= 0) return 0;
     double *B = work, *Q = work + (size_t)n * n, *w = Q + (size_t)(LIPT_LANCZOS_MAX + 1) * n;
+    double alpha[LIPT_LANCZOS_MAX], beta[LIPT_LANCZOS_MAX];
     /* From the start vector (the power iteration's, near the top eigenvector: Lanczos stops after about 6-12 steps
      * instead of 30-40) at the first margin only, else as without one: a start vector nearly orthogonal to the top
      * eigenvector can stop at a lower eigenvalue, which the first margin does not prove and a wider one would, loosely. */
     static const double margin[] = {0x1p-20, 0x1p-13, 0x1p-6};
     for (int pass = start ? 0 : 1; pass < 2; pass++) {
-        const double theta = lanczos_top(H, n, pass ? NULL : start, Q, w);
+        int k = 0;
+        const double theta = lanczos_top(H, n, pass ? NULL : start, Q, w, alpha, beta, &k);
         if (!(theta > 0) || !isfinite(theta)) continue;
         for (int i = 0; i < (pass ? (int)(sizeof margin / sizeof margin[0]) : 1); i++) {
             double b;
-            if (lipt_spectral_chol_certify(H, n, theta + theta * margin[i], B, &b)) return b;
+            if (!lipt_spectral_chol_certify(H, n, theta + theta * margin[i], B, &b)) continue;
+            if (ritz) { /* the Ritz vector Q z (Q's first k rows are the Lanczos basis; B's storage is free again) */
+                double *z = B;
+                tridiag_top_vector(alpha, beta, k, theta, z);
+                for (int j = 0; j < n; j++) ritz[j] = 0;
+                for (int r = 0; r < k; r++) {
+                    const double *q = Q + (size_t)r * n;
+                    for (int j = 0; j < n; j++) ritz[j] += z[r] * q[j];
+                }
+                const double nr = sqrt(dot(ritz, ritz, n));
+                if (nr > 0 && isfinite(nr))
+                    for (int j = 0; j < n; j++) ritz[j] /= nr;
+                else
+                    ritz[0] = NAN; /* no direction (not expected): the caller keeps its vectors */
+            }
+            return b;
         }
     }
     return 0;

@@ -40,6 +40,6 @@ lipt_status lipt_train_step(lipt_ctx *ctx, lipt_model *m, lipt_adamw *opt, const
     lipt_ctx_reset(ctx);
     if (!isfinite(r->grad_norm)) return lipt_fail(err, LIPT_ERR_NUMERIC, "the gradient norm is %g", r->grad_norm);
     lipt_adamw_step_lr(opt, &m->params, o->lr);
-    lipt_model_refresh_norms(m, o->power_iters);
+    lipt_model_refresh_after_step(m, o->power_iters);
     return LIPT_OK;
 }
