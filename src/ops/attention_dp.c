@@ -110,9 +110,7 @@ static void softmax_grad_rows(const float *P, float *G, int T, int i0, int i1, i
         const float *p = P + (size_t)i * T;
         float *g = G + (size_t)i * T;
         const int n = causal ? i + 1 : T;
-        double c = 0;
-        for (int j = 0; j < n; j++) c += (double)p[j] * g[j];
-        const float cf = (float)c;
+        const float cf = (float)lipt_dot_f64(p, g, (size_t)n);
         for (int j = 0; j < n; j += LIPT_VW) {
             const size_t len = lipt_vlanes((size_t)j, (size_t)n);
             lipt_vstore_n(g + j, lipt_vload_n(p + j, len) * (lipt_vload_n(g + j, len) - cf), len);

@@ -234,9 +234,7 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, const f
         if (need_g)
             for (int r = 0; r < m; r++) {
                 const float *g = dOb + (size_t)r * D, *o = oh + (size_t)(i0 + r) * D;
-                double s = 0;
-                for (int c = 0; c < d; c++) s += (double)g[c] * o[c];
-                w->dr[r] = (float)s;
+                w->dr[r] = (float)lipt_dot_f64(g, o, (size_t)d);
             }
         for (int j0 = 0; j0 < ncol; j0 += TILE_C) {
             const int nc = j0 + TILE_C < ncol ? TILE_C : ncol - j0;

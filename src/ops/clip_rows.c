@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "ops/vmath.h"
+
 #define CLIP_PAR_WORK ((size_t)1 << 15)
 
 /* Row norms in double: the scale of a clipped row is R/‖x‖, stored per row for backward (0 marks "not clipped"). */
@@ -21,9 +23,7 @@ lipt_tensor *lipt_clip_rows(lipt_ctx *ctx, lipt_tensor *x, float R) {
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x->data + r * D;
         float *yr = out->data + r * D;
-        double s = 0;
-        for (int c = 0; c < D; c++) s += (double)xr[c] * xr[c];
-        const double nrm = sqrt(s);
+        const double nrm = sqrt(lipt_dot_f64(xr, NULL, (size_t)D));
         if (nrm > R) {
             const float f = (float)(R / nrm);
             for (int c = 0; c < D; c++) yr[c] = xr[c] * f;
@@ -61,9 +61,7 @@ void lipt_clip_rows_backward(lipt_ctx *ctx, lipt_node *node) {
             else for (int c = 0; c < D; c++) dr[c] += gr[c];
             continue;
         }
-        double p = 0;
-        for (int c = 0; c < D; c++) p += (double)yr[c] * gr[c];
-        const double k = p / (R * R); /* x̂·dy / R, so that x̂ (x̂·dy) = y k */
+        const double k = lipt_dot_f64(yr, gr, (size_t)D) / (R * R); /* x̂·dy / R, so that x̂ (x̂·dy) = y k */
         const float f = scale[r];
         if (fresh) for (int c = 0; c < D; c++) dr[c] = f * (float)(gr[c] - yr[c] * k);
         else for (int c = 0; c < D; c++) dr[c] += f * (float)(gr[c] - yr[c] * k);

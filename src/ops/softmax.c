@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "ops/vmath.h"
+
 #define SM_PAR_MIN 16384
 
 /* Backward reads the output y itself (node->out->data), so nothing extra is saved. iarg: 0 V. */
@@ -45,8 +47,7 @@ void lipt_softmax_backward(lipt_ctx *ctx, lipt_node *node) {
     for (long r = 0; r < (long)rows; r++) {
         const float *yr = Y + (size_t)r * V, *gr = G + (size_t)r * V;
         float *dxr = dx + (size_t)r * V;
-        double dot = 0;
-        for (int j = 0; j < V; j++) dot += (double)gr[j] * yr[j];
+        const double dot = lipt_dot_f64(gr, yr, (size_t)V);
         for (int j = 0; j < V; j++) dxr[j] += (float)(yr[j] * (gr[j] - dot));
     }
 }

@@ -132,6 +132,29 @@ static inline double lipt_vd_sum(lipt_vd v) {
     return s;
 }
 
+/* Σ a_i b_i of n floats (b = NULL: Σ a_i²) in double, every product exact: four sums of LIPT_VDW lanes (with FMA,
+ * the same values: the products are exact), added pairwise, the lanes in order, the tail last. A single running
+ * double sum waits one addition latency per element: row dot products written that way were the slowest part of
+ * the attention's softmax backward and of the token clipping. */
+static inline double lipt_dot_f64(const float *a, const float *b, size_t n) {
+    lipt_vdh s[4] = {{0}, {0}, {0}, {0}};
+    size_t i = 0;
+    for (; i + 4 * LIPT_VDW <= n; i += 4 * LIPT_VDW)
+        for (int k = 0; k < 4; k++) {
+            const lipt_vdh x = lipt_vdh_loadf(a + i + k * LIPT_VDW);
+            s[k] = lipt_vdh_fma(x, b ? lipt_vdh_loadf(b + i + k * LIPT_VDW) : x, s[k]);
+        }
+    for (; i + LIPT_VDW <= n; i += LIPT_VDW) {
+        const lipt_vdh x = lipt_vdh_loadf(a + i);
+        s[0] = lipt_vdh_fma(x, b ? lipt_vdh_loadf(b + i) : x, s[0]);
+    }
+    const lipt_vdh v = (s[0] + s[1]) + (s[2] + s[3]);
+    double t = 0;
+    for (int l = 0; l < LIPT_VDW; l++) t += v[l];
+    for (; i < n; i++) t += (double)a[i] * (b ? b[i] : a[i]);
+    return t;
+}
+
 /* m ? a : b lane by lane, m from a vector comparison (all ones or all zeros per lane). */
 static inline lipt_vf lipt_vsel(lipt_vi m, lipt_vf a, lipt_vf b) { return (lipt_vf)((m & (lipt_vi)a) | (~m & (lipt_vi)b)); }
 
