@@ -16,7 +16,10 @@ Conventions follow lipt exactly:
     cfg.gram_iters squarings: `gram_spectral_ub`, lipt_spectral_ub), rounded up to float32 in a float32 model;
     its gradient is u v^T from the stored power-iteration buffers held fixed (the forward pass runs no power
     iterations); `refresh_norms(iters)` advances the vectors the way lipt_model_refresh_norms does (in float64,
-    written back as float32), to be called after each optimizer step;
+    written back as float32), to be called after each optimizer step. (lipt's own training step with
+    spectral_bound = cholesky instead sets the certified matrices' vectors to its certificates' Lanczos Ritz pairs
+    in the forward and skips their power rounds, lipt_model_refresh_after_step; this reference keeps the power
+    rounds, so its training trajectories differ there, while every forward value is the same function);
   * AdamW excludes biases, LayerNorm parameters, embeddings and ffn.beta from weight decay (`param_groups`).
 
 Use (python/README.md):
