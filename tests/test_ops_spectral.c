@@ -1017,6 +1017,34 @@ START_TEST(test_spectral_ub_many) {
 }
 END_TEST
 
+/* The batch, then the backward of Σ_k (k + 1) Σ_b out[k][b] (request 0 weighted 1): request k's gradient is
+ * (k + 1) Σ_b u_b v_bᵀ (batch_grad_weight). */
+static void batch_backward(lipt_ctx *ctx, int n, const lipt_spectral_req *req, lipt_tensor **out) {
+    lipt_spectral_norm_ub_batch(ctx, n, req, out);
+    lipt_tensor *tot = lipt_sum(ctx, out[0]);
+    for (int k = 1; k < n; k++) tot = lipt_add(ctx, tot, lipt_scale(ctx, lipt_sum(ctx, out[k]), (float)(k + 1)));
+    lipt_backward(ctx, tot);
+}
+static float batch_grad_weight(int k) { return (float)(k == 0 ? 1 : k + 1); }
+
+/* lipt_spectral_ub of block b rounded up to float, as the batch stores it. */
+static float ub_float(lipt_ctx *ctx, const float *w, int R, int C, int b, int cb, int gram) {
+    const double x = lipt_spectral_ub(ctx, w, R, C, b * cb, cb, gram);
+    float f = (float)x;
+    if ((double)f < x) f = nextafterf(f, INFINITY);
+    return f;
+}
+
+/* W's gradient is exactly gk Σ_b u_b v_bᵀ (nb column blocks). */
+static void check_grad_uv(const lipt_tensor *W, int nb, const float *u, const float *v, float gk, int k) {
+    const int R = W->shape[0], C = W->shape[1], cb = C / nb;
+    for (int i = 0; i < R; i++)
+        for (int b = 0; b < nb; b++)
+            for (int j = 0; j < cb; j++)
+                ck_assert_msg(W->grad[(size_t)i * C + b * cb + j] == gk * u[(size_t)b * R + i] * v[b * cb + j],
+                              "request %d grad (%d, %d)", k, i, b * cb + j);
+}
+
 /* lipt_spectral_norm_ub_batch: every block's value is lipt_spectral_ub of that block rounded up to float, bit for bit,
  * on 1 and 2 threads, for requests of mixed shapes, block counts and bound kinds (a model's W1, W2, W^O and head
  * blocks); the vectors are left alone and the gradient is Σ_b g_b u_b v_bᵀ per request. */
@@ -1046,17 +1074,12 @@ START_TEST(test_spectral_ub_batch) {
         lipt_ctx_init(&ctx, 1 << 16, 1);
         lipt_tensor *out[NR];
         for (int k = 0; k < NR; k++) W[k]->grad = calloc((size_t)W[k]->numel, sizeof(float));
-        lipt_spectral_norm_ub_batch(&ctx, NR, req, out);
-        lipt_tensor *tot = lipt_sum(&ctx, out[0]);
-        for (int k = 1; k < NR; k++) tot = lipt_add(&ctx, tot, lipt_scale(&ctx, lipt_sum(&ctx, out[k]), (float)(k + 1)));
-        lipt_backward(&ctx, tot);
+        batch_backward(&ctx, NR, req, out);
         for (int k = 0; k < NR; k++) {
             const int R = shape[k][0], C = shape[k][1], nb = shape[k][2], cb = C / nb;
             ck_assert_int_eq(out[k]->numel, nb);
             for (int b = 0; b < nb; b++) {
-                const double x = lipt_spectral_ub(&ctx, W[k]->data, R, C, b * cb, cb, gram[k]);
-                float f = (float)x;
-                if ((double)f < x) f = nextafterf(f, INFINITY);
+                const float f = ub_float(&ctx, W[k]->data, R, C, b, cb, gram[k]);
                 ck_assert_msg(memcmp(&f, &out[k]->data[b], sizeof f) == 0,
                               "request %d block %d (%d threads): batch %.9g, lipt_spectral_ub %.9g", k, b, thr,
                               (double)out[k]->data[b], (double)f);
@@ -1065,14 +1088,7 @@ START_TEST(test_spectral_ub_batch) {
             }
             ck_assert(memcmp(u[k], u0[k], sizeof(float) * (size_t)nb * R) == 0); /* vectors untouched */
             ck_assert(memcmp(v[k], v0[k], sizeof(float) * C) == 0);
-            const float gk = (float)(k == 0 ? 1 : k + 1);
-            for (int i = 0; i < R; i++)
-                for (int b = 0; b < nb; b++)
-                    for (int j = 0; j < cb; j++) {
-                        const float want = gk * u[k][(size_t)b * R + i] * v[k][b * cb + j];
-                        ck_assert_msg(W[k]->grad[(size_t)i * C + b * cb + j] == want, "request %d grad (%d, %d)", k, i,
-                                      b * cb + j);
-                    }
+            check_grad_uv(W[k], nb, u[k], v[k], batch_grad_weight(k), k);
             free(W[k]->grad);
             W[k]->grad = NULL;
         }
@@ -1121,17 +1137,12 @@ START_TEST(test_spectral_ub_batch_steer) {
             req[k] = (lipt_spectral_req){W[k], u[thr - 1][k], v[thr - 1][k], nb, gram[k], 1};
             W[k]->grad = calloc((size_t)W[k]->numel, sizeof(float));
         }
-        lipt_spectral_norm_ub_batch(&ctx, NR, req, out);
-        lipt_tensor *tot = lipt_sum(&ctx, out[0]);
-        for (int k = 1; k < NR; k++) tot = lipt_add(&ctx, tot, lipt_scale(&ctx, lipt_sum(&ctx, out[k]), (float)(k + 1)));
-        lipt_backward(&ctx, tot);
+        batch_backward(&ctx, NR, req, out);
         for (int k = 0; k < NR; k++) {
             const int R = shape[k][0], C = shape[k][1], nb = shape[k][2], cb = C / nb;
             const float *uk = u[thr - 1][k], *vk = v[thr - 1][k];
             for (int b = 0; b < nb; b++) {
-                const double x = lipt_spectral_ub(&ctx, W[k]->data, R, C, b * cb, cb, gram[k]);
-                float f = (float)x;
-                if ((double)f < x) f = nextafterf(f, INFINITY);
+                const float f = ub_float(&ctx, W[k]->data, R, C, b, cb, gram[k]);
                 ck_assert_msg(memcmp(&f, &out[k]->data[b], sizeof f) == 0, "request %d block %d: value moved", k, b);
             }
             if (gram[k] & LIPT_SPECTRAL_CHOLESKY) {
@@ -1156,12 +1167,7 @@ START_TEST(test_spectral_ub_batch_steer) {
                 ck_assert(memcmp(pu, uk, sizeof(float) * (size_t)nb * R) == 0 && memcmp(pv, vk, sizeof(float) * C) == 0);
                 free(pu), free(pv);
             }
-            const float gk = (float)(k == 0 ? 1 : k + 1);
-            for (int i = 0; i < R; i++)
-                for (int b = 0; b < nb; b++)
-                    for (int j = 0; j < cb; j++)
-                        ck_assert_msg(W[k]->grad[(size_t)i * C + b * cb + j] == gk * uk[(size_t)b * R + i] * vk[b * cb + j],
-                                      "request %d grad (%d, %d)", k, i, b * cb + j);
+            check_grad_uv(W[k], nb, uk, vk, batch_grad_weight(k), k);
             free(W[k]->grad);
             W[k]->grad = NULL;
         }

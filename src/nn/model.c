@@ -181,12 +181,23 @@ lipt_tensor *lipt_model_attn_factor(lipt_ctx *ctx, const lipt_model *m, int laye
     return lipt_contract_factor(ctx, b, m->cfg.c);
 }
 
-/* Whether a forward on ctx sets the certified matrices' vectors to the certificates' top singular pairs
- * (lipt_spectral_req.steer): in training, with the Cholesky-verified bound (whose Lanczos gives the pairs). Then
- * the gradient u vᵀ is that of sigma at the weights of this step, and no power iteration runs after the step
- * (lipt_model_refresh_after_step). */
-static int certs_steer(const lipt_ctx *ctx, const lipt_config *c) {
-    return ctx->training && (lipt_config_gram_arg(c) & LIPT_SPECTRAL_CHOLESKY) != 0;
+/* Whether a training forward sets the certified matrices' vectors to the certificates' top singular pairs
+ * (lipt_spectral_req.steer): with the Cholesky-verified bound, whose Lanczos gives the pairs. Then the gradient u vᵀ
+ * is that of sigma at the weights of the step, and no power iteration runs after it (lipt_model_refresh_after_step). */
+static int certs_steer(const lipt_config *c) { return (lipt_config_gram_arg(c) & LIPT_SPECTRAL_CHOLESKY) != 0; }
+
+/* The vector sets lipt_model_certify certifies (and so steers, when certs_steer): the feed-forward's with a
+ * contractive ffn, the attention's when its bound has spectral norms (not the ∞-norm bound). */
+static void certified_sets(const lipt_model *m, int *attn, int *ffn) {
+    const lipt_config *c = &m->cfg;
+    *ffn = c->ffn == LIPT_FFN_CONTRACTIVE;
+    *attn = 0;
+    if (lipt_attn_contractive(c->attention) && c->n_layers > 0 && m->layers[0].bv[0]) {
+        const lipt_layer *L = &m->layers[0];
+        lipt_bound_vectors v = bound_vectors(m, L, 0);
+        lipt_spectral_req probe[LIPT_ATTN_BOUND_REQ_MAX];
+        *attn = lipt_attn_bound_requests(c, L->wq, L->wk, L->wv, L->wo, &v, probe) > 0;
+    }
 }
 
 lipt_layer_certs *lipt_model_certify(lipt_ctx *ctx, const lipt_model *m) {
@@ -199,7 +210,7 @@ lipt_layer_certs *lipt_model_certify(lipt_ctx *ctx, const lipt_model *m) {
     lipt_spectral_req *req = lipt_arena_alloc(&ctx->arena, (size_t)n_layers * PER_LAYER * sizeof *req);
     lipt_tensor **sig = lipt_arena_alloc(&ctx->arena, (size_t)n_layers * PER_LAYER * sizeof *sig);
     int *first = lipt_arena_alloc(&ctx->arena, (size_t)n_layers * 2 * sizeof *first), n = 0;
-    const int g = lipt_config_gram_arg(c), steer = certs_steer(ctx, c);
+    const int g = lipt_config_gram_arg(c), steer = ctx->training && certs_steer(c);
     for (int l = 0; l < n_layers; l++) {
         const lipt_layer *L = &m->layers[l];
         first[2 * l] = n;
@@ -287,25 +298,13 @@ void lipt_model_init_weights(lipt_model *m, uint64_t seed) {
     lipt_model_refresh_norms(m, 100);
 }
 
-static void refresh_norms(lipt_model *m, int iters, int after_step);
-
-void lipt_model_refresh_norms(lipt_model *m, int iters) { refresh_norms(m, iters, 0); }
-
-void lipt_model_refresh_after_step(lipt_model *m, int iters) { refresh_norms(m, iters, 1); }
-
 /* after_step: leave out the vector sets the training forward's certificates set (certs_steer) */
 static void refresh_norms(lipt_model *m, int iters, int after_step) {
     const lipt_config *c = &m->cfg;
     if (iters <= 0 || !m->invertible) return;
-    const int steer = after_step && (lipt_config_gram_arg(c) & LIPT_SPECTRAL_CHOLESKY) != 0;
-    const int skip_ffn = steer && c->ffn == LIPT_FFN_CONTRACTIVE;
-    int skip_attn = 0;
-    if (steer && lipt_attn_contractive(c->attention) && c->n_layers > 0 && m->layers[0].bv[0]) {
-        lipt_bound_vectors v = bound_vectors(m, &m->layers[0], 0);
-        lipt_spectral_req probe[LIPT_ATTN_BOUND_REQ_MAX];
-        const lipt_layer *L = &m->layers[0];
-        skip_attn = lipt_attn_bound_requests(c, L->wq, L->wk, L->wv, L->wo, &v, probe) > 0;
-    }
+    int skip_attn = 0, skip_ffn = 0; /* the sets the step's forward has set */
+    if (after_step && certs_steer(c)) certified_sets(m, &skip_attn, &skip_ffn);
+    if (skip_ffn && (skip_attn || c->n_layers <= 0 || !m->layers[0].bv[0])) return; /* nothing left to advance */
     /* Every matrix's power iteration at once (the blocks of all the layers in one parallel loop: most are too small
      * to split on their own), with the same results as one lipt_spectral_norm per matrix. */
     const int H = c->n_heads;
@@ -330,6 +329,10 @@ static void refresh_norms(lipt_model *m, int iters, int after_step) {
     lipt_spectral_power_jobs(jobs, n, iters);
     free(jobs);
 }
+
+void lipt_model_refresh_norms(lipt_model *m, int iters) { refresh_norms(m, iters, 0); }
+
+void lipt_model_refresh_after_step(lipt_model *m, int iters) { refresh_norms(m, iters, 1); }
 
 void lipt_model_layer_lipschitz(lipt_model *m, int layer, int gram_iters, lipt_layer_lipschitz *out) {
     const lipt_config *c = &m->cfg;

@@ -767,21 +767,18 @@ static void block_mv_lanes(const float *w, int R, int C, int c0, int cb, const d
  * W_b v or W_bᵀ u by one product, normalised, into the block's float u_b and v_b; without a Ritz vector (the proof
  * came from Gram iteration, or the block is zero or not finite) one power round from the stored pair. */
 static void steer_block(const float *w, int R, int C, int b, int cb, double *y, double *x, float *u, float *v) {
-    const int wide = cb > R, c0 = b * cb;
-    if (!isfinite(y[0])) {
-        power_block(w, R, C, b, cb, u, v, 1, x, x + R, 0);
-        return;
+    const int wide = cb > R, nx = wide ? cb : R, ny = wide ? R : cb;
+    if (isfinite(y[0])) {
+        if (wide) block_mtv(w, R, C, b * cb, cb, y, x, 0); /* y = u_b: v_b = W_bᵀ u_b / |.| */
+        else block_mv_lanes(w, R, C, b * cb, cb, y, x);   /* y = v_b: u_b = W_b v_b / |.| */
+        if (normalise(x, nx)) {
+            float *fy = wide ? u : v, *fx = wide ? v : u;
+            for (int i = 0; i < ny; i++) fy[i] = (float)y[i];
+            for (int i = 0; i < nx; i++) fx[i] = (float)x[i];
+            return;
+        }
     }
-    if (wide) block_mtv(w, R, C, c0, cb, y, x, 0); /* y = u_b: v_b = W_bᵀ u_b / |.| */
-    else block_mv_lanes(w, R, C, c0, cb, y, x);   /* y = v_b: u_b = W_b v_b / |.| */
-    const int nx = wide ? cb : R, ny = wide ? R : cb;
-    if (!normalise(x, nx)) {
-        power_block(w, R, C, b, cb, u, v, 1, x, x + R, 0);
-        return;
-    }
-    float *fy = wide ? u : v, *fx = wide ? v : u;
-    for (int i = 0; i < ny; i++) fy[i] = (float)y[i];
-    for (int i = 0; i < nx; i++) fx[i] = (float)x[i];
+    power_block(w, R, C, b, cb, u, v, 1, x, x + R, 0);
 }
 
 static void cert_task_run(const lipt_spectral_req *req, const cert_task *t, ub_scratch s, lipt_tensor **out) {
