@@ -72,7 +72,9 @@ typedef struct {
     int B, T, runs, warmup, steps, sample_tokens, gemm_n, recompute;
     int paired;            /* --paired: float32 runs interleaved with train and eval */
     int paired_sgemm;      /* --paired-sgemm: an SGEMM run after every timed training run */
-    double *sgemm_paired;  /* [runs]: GFLOP/s of those SGEMM runs */
+    double *sgemm_paired;  /* [runs]: GFLOP/s of those SGEMM runs (the faster library's) */
+    double *sgemm_lib_paired[2]; /* [runs] each: OpenBLAS's and oneDNN's rate in those runs (NaN: not in the build) */
+    double gemm_lib[2];    /* medians of the SGEMM phase per library (NaN: not in the build or not measured) */
     double paired_fraction; /* median over runs of train GFLOP/s / the following SGEMM run's; NaN */
     double paired_ratio[2]; /* train, eval: median over runs of (tokens/s at the precision) / (float32's); NaN */
     uint64_t seed;
@@ -173,12 +175,25 @@ typedef struct {
     int N, reps;
 } sgemm_probe;
 
-static double sgemm_probe_run(const sgemm_probe *g) { /* GFLOP/s of one run */
+/* GFLOP/s of `reps` products C = A B through library lib (lipt_sgemm_lib: 0 OpenBLAS, 1 oneDNN); NaN when the
+ * build has no such library. */
+static double sgemm_lib_rate(int lib, int N, int reps, const float *A, const float *B, float *C) {
     const double t0 = cli_now();
-    for (int k = 0; k < g->reps; k++)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->N, g->N, g->N, 1.0f, g->A, g->N, g->B, g->N, 0.0f,
-                    g->C, g->N);
-    return 2.0 * g->N * g->N * (double)g->N * g->reps / (cli_now() - t0) * 1e-9;
+    for (int k = 0; k < reps; k++)
+        if (lipt_sgemm_lib(lib, 0, 0, N, N, N, 1.0f, A, N, B, N, 0.0f, C, N) != 0) return NAN;
+    return 2.0 * N * N * (double)N * reps / (cli_now() - t0) * 1e-9;
+}
+
+/* The SGEMM reference is the faster of the two libraries lipt's products run on (src/ops/gemm.c): each runs the
+ * product in turn and the larger rate counts, so that a fraction of SGEMM is never flattered by the slower one. */
+static double sgemm_probe_run(const sgemm_probe *g, double lib_rate[2]) { /* GFLOP/s of one run */
+    double best = 0;
+    for (int lib = 0; lib < 2; lib++) {
+        const double r = sgemm_lib_rate(lib, g->N, g->reps, g->A, g->B, g->C);
+        if (lib_rate) lib_rate[lib] = r;
+        if (r > best) best = r; /* false for NaN */
+    }
+    return best;
 }
 
 static void sgemm_probe_init(sgemm_probe *g, const bench *b) {
@@ -193,7 +208,7 @@ static void sgemm_probe_init(sgemm_probe *g, const bench *b) {
     lipt_rng_fill_uniform(&rng, g->B, nn, -1.0f, 1.0f);
     memset(g->C, 0, sizeof(float) * nn);
     g->reps = 1;
-    const double gf = sgemm_probe_run(g); /* also the warm-up */
+    const double gf = sgemm_probe_run(g, NULL); /* also the warm-up (of both libraries) */
     const double per = 2.0 * g->N * g->N * (double)g->N / (gf * 1e9);
     g->reps = per > 0 ? (int)ceil(0.1 / per) : 1;
     if (g->reps < 1) g->reps = 1;
@@ -253,7 +268,11 @@ static lipt_status bench_train(bench *b, lipt_error *err) {
             }
             if (run >= 0) sec[k * b->runs + run] = cli_now() - t0 - t_in;
             /* the SGEMM run right after each timed training run at the precision (before a paired float32 run) */
-            if (k == 0 && b->paired_sgemm && run >= 0 && st == LIPT_OK) b->sgemm_paired[run] = sgemm_probe_run(&probe);
+            if (k == 0 && b->paired_sgemm && run >= 0 && st == LIPT_OK) {
+                double lr[2];
+                b->sgemm_paired[run] = sgemm_probe_run(&probe, lr);
+                b->sgemm_lib_paired[0][run] = lr[0], b->sgemm_lib_paired[1][run] = lr[1];
+            }
         }
     if (st == LIPT_OK) finish_phase(b, PH_TRAIN, sec);
     if (st == LIPT_OK && b->paired_sgemm) {
@@ -380,10 +399,11 @@ static lipt_status bench_sample(bench *b, int cached, lipt_error *err) {
     return st;
 }
 
-/* cblas_sgemm C = A B on N x N matrices with the same thread setting (into ph[PH_GEMM]); with ctx, the same product
- * through lipt_gemm_p at ctx's precision instead (into ph[PH_GEMM_P]: the model's products at that precision, the
- * operands' conversion included). A run repeats the call so that it lasts at least about 50 ms (calibrated on the
- * warm-up), which keeps small sizes above the timer's resolution. */
+/* SGEMM C = A B on N x N matrices with the same thread setting, by each library lipt's products run on in turn
+ * (OpenBLAS, and oneDNN where the build has it; the faster one's rate per run into ph[PH_GEMM], each library's median
+ * into gemm_lib); with ctx, the same product through lipt_gemm_p at ctx's precision instead (into ph[PH_GEMM_P]: the
+ * model's products at that precision, the operands' conversion included). A run repeats the call so that it lasts at
+ * least about 50 ms (calibrated on the warm-up), which keeps small sizes above the timer's resolution. */
 static void bench_gemm(bench *b, lipt_ctx *ctx) {
     const int N = b->gemm_n;
     const size_t nn = (size_t)N * N;
@@ -396,26 +416,40 @@ static void bench_gemm(bench *b, lipt_ctx *ctx) {
     memset(Cm, 0, sizeof(float) * nn);
     const double flop = 2.0 * (double)N * N * N;
     int reps = 1;
-    double *sec = lipt_xmalloc(sizeof(double) * (size_t)b->runs);
-    for (int run = -(b->warmup > 0 ? b->warmup : 1); run < b->runs; run++) {
-        double t0 = cli_now();
-        for (int k = 0; k < reps; k++) {
-            if (ctx) lipt_gemm_p(ctx, 0, 0, N, N, N, 1.0f, A, N, Bm, N, 0.0f, Cm, N);
-            else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, A, N, Bm, N, 0.0f, Cm, N);
+    const int nlib = ctx ? 1 : 2;
+    double *sec = lipt_xmalloc(sizeof(double) * 2 * (size_t)b->runs); /* [lib][runs] */
+    for (int run = -(b->warmup > 0 ? b->warmup : 1); run < b->runs; run++)
+        for (int lib = 0; lib < nlib; lib++) {
+            double t0 = cli_now();
+            int ok = 1;
+            for (int k = 0; k < reps && ok; k++) {
+                if (ctx) lipt_gemm_p(ctx, 0, 0, N, N, N, 1.0f, A, N, Bm, N, 0.0f, Cm, N);
+                else ok = lipt_sgemm_lib(lib, 0, 0, N, N, N, 1.0f, A, N, Bm, N, 0.0f, Cm, N) == 0;
+            }
+            double dt = ok ? cli_now() - t0 : NAN; /* NaN: no such library in this build */
+            if (run < 0 && lib == 0) {
+                double per = dt / reps;
+                int want = per > 0 ? (int)ceil(0.05 / per) : 1000;
+                if (want > reps) reps = want > 100000 ? 100000 : want;
+            } else if (run >= 0) {
+                sec[lib * b->runs + run] = dt / reps;
+            }
         }
-        double dt = cli_now() - t0;
-        if (run < 0) {
-            double per = dt / reps;
-            int want = per > 0 ? (int)ceil(0.05 / per) : 1000;
-            if (want > reps) reps = want > 100000 ? 100000 : want;
-        } else {
-            sec[run] = dt / reps;
-        }
-    }
     measurement *m = &b->ph[ctx ? PH_GEMM_P : PH_GEMM];
-    for (int r = 0; r < b->runs; r++) m->rate[r] = flop / sec[r] * 1e-9;
+    for (int r = 0; r < b->runs; r++) {
+        m->rate[r] = flop / sec[r] * 1e-9;
+        if (nlib == 2 && isfinite(sec[b->runs + r]) && sec[b->runs + r] < sec[r]) m->rate[r] = flop / sec[b->runs + r] * 1e-9;
+    }
     m->median = median_of(m->rate, b->runs);
-    m->sec_median = median_of(sec, b->runs);
+    m->sec_median = flop / m->median * 1e-9;
+    if (!ctx)
+        for (int lib = 0; lib < 2; lib++) {
+            double *rate = lipt_xmalloc(sizeof(double) * (size_t)b->runs);
+            int finite = 1;
+            for (int r = 0; r < b->runs; r++) rate[r] = flop / sec[lib * b->runs + r] * 1e-9, finite &= isfinite(rate[r]);
+            b->gemm_lib[lib] = finite ? median_of(rate, b->runs) : NAN;
+            free(rate);
+        }
     free(sec);
     free(A);
     free(Bm);
@@ -484,7 +518,9 @@ static void print_json(const bench *b, const double gf[2], double peak) {
     json_num(&j, "train", gf[0] * b->ph[PH_TRAIN].median);
     json_num(&j, "eval", gf[1] * b->ph[PH_EVAL].median);
     json_obj_close(&j);
-    json_num(&j, "gemm_gflops", gemm);
+    json_num(&j, "gemm_gflops", gemm); /* the faster library's; each one's below */
+    json_num(&j, "gemm_gflops_openblas", b->gemm_lib[0]);
+    json_num(&j, "gemm_gflops_onednn", b->gemm_lib[1]); /* null without oneDNN */
     json_num(&j, "gemm_precision_gflops", b->ph[PH_GEMM_P].median); /* null at float32 */
     json_obj_open(&j, "fraction_of_gemm");
     json_num(&j, "train", gf[0] * b->ph[PH_TRAIN].median / gemm);
@@ -506,6 +542,15 @@ static void print_json(const bench *b, const double gf[2], double peak) {
     json_obj_close(&j);
     json_obj_open(&j, "paired_sgemm"); /* --paired-sgemm: an SGEMM run after each timed training run; nulls without */
     json_num(&j, "sgemm_gflops_median", b->paired_sgemm ? median_of(b->sgemm_paired, b->runs) : NAN);
+    for (int lib = 0; lib < 2; lib++) {
+        double med = NAN;
+        if (b->paired_sgemm) {
+            int finite = 1;
+            for (int r = 0; r < b->runs; r++) finite &= isfinite(b->sgemm_lib_paired[lib][r]);
+            if (finite) med = median_of(b->sgemm_lib_paired[lib], b->runs);
+        }
+        json_num(&j, lib ? "sgemm_gflops_median_onednn" : "sgemm_gflops_median_openblas", med);
+    }
     json_num(&j, "fraction_of_gemm_train", b->paired_fraction);
     json_arr_open(&j, "sgemm_gflops_per_run");
     if (b->paired_sgemm && isfinite(b->paired_fraction))
@@ -578,8 +623,12 @@ static void print_table(const bench *b, const double gf[2], double peak) {
                p == PH_SAMPLE_CACHED ? "sample (cached)" : "sample (no cache)", m->median, 1e3 * m->sec_median,
                b->sample_tokens, p == PH_SAMPLE_CACHED && b->slides_cached ? ", window slides included" : "");
     }
-    if (isfinite(gemm))
-        printf("  %-17s %10.2f GFLOP/s (cblas_sgemm %d x %d x %d)\n", "SGEMM", gemm, b->gemm_n, b->gemm_n, b->gemm_n);
+    if (isfinite(gemm)) {
+        printf("  %-17s %10.2f GFLOP/s (%d x %d x %d; the faster library per run: OpenBLAS %.2f", "SGEMM", gemm,
+               b->gemm_n, b->gemm_n, b->gemm_n, b->gemm_lib[0]);
+        if (isfinite(b->gemm_lib[1])) printf(", oneDNN %.2f)\n", b->gemm_lib[1]);
+        else printf("; no oneDNN in this build)\n");
+    }
     if (isfinite(b->ph[PH_GEMM_P].median))
         printf("  %-17s %10.2f GFLOP/s (the same product at --precision %s, operand conversion included)\n",
                "GEMM, precision", b->ph[PH_GEMM_P].median, lipt_precision_name(c->precision));
@@ -654,11 +703,17 @@ static int bench_main(cli_args *a, int argc, char **argv) {
         b.ph[p].rate = lipt_xcalloc((size_t)b.runs, sizeof(double));
     }
     b.sgemm_paired = lipt_xcalloc((size_t)b.runs, sizeof(double));
+    for (int lib = 0; lib < 2; lib++) {
+        b.sgemm_lib_paired[lib] = lipt_xcalloc((size_t)b.runs, sizeof(double));
+        b.gemm_lib[lib] = NAN;
+    }
     int rc = 0;
     if (lipt_model_init(&b.model, &b.cfg, &err) != LIPT_OK) {
         rc = cli_fail(C, &err);
         for (int p = 0; p < N_PH; p++) free(b.ph[p].rate);
         free(b.sgemm_paired);
+        free(b.sgemm_lib_paired[0]);
+        free(b.sgemm_lib_paired[1]);
         return rc;
     }
     /* random ids from a seeded generator: a batch of B rows of T+1 tokens per step of a run */
@@ -703,6 +758,8 @@ out:
     free(b.tokens);
     for (int p = 0; p < N_PH; p++) free(b.ph[p].rate);
     free(b.sgemm_paired);
+    free(b.sgemm_lib_paired[0]);
+    free(b.sgemm_lib_paired[1]);
     lipt_model_free(&b.model);
     return rc;
 }

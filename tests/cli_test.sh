@@ -260,7 +260,8 @@ else
 fi
 b4=$("$LIPT" bench --config "$CFG" --paired-sgemm --runs 2 --warmup 0 --steps-per-run 1 --skip-sample --skip-eval \
   --gemm-size 64 --threads 1 --json 2>/dev/null)
-if echo "$b4" | grep -q '"paired_sgemm":{"sgemm_gflops_median":[0-9][0-9.e+-]*,"fraction_of_gemm_train":[0-9][0-9.e+-]*,"sgemm_gflops_per_run":\[[0-9][0-9.e+-]*,[0-9]' &&
+# the reference is the faster library per run; each library's median beside it (oneDNN's null without it)
+if echo "$b4" | grep -qE '"paired_sgemm":\{"sgemm_gflops_median":[0-9][0-9.e+-]*,"sgemm_gflops_median_openblas":[0-9][0-9.e+-]*,"sgemm_gflops_median_onednn":([0-9][0-9.e+-]*|null),"fraction_of_gemm_train":[0-9][0-9.e+-]*,"sgemm_gflops_per_run":\[[0-9][0-9.e+-]*,[0-9]' &&
    echo "$b1" | grep -q '"paired_sgemm":{"sgemm_gflops_median":null'; then
   pass "bench --paired-sgemm: an SGEMM run after each training run, the median per-run fraction"
 else

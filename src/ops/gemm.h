@@ -10,13 +10,19 @@
 #include "ops/lowp.h"
 
 /* C = alpha op(A) op(B) + beta C with op(A) [M,K], op(B) [K,N], C [M,N] and row strides lda, ldb, ldc; op
- * transposes when ta / tb. An empty product (M or N <= 0) returns at once: BLAS would reject its strides. */
-static inline void lipt_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                             const float *B, int ldb, float beta, float *C, int ldc) {
-    if (M <= 0 || N <= 0) return;
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
-                lda, B, ldb, beta, C, ldc);
-}
+ * transposes when ta / tb. An empty product (M or N <= 0) returns at once: BLAS would reject its strides.
+ * Which library computes it depends on the shape only (src/ops/gemm.c): OpenBLAS's sgemm, or, in builds with oneDNN,
+ * products from LIPT_GEMM_DNNL_MIN multiply-adds as fixed blocks of oneDNN's sgemm. Never on the thread count, so
+ * results are the same bits on any --threads. */
+void lipt_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+               float beta, float *C, int ldc);
+#define LIPT_GEMM_DNNL_MIN ((double)(1 << 22))
+
+/* The two libraries' own sgemm, as a reference rate (lipt bench's SGEMM): lipt_sgemm_lib(0, ...) is cblas_sgemm,
+ * lipt_sgemm_lib(1, ...) oneDNN's dnnl_sgemm on all threads with its own partition; returns 0, or -1 when the build
+ * has no such library (1 without oneDNN). */
+int lipt_sgemm_lib(int lib, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                   int ldb, float beta, float *C, int ldc);
 
 /* lipt_gemm on packed operands (row strides their widths), alpha 1: C [M,N] = op(A) op(B) + beta C. */
 static inline void lipt_gemm_packed(int ta, int tb, int M, int N, int K, const float *A, const float *B, float *C,

@@ -1,0 +1,168 @@
+/* src/ops/gemm.c, lipt_gemm: the product every float32 matmul in lipt runs on. Against a double reference within
+ * the float32 bound (K + 2) u (|alpha| Σ|a b| + |beta c|), u = 2^-24, on shapes on both sides of the size from which
+ * oneDNN takes over (in builds with it), cut by rows and by columns, all four transposes, padded row strides, alpha 1
+ * and 1/8, beta 0 (C not read: it starts as NaN), 1 and -0.5, with the columns past N untouched; the same bits on 1
+ * and 2 threads and from inside a parallel region; and lipt_sgemm_lib, the two libraries' own sgemm. */
+#include "testutil.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/gemm.h"
+
+typedef struct { int M, N, K; } shape;
+
+/* above LIPT_GEMM_DNNL_MIN multiply-adds: cut by rows into 4 blocks of 80 (the last 60), by columns into 9 of 128 (the
+ * last 76), by rows into 9 of 256 (the last 52), a long sum (K 2000, as the weights' gradients); then two below it */
+static const shape shapes[] = {{300, 257, 129}, {64, 1100, 96}, {2100, 40, 64}, {96, 80, 2000}, {33, 70, 50},
+                               {128, 128, 64}};
+static const float alphas[] = {1.0f, 0.125f}, betas[] = {0.0f, 1.0f, -0.5f};
+
+static float *filled(lipt_rng *rng, size_t n) {
+    float *p = malloc(n * sizeof(float));
+    lipt_rng_fill_normal(rng, p, n, 1.0f);
+    return p;
+}
+
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc;
+    float *A, *B, *C0;
+    double *S, *SA; /* Σ a b and Σ |a b| per element of C, in double */
+} gcase;
+
+static void case_make(gcase *g, lipt_rng *rng, int ta, int tb, shape s, int pad) {
+    g->ta = ta, g->tb = tb, g->M = s.M, g->N = s.N, g->K = s.K;
+    g->lda = (ta ? s.M : s.K) + pad, g->ldb = (tb ? s.K : s.N) + pad, g->ldc = s.N + pad;
+    g->A = filled(rng, (size_t)(ta ? s.K : s.M) * g->lda);
+    g->B = filled(rng, (size_t)(tb ? s.N : s.K) * g->ldb);
+    g->C0 = filled(rng, (size_t)s.M * g->ldc);
+    g->S = malloc(sizeof(double) * (size_t)s.M * s.N);
+    g->SA = malloc(sizeof(double) * (size_t)s.M * s.N);
+    for (int i = 0; i < g->M; i++)
+        for (int j = 0; j < g->N; j++) {
+            double sum = 0, sa = 0;
+            for (int k = 0; k < g->K; k++) {
+                const double a = ta ? g->A[(size_t)k * g->lda + i] : g->A[(size_t)i * g->lda + k];
+                const double b = tb ? g->B[(size_t)j * g->ldb + k] : g->B[(size_t)k * g->ldb + j];
+                sum += a * b, sa += fabs(a * b);
+            }
+            g->S[(size_t)i * g->N + j] = sum, g->SA[(size_t)i * g->N + j] = sa;
+        }
+}
+
+static void case_free(gcase *g) { free(g->A), free(g->B), free(g->C0), free(g->S), free(g->SA); }
+
+/* C from C0 (NaN when beta is 0), then lipt_gemm (lib < 0) or lipt_sgemm_lib(lib); returns a malloc'd C */
+static float *case_run(const gcase *g, int lib, float alpha, float beta) {
+    const size_t n = (size_t)g->M * g->ldc;
+    float *C = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) C[i] = beta == 0.0f ? NAN : g->C0[i];
+    if (lib < 0) lipt_gemm(g->ta, g->tb, g->M, g->N, g->K, alpha, g->A, g->lda, g->B, g->ldb, beta, C, g->ldc);
+    else ck_assert_int_eq(lipt_sgemm_lib(lib, g->ta, g->tb, g->M, g->N, g->K, alpha, g->A, g->lda, g->B, g->ldb,
+                                         beta, C, g->ldc), 0);
+    return C;
+}
+
+/* the worst error of C relative to the bound (under 1 is within it); the columns past N must be untouched */
+static double case_check(const gcase *g, const float *C, float alpha, float beta, const char *what) {
+    const double u = ldexp(1.0, -24);
+    double worst = 0;
+    for (int i = 0; i < g->M; i++) {
+        for (int j = 0; j < g->N; j++) {
+            const double s = g->S[(size_t)i * g->N + j], sa = g->SA[(size_t)i * g->N + j];
+            const double c0 = g->C0[(size_t)i * g->ldc + j], want = alpha * s + (beta == 0.0f ? 0 : beta * c0);
+            const double bound = (g->K + 2) * u * (fabs(alpha) * sa + fabs(beta * c0)) + 1e-30;
+            const double got = C[(size_t)i * g->ldc + j], e = fabs(got - want) / bound;
+            if (!(isfinite(got) && e < 1.0)) /* ck_assert records every check it passes: millions here */
+                ck_abort_msg("%s ta%d tb%d %dx%dx%d alpha %g beta %g: C[%d,%d] = %.9g, want %.9g (%.2f of the bound)",
+                          what, g->ta, g->tb, g->M, g->N, g->K, alpha, beta, i, j, got, want, e);
+            if (e > worst) worst = e;
+        }
+        for (int j = g->N; j < g->ldc; j++) {
+            const float c = C[(size_t)i * g->ldc + j];
+            if (!(beta == 0.0f ? isnan(c) : c == g->C0[(size_t)i * g->ldc + j]))
+                ck_abort_msg("%s: C[%d,%d] past N written", what, i, j);
+        }
+    }
+    return worst;
+}
+
+START_TEST(test_gemm_reference) {
+    double worst = 0;
+    int n = 0;
+    float one = 0;
+    const int have_dnnl = lipt_sgemm_lib(1, 0, 0, 1, 1, 1, 1.0f, &one, 1, &one, 1, 0.0f, &one, 1) == 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int t = 0; t < 4; t++) {
+            lipt_rng rng;
+            lipt_rng_seed(&rng, 101 + 13 * si + 3 * t);
+            gcase g;
+            case_make(&g, &rng, t & 1, t >> 1, shapes[si], (int)(si + t) % 3 * 5);
+            for (int ai = 0; ai < 2; ai++)
+                for (int bi = 0; bi < 3; bi++) {
+                    float *C = case_run(&g, -1, alphas[ai], betas[bi]);
+                    double e = case_check(&g, C, alphas[ai], betas[bi], "lipt_gemm");
+                    free(C);
+                    if (e > worst) worst = e;
+                    /* the libraries' own sgemm: OpenBLAS always, oneDNN where the build has it */
+                    for (int lib = 0; lib <= have_dnnl; lib++) {
+                        C = case_run(&g, lib, alphas[ai], betas[bi]);
+                        case_check(&g, C, alphas[ai], betas[bi], lib ? "dnnl_sgemm" : "cblas_sgemm");
+                        free(C);
+                    }
+                    n++;
+                }
+            case_free(&g);
+        }
+    printf("lipt_gemm: %d cases within the float32 bound (worst %.3f of it); oneDNN's sgemm %s\n", n, worst,
+           have_dnnl ? "checked too" : "not in this build");
+}
+END_TEST
+
+/* The same bits on 1 and 2 threads, and from inside a parallel region (each thread its own product, as the
+ * attention's per-head products run), for every shape. */
+START_TEST(test_gemm_threads_bitwise) {
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int t = 0; t < 4; t++) {
+            lipt_rng rng;
+            lipt_rng_seed(&rng, 907 + 5 * si + t);
+            gcase g;
+            case_make(&g, &rng, t & 1, t >> 1, shapes[si], 3);
+            const size_t bytes = (size_t)g.M * g.ldc * sizeof(float);
+            lipt_set_threads(1);
+            float *C1 = case_run(&g, -1, 1.0f, 1.0f);
+            lipt_set_threads(2);
+            float *C2 = case_run(&g, -1, 1.0f, 1.0f);
+            float *Cp[2] = {NULL, NULL};
+#pragma omp parallel num_threads(2)
+            Cp[omp_get_thread_num()] = case_run(&g, -1, 1.0f, 1.0f);
+            ck_assert_msg(memcmp(C1, C2, bytes) == 0, "ta%d tb%d %dx%dx%d: 1 and 2 threads differ", g.ta, g.tb, g.M,
+                          g.N, g.K);
+            for (int k = 0; k < 2; k++)
+                ck_assert_msg(Cp[k] && memcmp(C1, Cp[k], bytes) == 0,
+                              "ta%d tb%d %dx%dx%d: inside a parallel region (thread %d) differs", g.ta, g.tb, g.M, g.N,
+                              g.K, k);
+            free(C1), free(C2), free(Cp[0]), free(Cp[1]);
+            case_free(&g);
+        }
+}
+END_TEST
+
+START_TEST(test_sgemm_lib_unknown) {
+    float one = 1.0f;
+    ck_assert_int_eq(lipt_sgemm_lib(2, 0, 0, 1, 1, 1, 1.0f, &one, 1, &one, 1, 0.0f, &one, 1), -1);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("ops_gemm");
+    TCase *tc = tcase_create("gemm");
+    tcase_set_timeout(tc, 120); /* a few seconds alone */
+    tcase_add_test(tc, test_gemm_reference);
+    tcase_add_test(tc, test_gemm_threads_bitwise);
+    tcase_add_test(tc, test_sgemm_lib_unknown);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
