@@ -119,10 +119,34 @@ static void softmax_grad_rows(const float *P, float *G, int T, int i0, int i1, i
     }
 }
 
+/* xt [d, T] (row stride T) = the head slice xh [T, d] (row stride ld) transposed. At float32 the products with kᵀ
+ * and vᵀ take the transposed copy: OpenBLAS's small-matrix kernels run a row block's q kᵀ at about 145 GFLOP/s as
+ * A Bᵀ and at about 215 as A B (32 × 128 × 64, one thread, Zen 4), and the copy is T·d floats per head against the
+ * T²·d multiply-adds of the products it serves. */
+static void head_transpose(const float *xh, int T, int ld, int d, float *xt) {
+    /* tiles of 16 rows × LIPT_VW columns: the rows in by vector loads, each output row out as 16 contiguous floats
+     * (one float at a time, a quarter of the step's attention time went into this loop) */
+    float tile[16 * LIPT_VW];
+    for (int t0 = 0; t0 < T; t0 += 16) {
+        const int nt = T - t0 < 16 ? T - t0 : 16;
+        for (int c0 = 0; c0 < d; c0 += LIPT_VW) {
+            const int nc = d - c0 < LIPT_VW ? d - c0 : LIPT_VW;
+            for (int t = 0; t < nt; t++) {
+                const lipt_vf v = lipt_vload_n(xh + (size_t)(t0 + t) * ld + c0, (size_t)nc);
+                memcpy(tile + t * LIPT_VW, &v, sizeof v);
+            }
+            for (int c = 0; c < nc; c++) {
+                float *o = xt + (size_t)(c0 + c) * T + t0;
+                for (int t = 0; t < nt; t++) o[t] = tile[t * LIPT_VW + c];
+            }
+        }
+    }
+}
+
 /* Returns the largest logit spread of the head's rows when want_spread (else 0). The products run at ctx's
- * precision (from any thread: lipt_gemm_p keeps per-thread scratch). */
+ * precision (from any thread: lipt_gemm_p keeps per-thread scratch). kt: [d, T] scratch for kᵀ (float32), or NULL. */
 static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_packed *pk, int bh, float *P, float *kn,
-                          float *out, int want_spread) {
+                          float *kt, float *out, int want_spread) {
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H, ld = lipt_attn_ld(j);
     /* off: the output's offset (row stride D); offi: q, k, v's and their packed copies' (row stride ld) */
     const size_t off = (size_t)b * T * D + (size_t)h * d, offi = (size_t)b * T * ld + (size_t)h * d;
@@ -131,12 +155,16 @@ static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_pack
     const double inv_s = 1.0 / sqrt((double)d);
     const float alpha = (float)((j->l2 ? 2.0 : 1.0) * inv_s);
     if (j->l2) lipt_attn_l2_key_norms(kh, T, ld, d, inv_s, kn);
+    if (kt) head_transpose(kh, T, ld, d, kt);
     const int rb = row_block(T, j->causal);
     float spread = 0;
     for (int i0 = 0; i0 < T; i0 += rb) {
         const int i1 = i0 + rb < T ? i0 + rb : T, m = i1 - i0, nc = j->causal ? i1 : T;
-        attn_gemm(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * ld, pk_at(ctx, pk->q, offi + (size_t)i0 * ld), ld, kh,
-                  pk_at(ctx, pk->k, offi), ld, 0.0f, P + (size_t)i0 * T, T);
+        if (kt)
+            lipt_gemm_p(ctx, 0, 0, m, nc, d, alpha, qh + (size_t)i0 * ld, ld, kt, T, 0.0f, P + (size_t)i0 * T, T);
+        else
+            attn_gemm(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * ld, pk_at(ctx, pk->q, offi + (size_t)i0 * ld), ld,
+                      kh, pk_at(ctx, pk->k, offi), ld, 0.0f, P + (size_t)i0 * T, T);
         const float sp = softmax_rows(P, T, i0, i1, nc, j->causal, j->l2 ? kn : NULL,
                                       j->rel ? j->rel + (size_t)h * j->rel_stride : NULL, want_spread);
         if (sp > spread || sp != sp) spread = sp;
@@ -155,14 +183,16 @@ void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float 
     /* Without a tape the probabilities are needed only while a head is computed: one buffer per thread. */
     float *Pscr = P_saved ? NULL : lipt_arena_alloc(&ctx->arena, (size_t)nthr * TT * sizeof(float));
     float *kn = lipt_arena_alloc(&ctx->arena, (size_t)nthr * j->T * sizeof(float));
-    const int want = ctx->attn_stats != 0;
+    const int want = ctx->attn_stats != 0, d = j->D / j->H;
     const attn_packed pk = pack_qkv(ctx, j);
+    float *kt = pk.k ? NULL : lipt_arena_alloc(&ctx->arena, (size_t)nthr * d * j->T * sizeof(float));
     float spread = 0;
 #pragma omp parallel for schedule(static) reduction(max : spread) if (lipt_attn_use_par(j))
     for (int bh = 0; bh < BH; bh++) {
         const int tid = omp_get_thread_num();
         float *P = P_saved ? P_saved + (size_t)bh * TT : Pscr + (size_t)tid * TT;
-        const float sp = head_forward(ctx, j, &pk, bh, P, kn + (size_t)tid * j->T, out, want);
+        const float sp = head_forward(ctx, j, &pk, bh, P, kn + (size_t)tid * j->T,
+                                      kt ? kt + (size_t)tid * d * j->T : NULL, out, want);
         if (sp > spread || sp != sp) spread = sp;
     }
     if (want && (spread > ctx->attn_logit_spread || spread != spread)) ctx->attn_logit_spread = spread;
@@ -173,7 +203,7 @@ void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float 
  *   dv = Pᵀ dO,  dP = dO vᵀ,  dq = a G k,  dk = a Gᵀ q  (a = 1/s for DP, 2/s for L2),
  *   and for L2 also dk_j -= a k_j Σ_i G_ij (from the -|k_j|² term). */
 static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_packed *pk, int bh, const float *P,
-                          const float *dout, float *G, void *gpk, double *cs, float *dq, float *dk, float *dv,
+                          const float *dout, float *G, void *gpk, double *cs, float *vt, float *dq, float *dk, float *dv,
                           double *drel_bh) {
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H, ld = lipt_attn_ld(j);
     /* off: dout's and its packed copy's offset (row stride D); offi: q, k, v's, their packed copies' and their
@@ -185,6 +215,7 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_pack
     const float alpha = (float)a;
     const int need_g = dqh || dkh || drel_bh, need_cs = j->l2 && dkh;
     if (need_cs) memset(cs, 0, (size_t)T * sizeof(double));
+    if (vt && need_g) head_transpose(vh, T, ld, d, vt); /* vt: as kt in head_forward */
     const int rb = row_block(T, j->causal);
     for (int i0 = 0; i0 < T; i0 += rb) {
         const int i1 = i0 + rb < T ? i0 + rb : T, m = i1 - i0, nc = j->causal ? i1 : T;
@@ -194,7 +225,8 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_pack
         if (dvh) attn_gemm(ctx, 1, 0, nc, d, m, 1.0f, Pb, NULL, T, dOb, dOpk, D, 1.0f, dvh, ld);
         if (!need_g) continue;
         float *Gb = G + (size_t)i0 * T;
-        attn_gemm(ctx, 0, 1, m, nc, d, 1.0f, dOb, dOpk, D, vh, pk_at(ctx, pk->v, offi), ld, 0.0f, Gb, T);
+        if (vt) lipt_gemm_p(ctx, 0, 0, m, nc, d, 1.0f, dOb, D, vt, T, 0.0f, Gb, T);
+        else attn_gemm(ctx, 0, 1, m, nc, d, 1.0f, dOb, dOpk, D, vh, pk_at(ctx, pk->v, offi), ld, 0.0f, Gb, T);
         softmax_grad_rows(P, G, T, i0, i1, nc, j->causal);
         if (drel_bh) /* causal only: logit (i, j) got rel[i - j] */
             for (int i = i0; i < i1; i++) {
@@ -230,6 +262,7 @@ void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *j, const float *
     double *pr = drel ? lipt_arena_alloc(&ctx->arena, (size_t)BH * j->T * sizeof(double)) : NULL;
     if (pr) memset(pr, 0, (size_t)BH * j->T * sizeof(double));
     attn_packed pk = pack_qkv(ctx, j);
+    float *vt = pk.v ? NULL : lipt_arena_alloc(&ctx->arena, (size_t)nthr * (j->D / j->H) * j->T * sizeof(float));
     size_t gpk_bytes = 0;
     char *gpk = NULL;
     if (ctx->precision != LIPT_PRECISION_FLOAT32) {
@@ -241,7 +274,8 @@ void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *j, const float *
     for (int bh = 0; bh < BH; bh++) {
         const int tid = omp_get_thread_num();
         head_backward(ctx, j, &pk, bh, P + (size_t)bh * TT, dout, G ? G + (size_t)tid * TT : NULL,
-                      gpk ? gpk + (size_t)tid * gpk_bytes : NULL, cs + (size_t)tid * j->T, dq, dk, dv,
+                      gpk ? gpk + (size_t)tid * gpk_bytes : NULL, cs + (size_t)tid * j->T,
+                      vt ? vt + (size_t)tid * (j->D / j->H) * j->T : NULL, dq, dk, dv,
                       pr ? pr + (size_t)bh * j->T : NULL);
     }
     if (pr) lipt_attn_rel_grad_reduce(j, pr, drel);
