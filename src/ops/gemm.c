@@ -61,11 +61,20 @@ static void sgemm_dnnl_blocked(int ta, int tb, int M, int N, int K, float alpha,
 }
 #endif
 
+int lipt_gemm_on_dnnl(int M, int N, int K) {
+#ifdef LIPT_HAVE_DNNL
+    return M > 0 && N > 0 && (double)M * N * K >= LIPT_GEMM_DNNL_MIN;
+#else
+    (void)M, (void)N, (void)K;
+    return 0;
+#endif
+}
+
 void lipt_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
                float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
 #ifdef LIPT_HAVE_DNNL
-    if ((double)M * N * K >= LIPT_GEMM_DNNL_MIN) {
+    if (lipt_gemm_on_dnnl(M, N, K)) {
         sgemm_dnnl_blocked(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }

@@ -17,6 +17,9 @@
 void lipt_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
                float beta, float *C, int ldc);
 #define LIPT_GEMM_DNNL_MIN ((double)(1 << 22))
+/* 1 when lipt_gemm computes an M x N product over K through oneDNN (whose beta = 0 never reads C, so a caller may
+ * store into an unzeroed buffer; OpenBLAS's sgemm runs beta = 0 as a zeroing pass of its own), else 0. */
+int lipt_gemm_on_dnnl(int M, int N, int K);
 
 /* The two libraries' own sgemm, as a reference rate (lipt bench's SGEMM): lipt_sgemm_lib(0, ...) is cblas_sgemm,
  * lipt_sgemm_lib(1, ...) oneDNN's dnnl_sgemm on all threads with its own partition; returns 0, or -1 when the build

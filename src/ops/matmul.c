@@ -20,13 +20,14 @@ static void *pack_input(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, int M, in
     return lipt_lowp_pack_arena(ctx, x->data, M, K, K);
 }
 
-/* The gradient buffer of a product's operand t, all of which the product writes; *beta: 1 to accumulate, 0 to store.
- * At a low precision a new buffer is left unzeroed and stored into (oneDNN's beta = 0 never reads C: the arena's
- * zeroing pass saved); in float32 it is zeroed as lipt_grad_of does (OpenBLAS runs beta = 0 as its own zeroing
- * pass, which profiled slower: lipt_grad_of_fresh). */
-static float *product_grad(lipt_ctx *ctx, lipt_tensor *t, float *beta) {
+/* The gradient buffer of a product's operand t, all of which the product (M x N, sum over K) writes; *beta: 1 to
+ * accumulate, 0 to store. A new buffer is left unzeroed and stored into when oneDNN computes the product (its beta = 0
+ * never reads C: the arena's zeroing pass saved): at a low precision, and in float32 from lipt_gemm's size for it;
+ * otherwise it is zeroed as lipt_grad_of does (OpenBLAS runs beta = 0 as its own zeroing pass, which profiled
+ * slower). */
+static float *product_grad(lipt_ctx *ctx, lipt_tensor *t, int M, int N, int K, float *beta) {
     *beta = 1.0f;
-    if (ctx->precision == LIPT_PRECISION_FLOAT32) return lipt_grad_of(ctx, t);
+    if (ctx->precision == LIPT_PRECISION_FLOAT32 && !lipt_gemm_on_dnnl(M, N, K)) return lipt_grad_of(ctx, t);
     int fresh;
     float *g = lipt_grad_of_fresh(ctx, t, &fresh);
     if (fresh) *beta = 0.0f;
@@ -115,7 +116,7 @@ void lipt_matmul_backward(lipt_ctx *ctx, lipt_node *node) {
     int b_batched = b->ndim == 3;
     if (ctx->precision != LIPT_PRECISION_FLOAT32 && batch == 1 && !ta && !tb && !b_batched && M > 0 && N > 0 &&
         K > 0) {
-        float beta_a, *da = product_grad(ctx, a, &beta_a), *db = lipt_grad_of(ctx, b);
+        float beta_a, *da = product_grad(ctx, a, M, K, N, &beta_a), *db = lipt_grad_of(ctx, b);
         if (da || db)
             projection_grads_lowp(ctx, M, N, K, out->grad, NULL, a->data, node->saved, b->data, da, beta_a, db);
         return;
@@ -197,7 +198,7 @@ lipt_tensor *lipt_linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_ten
 }
 
 /* dx [M,K] = G wᵀ + beta_x dx and dw [K,N] += xᵀ G (each when not NULL) at the context's precision, x packed as
- * the forward left it (xpk, low precisions), G too when gpk is given; beta_x is 1 in float32 (product_grad). */
+ * the forward left it (xpk, low precisions), G too when gpk is given; beta_x from product_grad. */
 static void linear_grads(lipt_ctx *ctx, const lipt_node *node, const float *G, const void *gpk, float *dx,
                          float beta_x, float *dw) {
     const int M = node->iarg[0], N = node->iarg[1], K = node->iarg[2];
@@ -207,7 +208,7 @@ static void linear_grads(lipt_ctx *ctx, const lipt_node *node, const float *G, c
         /* G packed once for both products, x as the forward packed it: each operand converted once per step */
         projection_grads_lowp(ctx, M, N, K, G, gpk, x, node->saved, w, dx, beta_x, dw);
     } else {
-        if (dx) lipt_gemm_packed_p(ctx, 0, 1, M, K, N, G, w, dx, 1.0f); /* dx[M,K] += G[M,N] wᵀ */
+        if (dx) lipt_gemm_packed_p(ctx, 0, 1, M, K, N, G, w, dx, beta_x); /* dx[M,K] (+)= G[M,N] wᵀ */
         if (dw) lipt_gemm_packed_p(ctx, 1, 0, K, N, M, x, G, dw, 1.0f); /* dw[K,N] += xᵀ G */
     }
 }
@@ -216,7 +217,7 @@ void lipt_linear_backward(lipt_ctx *ctx, lipt_node *node) {
     const int M = node->iarg[0], N = node->iarg[1];
     const float *G = node->out->grad;
     if (M == 0 || N == 0) return;
-    float beta_x, *dx = product_grad(ctx, node->in[0], &beta_x);
+    float beta_x, *dx = product_grad(ctx, node->in[0], M, node->iarg[2], N, &beta_x);
     linear_grads(ctx, node, G, NULL, dx, beta_x, lipt_grad_of(ctx, node->in[1]));
     float *db = lipt_grad_of(ctx, node->in[2]);
     if (db) lipt_reduce_rows_acc(db, G, NULL, (size_t)M, (size_t)N, 1.0);
@@ -250,7 +251,8 @@ static void linear_act_backward(lipt_ctx *ctx, lipt_node *node,
                                                    float *, void *)) {
     const int M = node->iarg[0], N = node->iarg[1];
     if (M == 0 || N == 0) return;
-    float beta_x, *dx = product_grad(ctx, node->in[0], &beta_x), *dw = lipt_grad_of(ctx, node->in[1]);
+    float beta_x, *dx = product_grad(ctx, node->in[0], M, node->iarg[2], N, &beta_x),
+          *dw = lipt_grad_of(ctx, node->in[1]);
     float *db = lipt_grad_of(ctx, node->in[2]);
     if (!dx && !dw && !db) return;
     /* G stays until the step's reset, as lipt_gelu's input gradient did: released here for the next backward's
