@@ -2,7 +2,7 @@
  * the float32 bound (K + 2) u (|alpha| Σ|a b| + |beta c|), u = 2^-24, on shapes on both sides of the size from which
  * oneDNN takes over (in builds with it), cut by rows and by columns, all four transposes, padded row strides, alpha 1
  * and 1/8, beta 0 (C not read: it starts as NaN), 1 and -0.5, with the columns past N untouched; the same bits on 1
- * and 2 threads and from inside a parallel region; and lipt_sgemm_lib, the two libraries' own sgemm. */
+ * 2 and 3 threads and from inside a parallel region; and lipt_sgemm_lib, the two libraries' own sgemm. */
 #include "testutil.h"
 
 #include <math.h>
@@ -14,8 +14,8 @@
 
 typedef struct { int M, N, K; } shape;
 
-/* above LIPT_GEMM_DNNL_MIN multiply-adds: cut by rows into 4 blocks of 80 (the last 60), by columns into 9 of 128 (the
- * last 76), by rows into 9 of 256 (the last 52), a long sum (K 2000, as the weights' gradients); then two below it */
+/* above LIPT_GEMM_DNNL_MIN multiply-adds: cut by rows (M >= N) or by columns, into blocks whose last one is shorter
+ * on 2 and 3 threads, a long sum (K 2000, as the weights' gradients); then two below it */
 static const shape shapes[] = {{300, 257, 129}, {64, 1100, 96}, {2100, 40, 64}, {96, 80, 2000}, {33, 70, 50},
                                {128, 128, 64}};
 static const float alphas[] = {1.0f, 0.125f}, betas[] = {0.0f, 1.0f, -0.5f};
@@ -121,8 +121,8 @@ START_TEST(test_gemm_reference) {
 }
 END_TEST
 
-/* The same bits on 1 and 2 threads, and from inside a parallel region (each thread its own product, as the
- * attention's per-head products run), for every shape. */
+/* The same bits on 1, 2 and 3 threads (the blocks follow the thread count), and from inside a parallel region (each
+ * thread its own product, as the attention's per-head products run), for every shape. */
 START_TEST(test_gemm_threads_bitwise) {
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (int t = 0; t < 4; t++) {
@@ -133,18 +133,20 @@ START_TEST(test_gemm_threads_bitwise) {
             const size_t bytes = (size_t)g.M * g.ldc * sizeof(float);
             lipt_set_threads(1);
             float *C1 = case_run(&g, -1, 1.0f, 1.0f);
+            lipt_set_threads(3);
+            float *C3 = case_run(&g, -1, 1.0f, 1.0f);
             lipt_set_threads(2);
             float *C2 = case_run(&g, -1, 1.0f, 1.0f);
             float *Cp[2] = {NULL, NULL};
 #pragma omp parallel num_threads(2)
             Cp[omp_get_thread_num()] = case_run(&g, -1, 1.0f, 1.0f);
-            ck_assert_msg(memcmp(C1, C2, bytes) == 0, "ta%d tb%d %dx%dx%d: 1 and 2 threads differ", g.ta, g.tb, g.M,
-                          g.N, g.K);
+            ck_assert_msg(memcmp(C1, C2, bytes) == 0 && memcmp(C1, C3, bytes) == 0,
+                          "ta%d tb%d %dx%dx%d: 1, 2 and 3 threads differ", g.ta, g.tb, g.M, g.N, g.K);
             for (int k = 0; k < 2; k++)
                 ck_assert_msg(Cp[k] && memcmp(C1, Cp[k], bytes) == 0,
                               "ta%d tb%d %dx%dx%d: inside a parallel region (thread %d) differs", g.ta, g.tb, g.M, g.N,
                               g.K, k);
-            free(C1), free(C2), free(Cp[0]), free(Cp[1]);
+            free(C1), free(C2), free(C3), free(Cp[0]), free(Cp[1]);
             case_free(&g);
         }
 }

@@ -7,11 +7,15 @@
  * oneDNN when the build has it, the rest to OpenBLAS.
  *
  * oneDNN's own partition of a product between threads is its choice, and its gemm driver may split the sum over K
- * (then a product's bits would depend on the thread count). Instead the product is cut into fixed blocks of C's rows
- * (or columns) by its shape alone, and each block is one single-thread dnnl_sgemm; lipt's threads share the blocks.
- * The same call then gives the same bits on any number of threads, and inside a parallel region (an inactive nested
- * one) the blocks run in turn. This is as fast as oneDNN's own partition or faster on the model's shapes. */
+ * (then a product's bits would depend on the thread count). Instead the product is cut into blocks of C's rows (or
+ * columns), two per thread, and each block is one single-thread dnnl_sgemm. A single-thread call sums each entry over
+ * K the same way whatever the block's extent (checked bit for bit on the model's shapes with blocks of 16 to 4096
+ * rows; test_ops_gemm checks 1 and 2 threads and calls from inside a parallel region), so the bits do not depend on
+ * the thread count. Two blocks per thread were 1.3 % faster than blocks of 128-256 rows over the model's products
+ * at 2 threads, and as fast as oneDNN's own partition or faster. */
 #include "ops/gemm.h"
+
+#include <omp.h>
 
 #ifdef LIPT_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -24,19 +28,13 @@ static void sgemm_openblas(int ta, int tb, int M, int N, int K, float alpha, con
 }
 
 #ifdef LIPT_HAVE_DNNL
-/* Rows (or columns) per block for a side of `dim`: from the measured rates of the model's shapes at 2 threads,
- * 256-row blocks for 2048 rows, 128 for 512-1024 (an even number of blocks for 2 threads: 768 columns make 6), and at
- * least four blocks below that (multiples of 16, the kernels' vector width). */
-static int block_side(int dim) {
-    if (dim >= 2048) return 256;
-    if (dim >= 512) return 128;
-    int b = (dim + 3) / 4;
-    return (b + 15) & ~15;
-}
-
 static void sgemm_dnnl_blocked(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                                const float *B, int ldb, float beta, float *C, int ldc) {
-    const int by_rows = M >= N, dim = by_rows ? M : N, side = block_side(dim), nb = (dim + side - 1) / side;
+    /* inside a parallel region (an inactive nested one) the product runs on the calling thread: one call */
+    const int nt = omp_in_parallel() ? 1 : omp_get_max_threads(), by_rows = M >= N, dim = by_rows ? M : N;
+    int side = (dim + 2 * nt - 1) / (2 * nt);
+    side = nt == 1 ? dim : (side + 15) & ~15; /* multiples of the kernels' 16-float vectors */
+    const int nb = (dim + side - 1) / side;
 #pragma omp parallel for schedule(static) if (nb > 1)
     for (int i = 0; i < nb; i++) {
         const int o = i * side, n = dim - o < side ? dim - o : side;
