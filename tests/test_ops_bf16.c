@@ -301,17 +301,39 @@ START_TEST(test_bf16_real) {
     lipt_rng rng;
     lipt_rng_seed(&rng, 17);
     double worst = 0;
-    for (int t = 0; t < 4; t++) {
-        const int ta = t & 1, tb = t >> 1, M = 67, N = 45, K = 130, pad = 3;
-        const int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
-        float *A = rand_mat(&rng, ta ? K : M, lda), *B = rand_mat(&rng, tb ? N : K, ldb), *C1 = rand_mat(&rng, M, ldc);
-        float *C2 = malloc(sizeof(float) * M * ldc);
-        memcpy(C2, C1, sizeof(float) * M * ldc);
-        lipt_gemm_p(&ctx, ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, C1, ldc);
-        lipt_gemm_p(&emu, ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, C2, ldc);
-        worst = fmax(worst, tu_max_rel_err_f(C1, C2, (size_t)M * ldc, 1e-6));
-        free(A), free(B), free(C1), free(C2);
-    }
+    /* one product, then two large enough to be cut into blocks (by rows, by columns), on 1 and 2 threads; the large
+     * ones also with a bias and with the shared operand already packed */
+    const int shapes[3][3] = {{67, 45, 130}, {300, 257, 129}, {64, 1100, 96}};
+    for (int si = 0; si < 3; si++)
+        for (int t = 0; t < 4; t++)
+            for (int th = 1; th <= 2; th++)
+                for (int bias = 0; bias <= (si > 0); bias++) {
+                    const int ta = t & 1, tb = t >> 1, M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], pad = 3;
+                    const int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+                    float *A = rand_mat(&rng, ta ? K : M, lda), *B = rand_mat(&rng, tb ? N : K, ldb);
+                    float *C1 = rand_mat(&rng, M, ldc), *bv = rand_mat(&rng, 1, N);
+                    float *C2 = malloc(sizeof(float) * M * ldc);
+                    memcpy(C2, C1, sizeof(float) * M * ldc);
+                    lipt_set_threads(th);
+                    if (bias) {
+                        /* B packed beforehand when the cut is by rows (the operand every block shares), else A */
+                        const int rows = M >= N;
+                        const void *Apk = rows ? NULL : lipt_lowp_pack_arena(&ctx, A, ta ? K : M, ta ? M : K, lda);
+                        const void *Bpk = rows ? lipt_lowp_pack_arena(&ctx, B, tb ? N : K, tb ? K : N, ldb) : NULL;
+                        lipt_gemm_lowp_bias(&ctx, ta, tb, M, N, K, A, Apk ? (ta ? M : K) : lda, Apk, B,
+                                            Bpk ? (tb ? K : N) : ldb, Bpk, bv, 0.5f, C1, ldc);
+                        lipt_gemm_lowp_bias(&emu, ta, tb, M, N, K, A, lda, NULL, B, ldb, NULL, bv, 0.5f, C2, ldc);
+                    } else {
+                        lipt_gemm_p(&ctx, ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, C1, ldc);
+                        lipt_gemm_p(&emu, ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, C2, ldc);
+                    }
+                    const double e = tu_max_rel_err_f(C1, C2, (size_t)M * ldc, 1e-6);
+                    ck_assert_msg(e < 1e-5, "bf16 (oneDNN) vs bf16-emulated: ta %d tb %d %dx%dx%d, %d threads, bias "
+                                  "%d: relative error %.3g", ta, tb, M, N, K, th, bias, e);
+                    worst = fmax(worst, e);
+                    free(A), free(B), free(C1), free(C2), free(bv);
+                }
+    lipt_set_threads(2);
     /* the same exact products summed in another order, in float32 */
     ck_assert_msg(worst < 1e-5, "bf16 (oneDNN) vs bf16-emulated: relative error %.3g", worst);
     printf("real bf16 matmul (oneDNN) equals bf16-emulated to %.3g (summation order)\n", worst);

@@ -1,5 +1,5 @@
-/* Private: the one way lipt calls single-precision GEMM (CBLAS, row-major), for the kernels in src/ops/ and the
- * decoder; and lipt_gemm_p, the same product at the precision of a context (--precision), which the model's own
+/* Private: the one way lipt calls single-precision GEMM (row-major; OpenBLAS, or oneDNN's sgemm for large products:
+ * src/ops/gemm.c), for the kernels in src/ops/ and the decoder; and lipt_gemm_p, the same product at the precision of a context (--precision), which the model's own
  * products (matmul, linear, attention, the decoder) go through. Bounds, spectral norms, Jacobians and inversion call
  * lipt_gemm (or BLAS) directly: they never see bf16. */
 #ifndef LIPT_OPS_GEMM_H

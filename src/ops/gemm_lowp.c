@@ -163,21 +163,80 @@ static void bias_rows(int M, int N, const float *bias, float beta, float *C, int
     }
 }
 
+/* One bf16 product through the calling thread's oneDNN state. */
+static void gemm_bf16_one(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                          const void *Apk, const float *B, int ldb, const void *Bpk, const float *bias, float beta,
+                          float *C, int ldc) {
+    lowp_slot *s = &ctx->lowp->slot[thread_slot()];
+    lipt_error err = {0};
+    if (!s->dnnl && lipt_dnnl_create(&s->dnnl, &err) != LIPT_OK) LIPT_DIE("--precision bf16: %s", err.msg);
+    if (lipt_dnnl_gemm_pk(s->dnnl, LIPT_DNNL_BF16, ta, tb, M, N, K, alpha, A, lda, Apk, B, ldb, Bpk, bias, beta, C, ldc,
+                          &err) != LIPT_OK)
+        LIPT_DIE("--precision bf16: %s", err.msg);
+}
+
+/* A large bf16 product outside a parallel region, as lipt_gemm runs float32 ones on oneDNN: C cut into blocks of rows
+ * (or columns), two per thread, each one single-thread product on its thread's oneDNN state, the operand the blocks
+ * share converted once for all of them (oneDNN's own threading of the matmul spent about 7 % of the dp bf16 step
+ * waiting at barriers). */
+static void gemm_bf16_blocked(lipt_ctx *ctx, int nt, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                              int lda, const void *Apk, const float *B, int ldb, const void *Bpk, const float *bias,
+                              float beta, float *C, int ldc) {
+    const int by_rows = M >= N, dim = by_rows ? M : N;
+    int side = (dim + 2 * nt - 1) / (2 * nt);
+    side = (side + 15) & ~15;
+    const int nb = (dim + side - 1) / side;
+    const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
+    /* the shared operand packed once (its packed row stride: its width) */
+    if (by_rows && !Bpk) {
+        Bpk = lipt_lowp_pack_arena(ctx, B, tb ? N : K, tb ? K : N, ldb);
+        ldb = tb ? K : N;
+    } else if (!by_rows && !Apk) {
+        Apk = lipt_lowp_pack_arena(ctx, A, ta ? K : M, ta ? M : K, lda);
+        lda = ta ? M : K;
+    }
+    const char *ap = Apk, *bp = Bpk;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < nb; i++) {
+        const int o = i * side, n = dim - o < side ? dim - o : side;
+        const float *Ab = A, *Bb = B, *bb = bias;
+        const void *Apb = ap, *Bpb = bp;
+        float *Cb = C;
+        int m = M, w = N;
+        if (by_rows) { /* rows o.. of op(A): columns of a transposed A */
+            const size_t off = ta ? (size_t)o : (size_t)o * lda;
+            Ab = A + off;
+            if (ap) Apb = ap + off * sizeof(uint16_t);
+            Cb = C + (size_t)o * ldc;
+            m = n;
+        } else {
+            const size_t off = tb ? (size_t)o * ldb : (size_t)o;
+            Bb = B + off;
+            if (bp) Bpb = bp + off * sizeof(uint16_t);
+            Cb = C + o;
+            if (bias) bb = bias + o;
+            w = n;
+        }
+        gemm_bf16_one(ctx, ta, tb, m, w, K, alpha, Ab, lda, Apb, Bb, ldb, Bpb, bb, beta, Cb, ldc);
+    }
+    lipt_arena_release(&ctx->arena, mk);
+}
+
 static void gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                       const void *Apk, const float *B, int ldb, const void *Bpk, const float *bias, float beta, float *C,
                       int ldc) {
     if (M <= 0 || N <= 0) return;
     LIPT_CHECK(ctx->lowp, "internal: a %s product in a context without lipt_ctx_set_precision",
                lipt_precision_name((lipt_precision)ctx->precision));
-    lowp_slot *s = &ctx->lowp->slot[thread_slot()];
     if (ctx->precision == LIPT_PRECISION_BF16) {
-        lipt_error err = {0};
-        if (!s->dnnl && lipt_dnnl_create(&s->dnnl, &err) != LIPT_OK) LIPT_DIE("--precision bf16: %s", err.msg);
-        if (lipt_dnnl_gemm_pk(s->dnnl, LIPT_DNNL_BF16, ta, tb, M, N, K, alpha, A, lda, Apk, B, ldb, Bpk, bias, beta, C,
-                              ldc, &err) != LIPT_OK)
-            LIPT_DIE("--precision bf16: %s", err.msg);
+        const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+        if (nt > 1 && K > 0 && (double)M * N * K >= LIPT_GEMM_DNNL_MIN)
+            gemm_bf16_blocked(ctx, nt, ta, tb, M, N, K, alpha, A, lda, Apk, B, ldb, Bpk, bias, beta, C, ldc);
+        else
+            gemm_bf16_one(ctx, ta, tb, M, N, K, alpha, A, lda, Apk, B, ldb, Bpk, bias, beta, C, ldc);
         return;
     }
+    lowp_slot *s = &ctx->lowp->slot[thread_slot()];
     LIPT_CHECK(ctx->precision == LIPT_PRECISION_BF16_EMULATED, "internal: lipt_gemm_lowp at precision %d",
                ctx->precision);
     if (bias) { /* the bias first, then the product added to it: linear's float32 order */
