@@ -215,6 +215,13 @@ static void sgemm_probe_init(sgemm_probe *g, const bench *b) {
     if (g->reps > 100000) g->reps = 100000;
 }
 
+/* The median of v [n], NaN when any is NaN (a library not in this build). */
+static double median_finite(const double *v, int n) {
+    for (int r = 0; r < n; r++)
+        if (!isfinite(v[r])) return NAN;
+    return median_of(v, n);
+}
+
 static void sgemm_probe_free(sgemm_probe *g) {
     free(g->A);
     free(g->B);
@@ -438,16 +445,16 @@ static void bench_gemm(bench *b, lipt_ctx *ctx) {
     measurement *m = &b->ph[ctx ? PH_GEMM_P : PH_GEMM];
     for (int r = 0; r < b->runs; r++) {
         m->rate[r] = flop / sec[r] * 1e-9;
-        if (nlib == 2 && isfinite(sec[b->runs + r]) && sec[b->runs + r] < sec[r]) m->rate[r] = flop / sec[b->runs + r] * 1e-9;
+        if (nlib == 2 && isfinite(sec[b->runs + r]) && sec[b->runs + r] < sec[r])
+            m->rate[r] = flop / sec[b->runs + r] * 1e-9;
     }
     m->median = median_of(m->rate, b->runs);
     m->sec_median = flop / m->median * 1e-9;
     if (!ctx)
         for (int lib = 0; lib < 2; lib++) {
             double *rate = lipt_xmalloc(sizeof(double) * (size_t)b->runs);
-            int finite = 1;
-            for (int r = 0; r < b->runs; r++) rate[r] = flop / sec[lib * b->runs + r] * 1e-9, finite &= isfinite(rate[r]);
-            b->gemm_lib[lib] = finite ? median_of(rate, b->runs) : NAN;
+            for (int r = 0; r < b->runs; r++) rate[r] = flop / sec[lib * b->runs + r] * 1e-9;
+            b->gemm_lib[lib] = median_finite(rate, b->runs);
             free(rate);
         }
     free(sec);
@@ -542,15 +549,9 @@ static void print_json(const bench *b, const double gf[2], double peak) {
     json_obj_close(&j);
     json_obj_open(&j, "paired_sgemm"); /* --paired-sgemm: an SGEMM run after each timed training run; nulls without */
     json_num(&j, "sgemm_gflops_median", b->paired_sgemm ? median_of(b->sgemm_paired, b->runs) : NAN);
-    for (int lib = 0; lib < 2; lib++) {
-        double med = NAN;
-        if (b->paired_sgemm) {
-            int finite = 1;
-            for (int r = 0; r < b->runs; r++) finite &= isfinite(b->sgemm_lib_paired[lib][r]);
-            if (finite) med = median_of(b->sgemm_lib_paired[lib], b->runs);
-        }
-        json_num(&j, lib ? "sgemm_gflops_median_onednn" : "sgemm_gflops_median_openblas", med);
-    }
+    for (int lib = 0; lib < 2; lib++)
+        json_num(&j, lib ? "sgemm_gflops_median_onednn" : "sgemm_gflops_median_openblas",
+                 b->paired_sgemm ? median_finite(b->sgemm_lib_paired[lib], b->runs) : NAN);
     json_num(&j, "fraction_of_gemm_train", b->paired_fraction);
     json_arr_open(&j, "sgemm_gflops_per_run");
     if (b->paired_sgemm && isfinite(b->paired_fraction))

@@ -10,7 +10,7 @@
  * (then a product's bits would depend on the thread count). Instead the product is cut into blocks of C's rows (or
  * columns), two per thread, and each block is one single-thread dnnl_sgemm. A single-thread call sums each entry over
  * K the same way whatever the block's extent (checked bit for bit on the model's shapes with blocks of 16 to 4096
- * rows; test_ops_gemm checks 1 and 2 threads and calls from inside a parallel region), so the bits do not depend on
+ * rows; test_ops_gemm checks 1, 2 and 3 threads and calls from inside a parallel region), so the bits do not depend on
  * the thread count. Two blocks per thread were 1.3 % faster than blocks of 128-256 rows over the model's products
  * at 2 threads, and as fast as oneDNN's own partition or faster. */
 #include "ops/gemm.h"
@@ -31,30 +31,15 @@ static void sgemm_openblas(int ta, int tb, int M, int N, int K, float alpha, con
 static void sgemm_dnnl_blocked(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                                const float *B, int ldb, float beta, float *C, int ldc) {
     /* inside a parallel region (an inactive nested one) the product runs on the calling thread: one call */
-    const int nt = omp_in_parallel() ? 1 : omp_get_max_threads(), by_rows = M >= N, dim = by_rows ? M : N;
-    int side = (dim + 2 * nt - 1) / (2 * nt);
-    side = nt == 1 ? dim : (side + 15) & ~15; /* multiples of the kernels' 16-float vectors */
-    const int nb = (dim + side - 1) / side;
-#pragma omp parallel for schedule(static) if (nb > 1)
-    for (int i = 0; i < nb; i++) {
-        const int o = i * side, n = dim - o < side ? dim - o : side;
-        const float *Ab = A, *Bb = B;
-        float *Cb = C;
-        int m = M, w = N;
-        if (by_rows) {
-            Ab = ta ? A + o : A + (size_t)o * lda;
-            Cb = C + (size_t)o * ldc;
-            m = n;
-        } else {
-            Bb = tb ? B + (size_t)o * ldb : B + o;
-            Cb = C + o;
-            w = n;
-        }
+    const lipt_gemm_cut cut = lipt_gemm_cut_for(M, N, omp_in_parallel() ? 1 : omp_get_max_threads());
+#pragma omp parallel for schedule(static) if (cut.n > 1)
+    for (int i = 0; i < cut.n; i++) {
+        const lipt_gemm_block k = lipt_gemm_block_at(cut, i, ta, tb, M, N, lda, ldb, ldc);
         /* one thread per block: inside this region oneDNN runs single-threaded (omp_in_parallel), and with one
          * thread in all there is one */
-        if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, w, K, alpha, Ab, lda, Bb, ldb, beta, Cb, ldc) !=
-            dnnl_success)
-            sgemm_openblas(ta, tb, m, w, K, alpha, Ab, lda, Bb, ldb, beta, Cb, ldc); /* arguments it rejects */
+        if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', k.m, k.w, K, alpha, A + k.a, lda, B + k.b, ldb, beta, C + k.c,
+                       ldc) != dnnl_success) /* arguments it rejects */
+            sgemm_openblas(ta, tb, k.m, k.w, K, alpha, A + k.a, lda, B + k.b, ldb, beta, C + k.c, ldc);
     }
 }
 #endif

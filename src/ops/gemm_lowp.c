@@ -182,42 +182,22 @@ static void gemm_bf16_one(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, fl
 static void gemm_bf16_blocked(lipt_ctx *ctx, int nt, int ta, int tb, int M, int N, int K, float alpha, const float *A,
                               int lda, const void *Apk, const float *B, int ldb, const void *Bpk, const float *bias,
                               float beta, float *C, int ldc) {
-    const int by_rows = M >= N, dim = by_rows ? M : N;
-    int side = (dim + 2 * nt - 1) / (2 * nt);
-    side = (side + 15) & ~15;
-    const int nb = (dim + side - 1) / side;
+    const lipt_gemm_cut cut = lipt_gemm_cut_for(M, N, nt);
     const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
     /* the shared operand packed once (its packed row stride: its width) */
-    if (by_rows && !Bpk) {
+    if (cut.by_rows && !Bpk) {
         Bpk = lipt_lowp_pack_arena(ctx, B, tb ? N : K, tb ? K : N, ldb);
         ldb = tb ? K : N;
-    } else if (!by_rows && !Apk) {
+    } else if (!cut.by_rows && !Apk) {
         Apk = lipt_lowp_pack_arena(ctx, A, ta ? K : M, ta ? M : K, lda);
         lda = ta ? M : K;
     }
-    const char *ap = Apk, *bp = Bpk;
+    const char *ap = Apk, *bp = Bpk; /* bf16 elements of 2 bytes, at the same offsets */
 #pragma omp parallel for schedule(static)
-    for (int i = 0; i < nb; i++) {
-        const int o = i * side, n = dim - o < side ? dim - o : side;
-        const float *Ab = A, *Bb = B, *bb = bias;
-        const void *Apb = ap, *Bpb = bp;
-        float *Cb = C;
-        int m = M, w = N;
-        if (by_rows) { /* rows o.. of op(A): columns of a transposed A */
-            const size_t off = ta ? (size_t)o : (size_t)o * lda;
-            Ab = A + off;
-            if (ap) Apb = ap + off * sizeof(uint16_t);
-            Cb = C + (size_t)o * ldc;
-            m = n;
-        } else {
-            const size_t off = tb ? (size_t)o * ldb : (size_t)o;
-            Bb = B + off;
-            if (bp) Bpb = bp + off * sizeof(uint16_t);
-            Cb = C + o;
-            if (bias) bb = bias + o;
-            w = n;
-        }
-        gemm_bf16_one(ctx, ta, tb, m, w, K, alpha, Ab, lda, Apb, Bb, ldb, Bpb, bb, beta, Cb, ldc);
+    for (int i = 0; i < cut.n; i++) {
+        const lipt_gemm_block k = lipt_gemm_block_at(cut, i, ta, tb, M, N, lda, ldb, ldc);
+        gemm_bf16_one(ctx, ta, tb, k.m, k.w, K, alpha, A + k.a, lda, ap ? ap + 2 * k.a : NULL, B + k.b, ldb,
+                      bp ? bp + 2 * k.b : NULL, bias ? bias + k.bias : NULL, beta, C + k.c, ldc);
     }
     lipt_arena_release(&ctx->arena, mk);
 }
@@ -230,7 +210,7 @@ static void gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float 
                lipt_precision_name((lipt_precision)ctx->precision));
     if (ctx->precision == LIPT_PRECISION_BF16) {
         const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-        if (nt > 1 && K > 0 && (double)M * N * K >= LIPT_GEMM_DNNL_MIN)
+        if (nt > 1 && lipt_gemm_on_dnnl(M, N, K)) /* the sizes lipt_gemm gives oneDNN */
             gemm_bf16_blocked(ctx, nt, ta, tb, M, N, K, alpha, A, lda, Apk, B, ldb, Bpk, bias, beta, C, ldc);
         else
             gemm_bf16_one(ctx, ta, tb, M, N, K, alpha, A, lda, Apk, B, ldb, Bpk, bias, beta, C, ldc);
