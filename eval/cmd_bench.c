@@ -22,7 +22,8 @@ static const cli_opt bench_opts[] = {
     {"warmup", CLI_INT, "N", "untimed runs before the timed ones", "2"},
     {"steps-per-run", CLI_INT, "N", "training / evaluation steps in one run", "3"},
     {"sample-tokens", CLI_INT, "N", "tokens generated in one sampling run (batch 1, after a 1-token prompt)", "64"},
-    {"gemm-size", CLI_INT, "N", "SGEMM reference: N x N x N (0: skip)", "1024"},
+    {"gemm-size", CLI_INT, "N", "SGEMM reference: N x N x N by OpenBLAS and, in builds with oneDNN, by oneDNN; the "
+     "faster counts (0: skip)", "1024"},
     {"seed", CLI_INT, "S", "seed of the synthetic tokens, dropout and sampling", "0"},
     CLI_OPT_PRECISION("the config's key precision, float32; with another precision the GEMM reference is also "
                       "timed at it"),
