@@ -41,10 +41,6 @@ typedef struct {
     const void *q, *k, *v, *dout;
 } attn_packed;
 
-/* Element off of a packed matrix (NULL stays NULL). */
-static const void *pk_at(const lipt_ctx *ctx, const void *pk, size_t off) {
-    return pk ? (const char *)pk + off * (ctx->precision == LIPT_PRECISION_BF16 ? 2 : 4) : NULL;
-}
 
 static attn_packed pack_qkv(lipt_ctx *ctx, const lipt_attn_job *j) {
     attn_packed pk = {NULL, NULL, NULL, NULL};
@@ -55,14 +51,14 @@ static attn_packed pack_qkv(lipt_ctx *ctx, const lipt_attn_job *j) {
         LIPT_CHECK(ld == 3 * j->D && j->k == j->q + j->D && j->v == j->q + 2 * j->D,
                    "attention: row stride %d with D = %d is not a packed q, k, v", ld, j->D);
         pk.q = j->qkv_lowp ? j->qkv_lowp : lipt_lowp_pack_arena(ctx, j->q, BT, ld, ld);
-        pk.k = pk_at(ctx, pk.q, (size_t)j->D);
-        pk.v = pk_at(ctx, pk.q, 2 * (size_t)j->D);
+        pk.k = lipt_lowp_at(ctx, pk.q, (size_t)j->D);
+        pk.v = lipt_lowp_at(ctx, pk.q, 2 * (size_t)j->D);
         return pk;
     }
-    pk.q = lipt_lowp_pack_arena(ctx, j->q, BT, ld, ld);
+    pk.q = j->q_lowp ? j->q_lowp : lipt_lowp_pack_arena(ctx, j->q, BT, ld, ld);
     /* the tied kinds' keys are their queries */
     pk.k = j->k == j->q ? pk.q : lipt_lowp_pack_arena(ctx, j->k, BT, ld, ld);
-    pk.v = lipt_lowp_pack_arena(ctx, j->v, BT, ld, ld);
+    pk.v = j->v_lowp ? j->v_lowp : lipt_lowp_pack_arena(ctx, j->v, BT, ld, ld);
     return pk;
 }
 
@@ -163,12 +159,13 @@ static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_pack
         if (kt)
             lipt_gemm_p(ctx, 0, 0, m, nc, d, alpha, qh + (size_t)i0 * ld, ld, kt, T, 0.0f, P + (size_t)i0 * T, T);
         else
-            attn_gemm(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * ld, pk_at(ctx, pk->q, offi + (size_t)i0 * ld), ld,
-                      kh, pk_at(ctx, pk->k, offi), ld, 0.0f, P + (size_t)i0 * T, T);
+            attn_gemm(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * ld,
+                      lipt_lowp_at(ctx, pk->q, offi + (size_t)i0 * ld), ld, kh, lipt_lowp_at(ctx, pk->k, offi), ld,
+                      0.0f, P + (size_t)i0 * T, T);
         const float sp = softmax_rows(P, T, i0, i1, nc, j->causal, j->l2 ? kn : NULL,
                                       j->rel ? j->rel + (size_t)h * j->rel_stride : NULL, want_spread);
         if (sp > spread || sp != sp) spread = sp;
-        attn_gemm(ctx, 0, 0, m, d, nc, 1.0f, P + (size_t)i0 * T, NULL, T, vh, pk_at(ctx, pk->v, offi), ld, 0.0f,
+        attn_gemm(ctx, 0, 0, m, d, nc, 1.0f, P + (size_t)i0 * T, NULL, T, vh, lipt_lowp_at(ctx, pk->v, offi), ld, 0.0f,
                   oh + (size_t)i0 * D, D);
     }
     return spread;
@@ -221,12 +218,12 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_pack
         const int i1 = i0 + rb < T ? i0 + rb : T, m = i1 - i0, nc = j->causal ? i1 : T;
         const float *Pb = P + (size_t)i0 * T;
         const float *dOb = dOh + (size_t)i0 * D;
-        const void *dOpk = pk_at(ctx, pk->dout, off + (size_t)i0 * D);
+        const void *dOpk = lipt_lowp_at(ctx, pk->dout, off + (size_t)i0 * D);
         if (dvh) attn_gemm(ctx, 1, 0, nc, d, m, 1.0f, Pb, NULL, T, dOb, dOpk, D, 1.0f, dvh, ld);
         if (!need_g) continue;
         float *Gb = G + (size_t)i0 * T;
         if (vt) lipt_gemm_p(ctx, 0, 0, m, nc, d, 1.0f, dOb, D, vt, T, 0.0f, Gb, T);
-        else attn_gemm(ctx, 0, 1, m, nc, d, 1.0f, dOb, dOpk, D, vh, pk_at(ctx, pk->v, offi), ld, 0.0f, Gb, T);
+        else attn_gemm(ctx, 0, 1, m, nc, d, 1.0f, dOb, dOpk, D, vh, lipt_lowp_at(ctx, pk->v, offi), ld, 0.0f, Gb, T);
         softmax_grad_rows(P, G, T, i0, i1, nc, j->causal);
         if (drel_bh) /* causal only: logit (i, j) got rel[i - j] */
             for (int i = i0; i < i1; i++) {
@@ -238,11 +235,11 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_pack
         if (Gpk) lipt_lowp_pack_p(ctx, Gb, m, nc, T, gpk);
         const int ldg = Gpk ? nc : T;
         if (dqh)
-            attn_gemm(ctx, 0, 0, m, d, nc, alpha, Gb, Gpk, ldg, kh, pk_at(ctx, pk->k, offi), ld, 1.0f,
+            attn_gemm(ctx, 0, 0, m, d, nc, alpha, Gb, Gpk, ldg, kh, lipt_lowp_at(ctx, pk->k, offi), ld, 1.0f,
                       dqh + (size_t)i0 * ld, ld);
         if (dkh)
             attn_gemm(ctx, 1, 0, nc, d, m, alpha, Gb, Gpk, ldg, qh + (size_t)i0 * ld,
-                      pk_at(ctx, pk->q, offi + (size_t)i0 * ld), ld, 1.0f, dkh, ld);
+                      lipt_lowp_at(ctx, pk->q, offi + (size_t)i0 * ld), ld, 1.0f, dkh, ld);
         if (need_cs) lipt_attn_l2_colsum(G, T, i0, i1, j->causal, cs);
     }
     if (need_cs) lipt_attn_l2_key_norm_grad(kh, T, ld, d, a, cs, dkh);

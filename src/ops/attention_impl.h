@@ -23,6 +23,9 @@ typedef struct {
      * lipt_lowp_pack_p packs them: the projection's lipt_tensor.lowp, written by the forward op for its backward),
      * or NULL: converted by the kernels themselves. */
     const void *qkv_lowp;
+    /* Likewise for separate q (and k, when k is q) and v of row stride D: packed by the op that made them and kept
+     * for its backward (the tied L2 attention), or NULL. */
+    const void *q_lowp, *v_lowp;
 } lipt_attn_job;
 
 /* The row stride of a job's q, k, v and their gradients. */

@@ -35,6 +35,10 @@ void *lipt_lowp_pack_arena(lipt_ctx *ctx, const float *src, int rows, int cols, 
  * empty); lipt_lowp_pack_span converts the n floats at src into it from element off on (rows are contiguous in the
  * packed layout), as lipt_lowp_pack_p would. */
 void *lipt_lowp_arena_buf(lipt_ctx *ctx, int rows, int cols);
+/* Element off of a packed matrix at ctx's precision (bf16: 2 bytes an element, bf16-emulated: 4); NULL stays NULL. */
+static inline const void *lipt_lowp_at(const lipt_ctx *ctx, const void *pk, size_t off) {
+    return pk ? (const char *)pk + off * (ctx->precision == LIPT_PRECISION_BF16 ? 2 : 4) : NULL;
+}
 void lipt_lowp_pack_span(const lipt_ctx *ctx, const float *src, size_t n, void *pk, size_t off);
 void lipt_gemm_lowp_pk(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                        const void *Apk, const float *B, int ldb, const void *Bpk, float beta, float *C, int ldc);
