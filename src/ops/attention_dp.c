@@ -73,8 +73,8 @@ static void attn_gemm(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float 
  * unmasked columns (j <= i when causal) and write exact zeros to the rest of the row. kn, if
  * given, is subtracted per column first (the |k_j|²/s term of L2); rel, if given (causal only),
  * adds rel[i - j] to logit (i, j). */
-static float softmax_rows(float *P, int T, int i0, int i1, int nc, int causal, const float *kn, const float *rel,
-                          int want_spread) {
+static float softmax_rows(const lipt_ctx *ctx, float *P, int T, int i0, int i1, int nc, int causal, const float *kn,
+                          const float *rel, int want_spread, void *ppk) {
     float spread = 0;
 #pragma omp parallel for schedule(static) reduction(max : spread) \
     if (!omp_in_parallel() && (long)(i1 - i0) * nc >= ATTN_ROWS_PAR_MIN)
@@ -94,6 +94,7 @@ static float softmax_rows(float *P, int T, int i0, int i1, int nc, int causal, c
         }
         lipt_vsoftmax_row(row, (size_t)n, kn);
         if (n < T) memset(row + n, 0, (size_t)(T - n) * sizeof(float));
+        if (ppk) lipt_lowp_pack_span(ctx, row, (size_t)nc, ppk, (size_t)(i - i0) * nc); /* while in cache */
     }
     return spread;
 }
@@ -140,9 +141,10 @@ static void head_transpose(const float *xh, int T, int ld, int d, float *xt) {
 }
 
 /* Returns the largest logit spread of the head's rows when want_spread (else 0). The products run at ctx's
- * precision (from any thread: lipt_gemm_p keeps per-thread scratch). kt: [d, T] scratch for kᵀ (float32), or NULL. */
-static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_packed *pk, int bh, float *P, float *kn,
-                          float *kt, float *out, int want_spread) {
+ * precision (from any thread: lipt_gemm_p keeps per-thread scratch). kt: [d, T] scratch for kᵀ (float32), or NULL.
+ * ppk: at a low precision, the head's probabilities converted as the softmax writes them (packed_P), else NULL. */
+static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_packed *pk, int bh, float *P, void *ppk,
+                          float *kn, float *kt, float *out, int want_spread) {
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H, ld = lipt_attn_ld(j);
     /* off: the output's offset (row stride D); offi: q, k, v's and their packed copies' (row stride ld) */
     const size_t off = (size_t)b * T * D + (size_t)h * d, offi = (size_t)b * T * ld + (size_t)h * d;
@@ -162,13 +164,29 @@ static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_pack
             attn_gemm(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * ld,
                       lipt_lowp_at(ctx, pk->q, offi + (size_t)i0 * ld), ld, kh, lipt_lowp_at(ctx, pk->k, offi), ld,
                       0.0f, P + (size_t)i0 * T, T);
-        const float sp = softmax_rows(P, T, i0, i1, nc, j->causal, j->l2 ? kn : NULL,
-                                      j->rel ? j->rel + (size_t)h * j->rel_stride : NULL, want_spread);
+        void *pb = ppk ? (void *)lipt_lowp_at(ctx, ppk, (size_t)i0 * T) : NULL;
+        const float sp = softmax_rows(ctx, P, T, i0, i1, nc, j->causal, j->l2 ? kn : NULL,
+                                      j->rel ? j->rel + (size_t)h * j->rel_stride : NULL, want_spread, pb);
         if (sp > spread || sp != sp) spread = sp;
-        attn_gemm(ctx, 0, 0, m, d, nc, 1.0f, P + (size_t)i0 * T, NULL, T, vh, lipt_lowp_at(ctx, pk->v, offi), ld, 0.0f,
-                  oh + (size_t)i0 * D, D);
+        attn_gemm(ctx, 0, 0, m, d, nc, 1.0f, P + (size_t)i0 * T, pb, pb ? nc : T, vh, lipt_lowp_at(ctx, pk->v, offi),
+                  ld, 0.0f, oh + (size_t)i0 * D, D);
     }
     return spread;
+}
+
+/* The probabilities a forward keeps for the backward, P [B,H,T,T] floats, followed at a low precision by their
+ * converted copy (packed_P): the forward's P v takes it, and the backward's dv = Pᵀ dO, which converted P again. */
+static size_t saved_P_bytes(const lipt_ctx *ctx, const lipt_attn_job *j) {
+    const size_t BH = (size_t)j->B * j->H, fl = (BH * j->T * j->T * sizeof(float) + 63) & ~(size_t)63;
+    return fl + (ctx->precision != LIPT_PRECISION_FLOAT32 ? lipt_lowp_packed_bytes(ctx, (int)(BH * j->T), j->T) : 0);
+}
+
+/* The converted copy behind kept probabilities P (NULL in float32). Each head's T·T elements hold its row blocks
+ * (row_block) as the softmax converts them: the block of rows [i0, i1) and its nc columns at element i0·T of the
+ * head, row stride nc. */
+static void *packed_P(const lipt_ctx *ctx, const lipt_attn_job *j, const float *P) {
+    if (ctx->precision == LIPT_PRECISION_FLOAT32) return NULL;
+    return (char *)P + (((size_t)j->B * j->H * j->T * j->T * sizeof(float) + 63) & ~(size_t)63);
 }
 
 void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float *P_saved) {
@@ -179,6 +197,7 @@ void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float 
     const int nthr = omp_get_max_threads();
     /* Without a tape the probabilities are needed only while a head is computed: one buffer per thread. */
     float *Pscr = P_saved ? NULL : lipt_arena_alloc(&ctx->arena, (size_t)nthr * TT * sizeof(float));
+    char *ppk = P_saved ? packed_P(ctx, j, P_saved) : lipt_lowp_arena_buf(ctx, nthr * j->T, j->T);
     float *kn = lipt_arena_alloc(&ctx->arena, (size_t)nthr * j->T * sizeof(float));
     const int want = ctx->attn_stats != 0, d = j->D / j->H;
     const attn_packed pk = pack_qkv(ctx, j);
@@ -188,7 +207,8 @@ void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float 
     for (int bh = 0; bh < BH; bh++) {
         const int tid = omp_get_thread_num();
         float *P = P_saved ? P_saved + (size_t)bh * TT : Pscr + (size_t)tid * TT;
-        const float sp = head_forward(ctx, j, &pk, bh, P, kn + (size_t)tid * j->T,
+        void *pp = ppk ? (void *)lipt_lowp_at(ctx, ppk, (P_saved ? (size_t)bh : (size_t)tid) * TT) : NULL;
+        const float sp = head_forward(ctx, j, &pk, bh, P, pp, kn + (size_t)tid * j->T,
                                       kt ? kt + (size_t)tid * d * j->T : NULL, out, want);
         if (sp > spread || sp != sp) spread = sp;
     }
@@ -200,8 +220,8 @@ void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float 
  *   dv = Pᵀ dO,  dP = dO vᵀ,  dq = a G k,  dk = a Gᵀ q  (a = 1/s for DP, 2/s for L2),
  *   and for L2 also dk_j -= a k_j Σ_i G_ij (from the -|k_j|² term). */
 static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_packed *pk, int bh, const float *P,
-                          const float *dout, float *G, void *gpk, double *cs, float *vt, float *dq, float *dk, float *dv,
-                          double *drel_bh) {
+                          const void *ppk, const float *dout, float *G, void *gpk, double *cs, float *vt, float *dq,
+                          float *dk, float *dv, double *drel_bh) {
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H, ld = lipt_attn_ld(j);
     /* off: dout's and its packed copy's offset (row stride D); offi: q, k, v's, their packed copies' and their
      * gradients' (row stride ld) */
@@ -219,7 +239,8 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_pack
         const float *Pb = P + (size_t)i0 * T;
         const float *dOb = dOh + (size_t)i0 * D;
         const void *dOpk = lipt_lowp_at(ctx, pk->dout, off + (size_t)i0 * D);
-        if (dvh) attn_gemm(ctx, 1, 0, nc, d, m, 1.0f, Pb, NULL, T, dOb, dOpk, D, 1.0f, dvh, ld);
+        const void *pb = lipt_lowp_at(ctx, ppk, (size_t)i0 * T); /* as the forward's softmax converted it */
+        if (dvh) attn_gemm(ctx, 1, 0, nc, d, m, 1.0f, Pb, pb, pb ? nc : T, dOb, dOpk, D, 1.0f, dvh, ld);
         if (!need_g) continue;
         float *Gb = G + (size_t)i0 * T;
         if (vt) lipt_gemm_p(ctx, 0, 0, m, nc, d, 1.0f, dOb, D, vt, T, 0.0f, Gb, T);
@@ -259,6 +280,7 @@ void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *j, const float *
     double *pr = drel ? lipt_arena_alloc(&ctx->arena, (size_t)BH * j->T * sizeof(double)) : NULL;
     if (pr) memset(pr, 0, (size_t)BH * j->T * sizeof(double));
     attn_packed pk = pack_qkv(ctx, j);
+    const void *ppk = packed_P(ctx, j, P);
     float *vt = pk.v ? NULL : lipt_arena_alloc(&ctx->arena, (size_t)nthr * (j->D / j->H) * j->T * sizeof(float));
     size_t gpk_bytes = 0;
     char *gpk = NULL;
@@ -270,9 +292,9 @@ void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *j, const float *
 #pragma omp parallel for schedule(static) if (lipt_attn_use_par(j))
     for (int bh = 0; bh < BH; bh++) {
         const int tid = omp_get_thread_num();
-        head_backward(ctx, j, &pk, bh, P + (size_t)bh * TT, dout, G ? G + (size_t)tid * TT : NULL,
-                      gpk ? gpk + (size_t)tid * gpk_bytes : NULL, cs + (size_t)tid * j->T,
-                      vt ? vt + (size_t)tid * (j->D / j->H) * j->T : NULL, dq, dk, dv,
+        head_backward(ctx, j, &pk, bh, P + (size_t)bh * TT, lipt_lowp_at(ctx, ppk, (size_t)bh * TT), dout,
+                      G ? G + (size_t)tid * TT : NULL, gpk ? gpk + (size_t)tid * gpk_bytes : NULL,
+                      cs + (size_t)tid * j->T, vt ? vt + (size_t)tid * (j->D / j->H) * j->T : NULL, dq, dk, dv,
                       pr ? pr + (size_t)bh * j->T : NULL);
     }
     if (pr) lipt_attn_rel_grad_reduce(j, pr, drel);
@@ -291,9 +313,9 @@ void lipt_attn_rel_grad_reduce(const lipt_attn_job *j, const double *pr, float *
 float *lipt_attn_forward_op(lipt_ctx *ctx, const lipt_attn_job *j, float *out, int keep, int *tiled) {
     *tiled = lipt_attn_use_tiled(ctx, j->T);
     /* tiled: the row stats [2,B,H,T]; else P [B,H,T,T] */
-    float *saved = keep ? lipt_arena_alloc(&ctx->arena, (size_t)j->B * j->H * j->T * (*tiled ? 2 : j->T) *
-                                                            sizeof(float))
-                        : NULL;
+    float *saved = !keep ? NULL
+                   : *tiled ? lipt_arena_alloc(&ctx->arena, (size_t)j->B * j->H * j->T * 2 * sizeof(float))
+                            : lipt_arena_alloc(&ctx->arena, saved_P_bytes(ctx, j));
     if (*tiled) lipt_attn_forward_tiled(ctx, j, out, saved);
     else lipt_attn_forward(ctx, j, out, saved);
     return saved;

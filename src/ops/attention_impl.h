@@ -49,12 +49,13 @@ lipt_tensor *lipt_attn_qkv_packed(lipt_ctx *ctx, int l2, lipt_tensor *qkv, int H
 void lipt_attn_qkv_backward(lipt_ctx *ctx, lipt_node *node, int l2);
 
 /* out [B,T,D] = heads of P v. P_saved: B*H*T*T floats to keep the probabilities for backward
- * (masked entries exactly 0), or NULL to use released scratch instead. */
+ * (masked entries exactly 0), at a low precision followed by their converted copy (lipt_attn_forward_op allocates
+ * both), or NULL to use released scratch instead. */
 void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *job, float *out, float *P_saved);
 
 /* Accumulates (+=) the gradients of q, k, v (each may be NULL, and they may alias) from dout [B,T,D] and the saved
- * P, and of the relative bias into drel [H * rel_stride] (may be NULL). Scratch comes from the arena and is released
- * before returning. */
+ * P (with its converted copy at a low precision, as lipt_attn_forward kept them), and of the relative bias into
+ * drel [H * rel_stride] (may be NULL). Scratch comes from the arena and is released before returning. */
 void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *job, const float *P, const float *dout, float *dq,
                             float *dk, float *dv, float *drel);
 
