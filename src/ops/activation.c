@@ -121,18 +121,17 @@ void lipt_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
 /* GELU's backward rows and the bias's column sums in one pass (lipt_rows_colsum) */
 typedef struct {
     const float *der, *g;
-    float *dx;
     size_t P;
 } gelu_rows;
 
-static void gelu_grad_row(size_t r, void *arg) {
+static void gelu_grad_row(size_t r, void *arg, float *dst) {
     const gelu_rows *a = arg;
-    gelu_grad(a->der + r * a->P, a->g + r * a->P, a->dx + r * a->P, a->P, 1);
+    gelu_grad(a->der + r * a->P, a->g + r * a->P, dst, a->P, 1);
 }
 
 void lipt_gelu_grad_colsum(lipt_ctx *ctx, const float *der, const float *g, float *dx, size_t rows, size_t P,
                            float *db, void *pk) {
-    gelu_rows a = {der, g, dx, P};
+    gelu_rows a = {der, g, P};
     lipt_rows_colsum(ctx, dx, rows, P, db, ACT_PAR_MIN, gelu_grad_row, &a, pk);
 }
 

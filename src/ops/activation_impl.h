@@ -19,7 +19,7 @@ void lipt_gelu_pass_pk(const lipt_ctx *ctx, const float *x, float *y, float *der
  * lipt_gelu_pass saved it; and, when db is given, db[j] += Σ_r dx[r*P + j] in the same pass: summed in double by
  * fixed chunks of rows, the chunks in order (the same bits on any thread count; within float rounding of
  * lipt_reduce_rows_acc's row-order sum). Scratch in ctx's arena, released on return. pk: as lipt_rows_colsum's
- * (dx converted for the next products at a low precision), or NULL. */
+ * (dx converted for the next products at a low precision), or NULL; dx NULL: not stored (only db and pk). */
 void lipt_gelu_grad_colsum(lipt_ctx *ctx, const float *der, const float *g, float *dx, size_t rows, size_t P,
                            float *db, void *pk);
 

@@ -367,20 +367,24 @@ void lipt_contract_factor_backward(lipt_ctx *ctx, lipt_node *node) {
     if (x / c > 1) dx[0] += (float)(-(double)node->out->grad[0] * c / (x * x));
 }
 
-void lipt_rows_colsum(lipt_ctx *ctx, const float *dx, size_t rows, size_t P, float *db, size_t par_min,
-                      void (*row)(size_t r, void *arg), void *arg, void *pk) {
+void lipt_rows_colsum(lipt_ctx *ctx, float *dx, size_t rows, size_t P, float *db, size_t par_min,
+                      void (*row)(size_t r, void *arg, float *dst), void *arg, void *pk) {
     const size_t nc = (rows + LIPT_COLSUM_ROWS - 1) / LIPT_COLSUM_ROWS, nvd = (P + LIPT_VDW - 1) / LIPT_VDW;
     const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
     lipt_vdh *part = db ? lipt_arena_alloc(&ctx->arena, nc * nvd * sizeof(lipt_vdh)) : NULL;
+    /* without dx, each thread's rows go through one row of scratch (padded to a cache line) */
+    const size_t ps = (P + 15) & ~(size_t)15;
+    float *scr = dx ? NULL : lipt_arena_alloc(&ctx->arena, (size_t)omp_get_max_threads() * ps * sizeof(float));
 #pragma omp parallel for if (rows * P >= par_min && nc > 1) schedule(static)
     for (size_t c = 0; c < nc; c++) {
         lipt_vdh *acc = part ? part + c * nvd : NULL;
         if (acc) memset(acc, 0, nvd * sizeof *acc);
         const size_t r1 = rows - c * LIPT_COLSUM_ROWS < LIPT_COLSUM_ROWS ? rows : (c + 1) * LIPT_COLSUM_ROWS;
         for (size_t r = c * LIPT_COLSUM_ROWS; r < r1; r++) {
-            row(r, arg);
-            if (acc) lipt_colsum_acc(acc, dx + r * P, NULL, P);
-            if (pk) lipt_lowp_pack_span(ctx, dx + r * P, P, pk, r * P);
+            float *d = dx ? dx + r * P : scr + (size_t)omp_get_thread_num() * ps;
+            row(r, arg, d);
+            if (acc) lipt_colsum_acc(acc, d, NULL, P);
+            if (pk) lipt_lowp_pack_span(ctx, d, P, pk, r * P);
         }
     }
     if (part) {

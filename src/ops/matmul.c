@@ -258,7 +258,8 @@ static void linear_act_backward(lipt_ctx *ctx, lipt_node *node,
     /* G stays until the step's reset, as lipt_gelu's input gradient did: released here for the next backward's
      * buffers, it made their zeroing (memset) and the residual adds' gradient copies (ew_acc) twice as slow in the
      * dp training step (perf, 2 A/B rounds), more than the fusion saves */
-    float *G = lipt_arena_alloc(&ctx->arena, (size_t)M * N * sizeof(float));
+    const int low = ctx->precision != LIPT_PRECISION_FLOAT32; /* then the products read G's converted copy only */
+    float *G = low ? NULL : lipt_arena_alloc(&ctx->arena, (size_t)M * N * sizeof(float));
     const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena); /* gpk: for the two products only */
     void *gpk = (dx || dw) && node->iarg[2] > 0 ? lipt_lowp_arena_buf(ctx, M, N) : NULL;
     act_colsum(ctx, node->saved2, node->out->grad, G, (size_t)M, (size_t)N, db, gpk);

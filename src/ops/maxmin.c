@@ -93,19 +93,18 @@ void lipt_maxmin_backward(lipt_ctx *ctx, lipt_node *node) {
 
 typedef struct {
     const float *a, *g;
-    float *dx;
     size_t P;
     lipt_vi ix;
 } maxmin_rows;
 
-static void maxmin_grad_row(size_t r, void *arg) {
+static void maxmin_grad_row(size_t r, void *arg, float *dst) {
     const maxmin_rows *m = arg;
-    maxmin_grad(m->a + r * m->P, m->g + r * m->P, m->dx + r * m->P, m->P, 1, m->ix);
+    maxmin_grad(m->a + r * m->P, m->g + r * m->P, dst, m->P, 1, m->ix);
 }
 
 void lipt_maxmin_grad_colsum(lipt_ctx *ctx, const float *a, const float *g, float *dx, size_t rows, size_t P,
                              float *db, void *pk) {
     LIPT_CHECK(P % 2 == 0, "maxmin_grad_colsum: odd row length %zu", P);
-    maxmin_rows m = {a, g, dx, P, pair_swap_idx()};
+    maxmin_rows m = {a, g, P, pair_swap_idx()};
     lipt_rows_colsum(ctx, dx, rows, P, db, (size_t)1 << 17, maxmin_grad_row, &m, pk);
 }

@@ -23,16 +23,18 @@ static inline void lipt_colsum_acc(lipt_vdh *acc, const float *g, const float *w
     for (size_t j = nv * LIPT_VDW; j < n; j++) acc[j / LIPT_VDW][j % LIPT_VDW] += w ? (double)g[j] * w[j] : g[j];
 }
 
-/* Rows of a backward pass and their column sums in one pass: row(r, arg) writes dx's row r (P floats; every row
- * once), and with db given, db[j] += Σ_r dx[r*P + j] of the rows just written (still in L1), summed in double by
+/* Rows of a backward pass and their column sums in one pass: row(r, arg, dst) writes dx's row r (P floats; every row
+ * once) to dst, which is dx + r P, or with dx NULL a row of scratch (when only the converted copy and the sums are
+ * wanted: at a low precision the products read the converted rows, and writing the float ones to memory cost as much
+ * as the pass); with db given, db[j] += Σ_r dx[r*P + j] of the rows just written (still in L1), summed in double by
  * fixed chunks of LIPT_COLSUM_ROWS rows, the chunks' sums in order: the same bits on any thread count. Threads take
  * chunks when rows * P >= par_min. Row chunks, not lipt_reduce_rows_acc's column blocks: whole rows stream
  * contiguously (on [2048, 1024], 2 threads, a separate lipt_reduce_rows_acc took about as long as GELU's backward).
  * Scratch in ctx's arena, released on return. With pk given (ctx at a low precision; from lipt_lowp_arena_buf),
  * each row is also written converted for the products that read dx next, while in cache. */
 #define LIPT_COLSUM_ROWS 64
-void lipt_rows_colsum(lipt_ctx *ctx, const float *dx, size_t rows, size_t P, float *db, size_t par_min,
-                      void (*row)(size_t r, void *arg), void *arg, void *pk);
+void lipt_rows_colsum(lipt_ctx *ctx, float *dx, size_t rows, size_t P, float *db, size_t par_min,
+                      void (*row)(size_t r, void *arg, float *dst), void *arg, void *pk);
 
 /* Σ g[i] (* w[i] when w is given) of n floats, in double: fixed chunks (their bounds depend on n only) each summed in
  * vector lanes, then the chunks' sums in order: the same bits on any thread count. */
