@@ -69,51 +69,80 @@ static void attn_gemm(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float 
     else lipt_gemm_p(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* Whether a row loop of the attention runs on the context's threads: only outside the heads' parallel region and for
+ * enough work. Inside it the loops below use no parallel construct at all: even one whose if clause is false sets up
+ * and tears down a one-thread libgomp team, and every causal row block of every head met two (about 2,000 a step). */
+static int rows_par(int i0, int i1, int nc) {
+    return !omp_in_parallel() && (long)(i1 - i0) * nc >= ATTN_ROWS_PAR_MIN;
+}
+
+/* Row i of softmax_rows; returns its logit spread when want_spread (else 0). */
+static inline float softmax_row(const lipt_ctx *ctx, float *P, int T, int i, int i0, int nc, int causal,
+                                const float *kn, const float *rel, int want_spread, void *ppk) {
+    float *row = P + (size_t)i * T;
+    const int n = causal ? i + 1 : T;
+    float spread = 0;
+    if (rel)
+        for (int j = 0; j < n; j++) row[j] += rel[i - j];
+    if (want_spread) { /* max - min of the logits the softmax sees (invariant to its row constant) */
+        float lo = row[0] - (kn ? kn[0] : 0.0f), hi = lo;
+        for (int j = 1; j < n; j++) {
+            const float z = row[j] - (kn ? kn[j] : 0.0f);
+            lo = z < lo ? z : lo;
+            hi = z > hi ? z : hi;
+        }
+        spread = hi - lo;
+    }
+    lipt_vsoftmax_row(row, (size_t)n, kn);
+    if (n < T) memset(row + n, 0, (size_t)(T - n) * sizeof(float));
+    if (ppk) lipt_lowp_pack_span(ctx, row, (size_t)nc, ppk, (size_t)(i - i0) * nc); /* while in cache */
+    return spread;
+}
+
 /* Rows [i0, i1) of P hold logits in columns [0, nc); turn them into probabilities over the
  * unmasked columns (j <= i when causal) and write exact zeros to the rest of the row. kn, if
  * given, is subtracted per column first (the |k_j|²/s term of L2); rel, if given (causal only),
- * adds rel[i - j] to logit (i, j). */
+ * adds rel[i - j] to logit (i, j). Returns the largest logit spread (NaN if any is), or 0. */
 static float softmax_rows(const lipt_ctx *ctx, float *P, int T, int i0, int i1, int nc, int causal, const float *kn,
                           const float *rel, int want_spread, void *ppk) {
     float spread = 0;
-#pragma omp parallel for schedule(static) reduction(max : spread) \
-    if (!omp_in_parallel() && (long)(i1 - i0) * nc >= ATTN_ROWS_PAR_MIN)
-    for (int i = i0; i < i1; i++) {
-        float *row = P + (size_t)i * T;
-        const int n = causal ? i + 1 : T;
-        if (rel)
-            for (int j = 0; j < n; j++) row[j] += rel[i - j];
-        if (want_spread) { /* max - min of the logits the softmax sees (invariant to its row constant) */
-            float lo = row[0] - (kn ? kn[0] : 0.0f), hi = lo;
-            for (int j = 1; j < n; j++) {
-                const float z = row[j] - (kn ? kn[j] : 0.0f);
-                lo = z < lo ? z : lo;
-                hi = z > hi ? z : hi;
-            }
-            if (hi - lo > spread || hi - lo != hi - lo) spread = hi - lo;
+    if (!rows_par(i0, i1, nc)) {
+        for (int i = i0; i < i1; i++) {
+            const float sp = softmax_row(ctx, P, T, i, i0, nc, causal, kn, rel, want_spread, ppk);
+            if (sp > spread || sp != sp) spread = sp;
         }
-        lipt_vsoftmax_row(row, (size_t)n, kn);
-        if (n < T) memset(row + n, 0, (size_t)(T - n) * sizeof(float));
-        if (ppk) lipt_lowp_pack_span(ctx, row, (size_t)nc, ppk, (size_t)(i - i0) * nc); /* while in cache */
+        return spread;
+    }
+#pragma omp parallel for schedule(static) reduction(max : spread)
+    for (int i = i0; i < i1; i++) {
+        const float sp = softmax_row(ctx, P, T, i, i0, nc, causal, kn, rel, want_spread, ppk);
+        if (sp > spread || sp != sp) spread = sp;
     }
     return spread;
+}
+
+/* Row i of softmax_grad_rows. */
+static inline void softmax_grad_row(const float *P, float *G, int T, int i, int nc, int causal) {
+    const float *p = P + (size_t)i * T;
+    float *g = G + (size_t)i * T;
+    const int n = causal ? i + 1 : T;
+    const float cf = (float)lipt_dot_f64(p, g, (size_t)n);
+    for (int j = 0; j < n; j += LIPT_VW) {
+        const size_t len = lipt_vlanes((size_t)j, (size_t)n);
+        lipt_vstore_n(g + j, lipt_vload_n(p + j, len) * (lipt_vload_n(g + j, len) - cf), len);
+    }
+    for (int j = n; j < nc; j++) g[j] = 0.0f;
 }
 
 /* G holds dP in rows [i0, i1), columns [0, nc); overwrite with dL = P ⊙ (dP − rowsum(dP ⊙ P)),
  * zero at masked entries. */
 static void softmax_grad_rows(const float *P, float *G, int T, int i0, int i1, int nc, int causal) {
-#pragma omp parallel for schedule(static) if (!omp_in_parallel() && (long)(i1 - i0) * nc >= ATTN_ROWS_PAR_MIN)
-    for (int i = i0; i < i1; i++) {
-        const float *p = P + (size_t)i * T;
-        float *g = G + (size_t)i * T;
-        const int n = causal ? i + 1 : T;
-        const float cf = (float)lipt_dot_f64(p, g, (size_t)n);
-        for (int j = 0; j < n; j += LIPT_VW) {
-            const size_t len = lipt_vlanes((size_t)j, (size_t)n);
-            lipt_vstore_n(g + j, lipt_vload_n(p + j, len) * (lipt_vload_n(g + j, len) - cf), len);
-        }
-        for (int j = n; j < nc; j++) g[j] = 0.0f;
+    if (!rows_par(i0, i1, nc)) {
+        for (int i = i0; i < i1; i++) softmax_grad_row(P, G, T, i, nc, causal);
+        return;
     }
+#pragma omp parallel for schedule(static)
+    for (int i = i0; i < i1; i++) softmax_grad_row(P, G, T, i, nc, causal);
 }
 
 /* xt [d, T] (row stride T) = the head slice xh [T, d] (row stride ld) transposed. At float32 the products with kᵀ
