@@ -41,7 +41,6 @@ typedef struct {
     const void *q, *k, *v, *dout;
 } attn_packed;
 
-
 static attn_packed pack_qkv(lipt_ctx *ctx, const lipt_attn_job *j) {
     attn_packed pk = {NULL, NULL, NULL, NULL};
     if (ctx->precision == LIPT_PRECISION_FLOAT32) return pk;
@@ -203,19 +202,23 @@ static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_pack
     return spread;
 }
 
-/* The probabilities a forward keeps for the backward, P [B,H,T,T] floats, followed at a low precision by their
- * converted copy (packed_P): the forward's P v takes it, and the backward's dv = Pᵀ dO, which converted P again. */
+/* The probabilities a forward keeps for the backward, P [B,H,T,T] floats (P_float_bytes, rounded up to a cache
+ * line), followed at a low precision by their converted copy (packed_P): the forward's P v takes it, and the
+ * backward's dv = Pᵀ dO, which converted P again. */
+static size_t P_float_bytes(const lipt_attn_job *j) {
+    return ((size_t)j->B * j->H * j->T * j->T * sizeof(float) + 63) & ~(size_t)63;
+}
+
 static size_t saved_P_bytes(const lipt_ctx *ctx, const lipt_attn_job *j) {
-    const size_t BH = (size_t)j->B * j->H, fl = (BH * j->T * j->T * sizeof(float) + 63) & ~(size_t)63;
-    return fl + (ctx->precision != LIPT_PRECISION_FLOAT32 ? lipt_lowp_packed_bytes(ctx, (int)(BH * j->T), j->T) : 0);
+    const int low = ctx->precision != LIPT_PRECISION_FLOAT32;
+    return P_float_bytes(j) + (low ? lipt_lowp_packed_bytes(ctx, j->B * j->H * j->T, j->T) : 0);
 }
 
 /* The converted copy behind kept probabilities P (NULL in float32). Each head's T·T elements hold its row blocks
  * (row_block) as the softmax converts them: the block of rows [i0, i1) and its nc columns at element i0·T of the
  * head, row stride nc. */
 static void *packed_P(const lipt_ctx *ctx, const lipt_attn_job *j, const float *P) {
-    if (ctx->precision == LIPT_PRECISION_FLOAT32) return NULL;
-    return (char *)P + (((size_t)j->B * j->H * j->T * j->T * sizeof(float) + 63) & ~(size_t)63);
+    return ctx->precision == LIPT_PRECISION_FLOAT32 ? NULL : (char *)P + P_float_bytes(j);
 }
 
 void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float *P_saved) {
