@@ -1,5 +1,5 @@
-/* lipt eval: bits per character (and NLL in nats) of a checkpoint over a whole split, with the context
- * protocol stated and selectable. */
+/* lipt eval: bits per character (and NLL in nats) and next-character accuracy of a checkpoint over a whole split,
+ * with the context protocol stated and selectable. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +19,9 @@ static const cli_opt eval_opts_table[] = {
     {"max-symbols", CLI_INT, "N", "score only the first N symbols of the split (0: all)", "0"},
     {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS", NULL},
     CLI_OPT_PRECISION("the checkpoint's"),
-    {"json", CLI_FLAG, NULL, "print one JSON object on stdout: split, parameters, symbols, nll, bpc, protocol, window, "
-     "stride, precision, seconds", NULL},
+    {"json", CLI_FLAG, NULL, "print one JSON object on stdout: split, parameters, symbols, nll, bpc, accuracy, protocol, "
+     "window, stride, precision, seconds (accuracy: the fraction of scored symbols that are the model's argmax "
+     "prediction, ties to the lowest id; the same scored symbols as the BPC)", NULL},
     {"quiet", CLI_FLAG, NULL, "no progress output", NULL},
 };
 
@@ -28,8 +29,8 @@ static const cli_opt eval_opts_table[] = {
 int cmd_eval(int argc, char **argv) {
     const char *C = "eval";
     cli_args a;
-    int pr = cli_parse(&a, C, "Evaluate a checkpoint: bits per character over a whole split.", eval_opts_table,
-                       (int)(sizeof eval_opts_table / sizeof eval_opts_table[0]), argc, argv, 0, 0);
+    int pr = cli_parse(&a, C, "Evaluate a checkpoint: bits per character and next-character accuracy over a whole split.",
+                       eval_opts_table, (int)(sizeof eval_opts_table / sizeof eval_opts_table[0]), argc, argv, 0, 0);
     if (pr) return pr > 0 ? 0 : 2;
     if (!cli_has(&a, "ckpt")) return cli_error(C, "--ckpt FILE is required");
     long window = 0, stride = 0, batch, maxsym;
@@ -98,6 +99,7 @@ int cmd_eval(int argc, char **argv) {
         json_int(&j, "symbols", (long long)r.symbols);
         json_num(&j, "nll", r.nll);
         json_num(&j, "bpc", r.bpc);
+        json_num(&j, "accuracy", r.accuracy);
         json_str(&j, "protocol", proto);
         json_int(&j, "window", T);
         json_int(&j, "stride", S);
@@ -105,10 +107,11 @@ int cmd_eval(int argc, char **argv) {
         json_num(&j, "seconds", r.seconds);
         json_end(&j);
     } else {
-        printf("%s split of %s: %zu symbols, %s%s%s\nNLL %.4f nats/symbol, BPC %.4f  (%.1f s)\n", split_name, data,
-               r.symbols, proto, m.cfg.precision != LIPT_PRECISION_FLOAT32 ? ", matrix products in " : "",
+        printf("%s split of %s: %zu symbols, %s%s%s\nNLL %.4f nats/symbol, BPC %.4f  (%.1f s)\n"
+               "accuracy %.4f (next-character, argmax; %zu of %zu symbols)\n", split_name, data, r.symbols, proto,
+               m.cfg.precision != LIPT_PRECISION_FLOAT32 ? ", matrix products in " : "",
                m.cfg.precision != LIPT_PRECISION_FLOAT32 ? lipt_precision_name(m.cfg.precision) : "", r.nll, r.bpc,
-               r.seconds);
+               r.seconds, r.accuracy, r.correct, r.symbols);
     }
     lipt_ctx_free(&ctx);
     lipt_dataset_free(&ds);

@@ -42,6 +42,15 @@ if "$LIPT" train "${COMMON[@]}" --out "$TMP/run" --steps 40 --eval-every 20 --dr
 [ -f "$TMP/run/last.ckpt" ] && [ -f "$TMP/run/best.ckpt" ] && [ -s "$TMP/run/metrics.jsonl" ] && pass "run files" || fail "run files"
 out=$("$LIPT" eval --ckpt "$TMP/run/last.ckpt" --split test --max-symbols 3000 --json --quiet)
 echo "$out" | grep -q '"bpc":[0-9]' && pass "eval --json: $out" || fail "eval --json: $out"
+# next-character accuracy: a fraction in [0, 1] in --json, a line of its own in the text report
+acc=$(echo "$out" | sed -n 's/.*"accuracy":\([0-9.e+-]*\).*/\1/p')
+if [ -n "$acc" ] && awk -v a="$acc" 'BEGIN { exit !(a >= 0 && a <= 1) }' &&
+   "$LIPT" eval --ckpt "$TMP/run/last.ckpt" --split test --max-symbols 3000 --quiet |
+     grep -q "^accuracy $(printf '%.4f' "$acc") (next-character, argmax; [0-9]* of 3000 symbols)$"; then
+  pass "eval: accuracy $acc in [0, 1], the same in the text report"
+else
+  fail "eval accuracy: '$acc' in $out"
+fi
 out=$("$LIPT" invert --ckpt "$TMP/run/last.ckpt" --data "$DATA" --split test --windows 2 --json)
 echo "$out" | grep -q '"all_exact":true' && pass "invert recovers 2 test windows exactly" || fail "invert: $out"
 if "$LIPT" sample --help >/dev/null 2>&1; then

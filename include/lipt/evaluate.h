@@ -1,4 +1,5 @@
-/* defines: bits-per-character evaluation of a model over a token array, with a stated context protocol. */
+/* defines: bits-per-character and next-character accuracy evaluation of a model over a token array, with a stated
+ * context protocol. */
 #ifndef LIPT_EVALUATE_H
 #define LIPT_EVALUATE_H
 
@@ -28,9 +29,12 @@ typedef struct {
     double seconds;
     double nll;         /* mean nats per symbol */
     double bpc;         /* nll / ln 2 */
+    size_t correct;     /* scored symbols whose target is the argmax of the model's logits (ties: the lowest id) */
+    double accuracy;    /* correct / symbols: next-character accuracy, in [0, 1] */
 } lipt_eval_result;
 
-/* tok, n: a split with its one context symbol in front (lipt_dataset_eval_tokens). No-grad; resets ctx. */
+/* tok, n: a split with its one context symbol in front (lipt_dataset_eval_tokens). No-grad; resets ctx.
+ * The NLL and the accuracy are taken over the same scored positions, from the same forward pass. */
 lipt_status lipt_evaluate(lipt_ctx *ctx, const lipt_model *m, const lipt_tok *tok, size_t n, const lipt_eval_opts *o,
                           lipt_eval_result *r, lipt_error *err);
 

@@ -1,4 +1,5 @@
-/* Bits per character over a split: windows from the data layer's iterator, batched, no-grad. */
+/* Bits per character and next-character accuracy over a split: windows from the data layer's iterator, batched,
+ * no-grad. */
 #include "lipt/evaluate.h"
 
 #include <math.h>
@@ -13,6 +14,14 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The model's prediction from one row of logits: the first largest (ties go to the lowest id). */
+static int argmax_row(const float *x, int V) {
+    int best = 0;
+    for (int j = 1; j < V; j++)
+        if (x[j] > x[best]) best = j;
+    return best;
 }
 
 void lipt_eval_protocol_str(const lipt_eval_opts *o, char *buf, size_t len) {
@@ -60,17 +69,21 @@ lipt_status lipt_evaluate(lipt_ctx *ctx, const lipt_model *m, const lipt_tok *to
         lipt_tensor *h = lipt_model_hidden(ctx, m, in, nb, len);
         lipt_tensor *logits = lipt_model_logits(ctx, m, h);
         lipt_cross_entropy(ctx, logits, tg, row);
+        const int V = lipt_last_dim(logits);
         for (int b = 0; b < nb; b++)
             for (int t = w[b].score_from; t < len; t++) {
-                r->nll_sum += row[(size_t)b * len + t];
+                const size_t i = (size_t)b * len + t;
+                r->nll_sum += row[i];
+                r->correct += argmax_row(logits->data + i * (size_t)V, V) == tg[i];
                 r->symbols++;
             }
         if (o->progress) {
             double now = now_s();
             if (now - last_print > 0.5 || !have_pending) {
                 double rate = nranks * r->symbols / fmax(now - t0, 1e-9);
-                fprintf(stderr, "\r  eval %zu/%zu windows  bpc %.4f  %.0f sym/s%s   ", r->windows, total_windows,
-                        r->nll_sum / fmax(1, r->symbols) / LN2, rate, nranks > 1 ? " (rank 0's share)" : "");
+                fprintf(stderr, "\r  eval %zu/%zu windows  bpc %.4f  acc %.4f  %.0f sym/s%s   ", r->windows,
+                        total_windows, r->nll_sum / fmax(1, r->symbols) / LN2,
+                        (double)r->correct / fmax(1, r->symbols), rate, nranks > 1 ? " (rank 0's share)" : "");
                 last_print = now;
             }
         }
@@ -80,18 +93,21 @@ lipt_status lipt_evaluate(lipt_ctx *ctx, const lipt_model *m, const lipt_tok *to
     lipt_ctx_reset(ctx);
     ctx->training = training;
     if (nranks > 1) {
-        double s[2] = {r->nll_sum, (double)r->symbols}; /* symbol counts are exact in a double up to 2^53 */
-        lipt_status ds = lipt_dist_sum_f64(o->dist, s, 2, err);
+        /* symbol counts are exact in a double up to 2^53 */
+        double s[3] = {r->nll_sum, (double)r->symbols, (double)r->correct};
+        lipt_status ds = lipt_dist_sum_f64(o->dist, s, 3, err);
         if (ds != LIPT_OK) {
             free(in); free(tg); free(row); free(w);
             return ds;
         }
         r->nll_sum = s[0];
         r->symbols = (size_t)s[1];
+        r->correct = (size_t)s[2];
     }
     r->seconds = now_s() - t0;
     r->nll = r->symbols ? r->nll_sum / r->symbols : NAN;
     r->bpc = r->nll / LN2;
+    r->accuracy = r->symbols ? (double)r->correct / (double)r->symbols : NAN;
     free(in); free(tg); free(row); free(w);
     if (r->symbols == 0) return lipt_fail(err, LIPT_ERR_ARG, "the split has no symbols to score (check --data-split)");
     if (!isfinite(r->nll_sum))
