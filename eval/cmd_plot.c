@@ -16,6 +16,8 @@ static const cli_opt plot_opts[] = {
     {"smooth", CLI_INT, "N", "training BPC averaged over N logged steps (1: raw)", "10"},
     {"title", CLI_STRING, "TEXT", "figure title", NULL},
     {"labels", CLI_STRING, "LIST", "comma-separated legend names, one per run (default: the run folders' names)", NULL},
+    {"x", CLI_STRING, "AXIS", "horizontal axis: step, or symbols (training symbols seen: step x batch x seq_len from the run's run.cfg)", "step"},
+    {"valid-only", CLI_FLAG, NULL, "only the validation curves (no training BPC)", NULL},
 };
 
 /* The legend name of run i: the i-th entry of --labels, else the run's folder name (its last path component, or the
@@ -75,6 +77,27 @@ static double jget(const char *line, const char *key) {
     return end == p + strlen(pat) ? NAN : v;
 }
 
+/* Training symbols per step of a run: batch x seq_len from the run.cfg beside its metrics.jsonl (what lipt train
+ * writes). 0 when either is missing. */
+static double symbols_per_step(const char *metrics_path) {
+    char cfg[1200];
+    snprintf(cfg, sizeof cfg, "%s", metrics_path);
+    char *slash = strrchr(cfg, '/');
+    if (slash) snprintf(slash + 1, sizeof cfg - (size_t)(slash + 1 - cfg), "run.cfg");
+    else snprintf(cfg, sizeof cfg, "run.cfg");
+    FILE *f = fopen(cfg, "r");
+    if (!f) return 0;
+    char line[1024];
+    double batch = 0, seq = 0;
+    while (fgets(line, sizeof line, f)) {
+        double v;
+        if (sscanf(line, " batch = %lf", &v) == 1) batch = v;
+        else if (sscanf(line, " seq_len = %lf", &v) == 1) seq = v;
+    }
+    fclose(f);
+    return batch > 0 && seq > 0 ? batch * seq : 0;
+}
+
 /* A run folder (or its metrics.jsonl) -> its curves; the training BPC smoothed over `smooth` lines. 0, or -1. */
 static int read_run(const char *run, int smooth, curve *c, char *path, size_t n) {
     struct stat sb;
@@ -115,6 +138,10 @@ int cmd_plot(int argc, char **argv) {
     if (smooth < 1 || smooth > 100000) return cli_error(C, "--smooth must be in [1, 100000], got %ld", smooth);
     if (a.n_pos < 1) return cli_error(C, "give one or more run folders (or metrics.jsonl files)");
     if (a.n_pos > MAX_RUNS) return cli_error(C, "at most %d runs per figure, got %d", MAX_RUNS, a.n_pos);
+    const char *xaxis = cli_str(&a, "x");
+    const int by_symbols = strcmp(xaxis, "symbols") == 0;
+    if (!by_symbols && strcmp(xaxis, "step") != 0) return cli_error(C, "--x must be step or symbols, got '%s'", xaxis);
+    const int valid_only = cli_has(&a, "valid-only");
     curve c[MAX_RUNS];
     memset(c, 0, sizeof c);
     svg_series s[2 * MAX_RUNS];
@@ -127,11 +154,23 @@ int cmd_plot(int argc, char **argv) {
             break;
         }
         if (c[i].n + c[i].nv == 0) fprintf(stderr, "note: %s has no logged steps yet\n", path);
+        if (by_symbols) {
+            const double per = symbols_per_step(path);
+            if (per <= 0) {
+                rc = cli_error(C, "%s: --x symbols needs batch and seq_len in the run.cfg beside %s (or use --x step)",
+                               a.pos[i], path);
+                break;
+            }
+            for (int k = 0; k < c[i].n; k++) c[i].step[k] *= per;
+            for (int k = 0; k < c[i].nv; k++) c[i].vstep[k] *= per;
+        }
         char name[256];
         run_label(cli_has(&a, "labels") ? cli_str(&a, "labels") : NULL, i, a.pos[i], name, sizeof name);
-        snprintf(lab[ns], sizeof lab[0], "%s train", name);
-        s[ns] = (svg_series){lab[ns], c[i].step, c[i].bpc, c[i].n, svg_color(i), SVG_MARK_NONE, 1, SVG_SOLID, 1.4};
-        ns++;
+        if (!valid_only) {
+            snprintf(lab[ns], sizeof lab[0], "%s train", name);
+            s[ns] = (svg_series){lab[ns], c[i].step, c[i].bpc, c[i].n, svg_color(i), SVG_MARK_NONE, 1, SVG_SOLID, 1.4};
+            ns++;
+        }
         if (c[i].nv) {
             snprintf(lab[ns], sizeof lab[0], "%s valid", name);
             s[ns] = (svg_series){lab[ns], c[i].vstep, c[i].vbpc, c[i].nv, svg_color(i), SVG_MARK_CIRCLE, 1, SVG_DASHED, 1.4};
@@ -143,8 +182,8 @@ int cmd_plot(int argc, char **argv) {
         char title[300];
         snprintf(title, sizeof title, "%s", cli_has(&a, "title") ? cli_str(&a, "title") : "bits per character");
         p.title = title;
-        p.xlabel = "step";
-        p.ylabel = "BPC (train: mean of the last logged steps)";
+        p.xlabel = by_symbols ? "training symbols seen" : "step";
+        p.ylabel = valid_only ? "validation BPC" : "BPC (train: mean of the last logged steps)";
         p.width = 960;
         lipt_error err = {0};
         if (svg_write_file(cli_str(&a, "out"), &p, s, ns, &err) != LIPT_OK) rc = cli_fail(C, &err);

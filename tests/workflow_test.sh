@@ -69,6 +69,12 @@ if "$LIPT" plot run --out curves.svg 2>/dev/null && grep -q "<svg" curves.svg &&
 then pass "plot (legend: the run folder's name)"; else fail "plot"; fi
 if "$LIPT" plot "$PWD/run/" --labels "my run" --out curves2.svg 2>/dev/null && grep -q '>my run train<' curves2.svg
 then pass "plot --labels"; else fail "plot --labels"; fi
+# --x symbols: the horizontal axis in training symbols (step x batch x seq_len of run.cfg); --valid-only drops training
+if "$LIPT" plot run --x symbols --valid-only --out curves3.svg 2>/dev/null && grep -q 'training symbols seen' curves3.svg \
+  && ! grep -q '>run train<' curves3.svg && grep -q '>run valid<' curves3.svg
+then pass "plot --x symbols --valid-only"; else fail "plot --x symbols --valid-only"; fi
+if "$LIPT" plot run --x bogus --out curves4.svg 2>/dev/null; then fail "plot --x bogus accepted"
+else pass "plot --x bogus refused"; fi
 
 # a byte-level model samples arbitrary bytes: --json must stay valid JSON (a prompt with a Latin-1 byte, too)
 "$LIPT" train --data notes.txt --vocab bytes --out bytes "${MODEL[@]}" --steps 5 --eval-every 0 --final-eval none \
