@@ -13,7 +13,8 @@ static const cli_opt info_opts[] = {
     {"json", CLI_FLAG, NULL, "one JSON object on stdout", NULL},
 };
 
-/* The last training line and the last evaluation line of the run's metrics.jsonl (next to the checkpoint). */
+/* The last training line and the last evaluation line of the run's metrics.jsonl (next to the checkpoint); event
+ * lines (early stop) are neither. */
 static void last_metrics(const char *ckpt, char *train, char *eval, size_t n) {
     train[0] = eval[0] = 0;
     char path[1200];
@@ -24,6 +25,7 @@ static void last_metrics(const char *ckpt, char *train, char *eval, size_t n) {
     char line[4096];
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = 0;
+        if (strstr(line, "\"event\"")) continue;
         snprintf(strstr(line, "\"eval\"") ? eval : train, n, "%s", line);
     }
     fclose(f);

@@ -72,7 +72,7 @@ static int read_curve(const char *dir, double *step, double *loss, int cap, doub
     char line[1024];
     int n = 0;
     while (n < cap && fgets(line, sizeof line, f)) {
-        if (strstr(line, "\"eval\"")) continue;
+        if (strstr(line, "\"eval\"") || strstr(line, "\"event\"")) continue;
         double s = json_get(line, "step"), l = json_get(line, "loss");
         if (!isfinite(s)) continue;
         const double gn = json_get(line, "grad_norm"), sp = json_get(line, "attn_logit_spread");

@@ -172,6 +172,71 @@ else
   fail "divergence: rc $rc: $(tail -c 300 "$TMP/div.err")"
 fi
 
+# ---- early stopping (--patience): at lr 0 the validation BPC cannot improve, so patience 1 stops the run at its
+# second evaluation (step 20 of 40), says so, records it in metrics.jsonl and leaves last.ckpt there
+FLAT=(--steps 40 --eval-every 10 --lr 0 --warmup 0 --schedule constant)
+"$LIPT" train "${COMMON[@]}" "${FLAT[@]}" --out "$TMP/es" --patience 1 2>"$TMP/es.err"
+rc=$?
+if [ $rc -eq 0 ] &&
+   grep -q "^early stop at step 20: no validation improvement in 1 evaluation; best BPC [0-9.]* at step 10 (.*best.ckpt)$" "$TMP/es.err" &&
+   grep -q '^{"step":20,"event":"early_stop","patience":1,"best_step":10,' "$TMP/es/metrics.jsonl" &&
+   [ "$(grep -c '"loss"' "$TMP/es/metrics.jsonl")" -eq 20 ] &&
+   "$LIPT" info --ckpt "$TMP/es/last.ckpt" --json | grep -q '"step":20,'; then
+  pass "--patience 1 stops at step 20 of 40: $(cat "$TMP/es.err")"
+else
+  fail "--patience 1: rc $rc: $(cat "$TMP/es.err") $(tail -n 2 "$TMP/es/metrics.jsonl")"
+fi
+"$LIPT" train "${COMMON[@]}" "${FLAT[@]}" --out "$TMP/es0" --patience 0 2>"$TMP/es0.err"
+rc=$?
+if [ $rc -eq 0 ] && ! grep -q "early stop" "$TMP/es0.err" && ! grep -q '"event"' "$TMP/es0/metrics.jsonl" &&
+   [ "$(grep -c '"loss"' "$TMP/es0/metrics.jsonl")" -eq 40 ]; then
+  pass "--patience 0: the same run goes on to step 40"
+else
+  fail "--patience 0: rc $rc: $(cat "$TMP/es0.err")"
+fi
+# the run's run.cfg holds patience (a training key): lipt train --config RUN/run.cfg repeats the early stop
+if grep -qx "patience = 1" "$TMP/es/run.cfg" && grep -qx "final-from = last" "$TMP/es/run.cfg" &&
+   "$LIPT" train --config "$TMP/es/run.cfg" --out "$TMP/es_cfg" --threads 1 2>"$TMP/es_cfg.err" >/dev/null &&
+   grep -q "^early stop at step 20: " "$TMP/es_cfg.err"; then
+  pass "patience and final-from in run.cfg; --config RUN/run.cfg stops at step 20 again"
+else
+  fail "patience in run.cfg: $(grep -e patience -e final-from "$TMP/es/run.cfg") $(tail -c 300 "$TMP/es_cfg.err")"
+fi
+# the patience count survives --resume: 20 steps, then resumed to 40, stops at step 30 exactly as one run of 40 does;
+# resuming the stopped run stops again at once
+"$LIPT" train "${COMMON[@]}" "${FLAT[@]}" --out "$TMP/es2" --patience 2 2>/dev/null
+"$LIPT" train "${COMMON[@]}" "${FLAT[@]}" --out "$TMP/es2h" --patience 2 --steps 20 2>/dev/null &&
+  "$LIPT" train --out "$TMP/es2h" --resume --steps 40 --quiet --threads 1 2>"$TMP/es2h.err"
+if grep -q "^early stop at step 30: no validation improvement in 2 evaluations" "$TMP/es2h.err" &&
+   diff <(nt "$TMP/es2/metrics.jsonl") <(nt "$TMP/es2h/metrics.jsonl") >/dev/null &&
+   "$LIPT" train --out "$TMP/es2h" --resume --quiet --threads 1 2>"$TMP/es2r.err" &&
+   grep -q "^early stop at step 30 (reached before this --resume)" "$TMP/es2r.err" &&
+   [ "$(grep -c '"loss"' "$TMP/es2h/metrics.jsonl")" -eq 30 ]; then
+  pass "--patience survives --resume: the same stop at step 30, and a resumed stopped run stops at once"
+else
+  fail "--patience and --resume: $(cat "$TMP/es2h.err" "$TMP/es2r.err" 2>/dev/null) $(diff <(nt "$TMP/es2/metrics.jsonl") <(nt "$TMP/es2h/metrics.jsonl") | head -4)"
+fi
+# --final-from best: a run resumed at a learning rate that ruins it stops early (step 60), and its final evaluation
+# scores best.ckpt (the step of its best evaluation before), the number lipt eval gives for best.ckpt (a small corpus:
+# the final evaluation reads the whole validation split)
+"$LIPT" train "${COMMON[@]}" --data "$TMP/small.txt" --out "$TMP/fb" --steps 40 --eval-every 20 2>/dev/null
+fbj=$("$LIPT" train --out "$TMP/fb" --resume --steps 80 --lr 1 --warmup 0 --schedule constant --patience 1 \
+  --final-from best --final-eval valid --json --quiet --threads 1 2>"$TMP/fb.err")
+fbe=$("$LIPT" eval --ckpt "$TMP/fb/best.ckpt" --split valid --json --quiet --threads 1)
+v1=$(echo "$fbj" | sed -n 's/.*"valid_bpc":\([0-9.e+-]*\).*/\1/p')
+v2=$(echo "$fbe" | sed -n 's/.*"bpc":\([0-9.e+-]*\).*/\1/p')
+bs=$(echo "$fbj" | sed -n 's/.*"best_step":\([0-9-]*\).*/\1/p')
+if [ -n "$bs" ] && [ "$bs" -gt 0 ] && [ "$bs" -lt 60 ] && [ -n "$v1" ] && [ "$v1" = "$v2" ] &&
+   echo "$fbj" | grep -q "\"steps\":60,.*\"final_from\":\"best\",\"final_weights_step\":$bs,\"early_stop\":true" &&
+   echo "$fbe" | grep -q "\"step\":$bs," &&
+   grep -q "\"eval\":\"valid_full\",.*\"weights\":\"best\",\"weights_step\":$bs," "$TMP/fb/metrics.jsonl"; then
+  pass "--final-from best: stopped at step 60, the final valid BPC $v1 is best.ckpt's (step $bs)"
+else
+  fail "--final-from best: '$v1' vs '$v2': $fbj $(cat "$TMP/fb.err")"
+fi
+expect_error "--final-from bogus" "$LIPT" train "${COMMON[@]}" --out "$TMP/ffb" --final-from middle
+expect_error "--patience -1" "$LIPT" train "${COMMON[@]}" --out "$TMP/pneg" --patience -1
+
 # ---- corrupt checkpoints
 CK="$TMP/run/last.ckpt"
 : >"$TMP/empty.ckpt"

@@ -51,6 +51,11 @@ static const cli_opt train_opts[] = {
     {"eval-every", CLI_INT, "N", "evaluate on the validation subset every N steps (0: only at the end)", "200"},
     {"eval-symbols", CLI_INT, "N", "validation symbols per periodic evaluation (0: all)", "200000"},
     {"final-eval", CLI_STRING, "SPLITS", "full evaluation at the end: valid,test | valid | test | none", "valid,test"},
+    {"final-from", CLI_STRING, "WHICH", "the weights the final evaluation scores: last (the last step's) or best "
+     "(best.ckpt's: the lowest periodic validation BPC; under MPI every rank reads it, as --resume reads last.ckpt)",
+     "last"},
+    {"patience", CLI_INT, "N", "early stopping: stop when N periodic validation evaluations in a row did not improve "
+     "the best validation BPC (last.ckpt and metrics.jsonl record the stop; the count survives --resume; 0: off)", "0"},
     {"save-every", CLI_INT, "N", "write last.ckpt every N steps, besides every evaluation and the end (0: not by steps)",
      "500"},
     {"save-minutes", CLI_FLOAT, "M", "also write last.ckpt when M minutes passed since the last one (0: not by time)", "5"},
@@ -67,7 +72,8 @@ static const cli_opt train_opts[] = {
 #define N_TRAIN_OPTS ((int)(sizeof train_opts / sizeof train_opts[0]))
 static const char *persisted[] = {"data", "steps", "batch", "lr", "schedule", "warmup", "min-lr", "beta1", "beta2",
                                   "adam-eps", "weight-decay", "clip", "seed", "eval-every", "eval-symbols",
-                                  "final-eval", "save-every", "save-minutes", "log-every", "vocab", "data-split", "unk"};
+                                  "final-eval", "final-from", "patience", "save-every", "save-minutes", "log-every",
+                                  "vocab", "data-split", "unk"};
 #define N_PERSISTED ((int)(sizeof persisted / sizeof persisted[0]))
 
 /* Keep metrics.jsonl lines up to `step` (a resumed run rewrites what came after its checkpoint). */
@@ -271,7 +277,8 @@ static int read_numbers(cli_args *ap, train_settings *s) {
         cli_int(ap, "log-every", &s->log_every) || cli_float(ap, "lr", &s->lr) || cli_float(ap, "min-lr", &s->min_lr) ||
         cli_float(ap, "beta1", &s->beta1) || cli_float(ap, "beta2", &s->beta2) || cli_float(ap, "adam-eps", &s->aeps) ||
         cli_float(ap, "weight-decay", &s->wd) || cli_float(ap, "clip", &s->clip) ||
-        cli_int(ap, "check-every", &s->check_every) || cli_float(ap, "save-minutes", &s->save_minutes))
+        cli_int(ap, "check-every", &s->check_every) || cli_float(ap, "save-minutes", &s->save_minutes) ||
+        cli_int(ap, "patience", &s->patience))
         return 2;
     if (s->steps < 0) return cli_error(C, "--steps must be >= 0, got %ld%s", s->steps, origin(ap, "steps"));
     if (s->batch < 1 || s->batch > 65536)
@@ -285,6 +292,9 @@ static int read_numbers(cli_args *ap, train_settings *s) {
         return cli_error(C, "--save-minutes must be in [0, 1e6], got %g", s->save_minutes);
     if (s->check_every < 0)
         return cli_error(C, "--check-every must be >= 0, got %ld%s", s->check_every, origin(ap, "check-every"));
+    if (s->patience < 0)
+        return cli_error(C, "--patience must be >= 0 (0: no early stopping), got %ld%s", s->patience,
+                         origin(ap, "patience"));
     return 0;
 }
 
@@ -315,6 +325,10 @@ static int parse_settings(cli_args *ap, trainer *t, int resume, const run_extra 
     if ((long)K * s->batch > 65536) return cli_error(C, "%d ranks x --batch %ld exceeds 65536 sequences per step", K, s->batch);
     if (parse_final_eval(cli_str(ap, "final-eval"), &s->final_valid, &s->final_test) < 0)
         return cli_error(C, "--final-eval must be valid,test | valid | test | none, got '%s'", cli_str(ap, "final-eval"));
+    const char *ff = cli_str(ap, "final-from");
+    if (strcmp(ff, "best") != 0 && strcmp(ff, "last") != 0)
+        return cli_error(C, "--final-from must be best or last, got '%s'%s", ff, origin(ap, "final-from"));
+    s->final_from_best = strcmp(ff, "best") == 0;
     if (lipt_lr_kind_parse(cli_str(ap, "schedule"), &s->sched.kind, &err) != LIPT_OK) return cli_fail(C, &err);
     s->sched.lr = s->lr;
     s->sched.warmup = s->warmup;
@@ -391,6 +405,12 @@ static int setup_model(trainer *t, train_settings *s, const char *data_spec, int
     t->batcher.st = rx->batcher;
     t->best_bpc = rx->best_bpc;
     t->best_step = rx->best_step;
+    /* the patience count; a checkpoint from before it was stored: the periodic evaluations since the best step */
+    char since[32];
+    if (run_opt_get(rx->opts_text, TRAIN_EVALS_SINCE_BEST, since, sizeof since) == 0) t->evals_since_best = atol(since);
+    else if (t->best_step >= 0 && s->eval_every > 0)
+        t->evals_since_best = (long)(t->step / s->eval_every - t->best_step / s->eval_every);
+    if (t->evals_since_best < 0) t->evals_since_best = 0;
     if (strcmp(resume_path, t->last_path) == 0) t->saved_step = t->step; /* else last.ckpt is not this state yet */
     if (!s->quiet) fprintf(stderr, "resumed from %s at step %lld\n", resume_path, (long long)t->step);
     lipt_ckpt_close(ck);

@@ -19,14 +19,22 @@ static const char *const topic_config =
     "  precision        float32 | bf16 | bf16-emulated: the model's matrix products (also --precision on train,\n"
     "                   eval, sample, bench); bf16 needs oneDNN and AVX512_BF16, bf16-emulated is bf16's numerics\n"
     "Training keys in the same file: data, steps, batch, lr, schedule, warmup, min-lr, beta1, beta2, adam-eps,\n"
-    "  weight-decay, clip, seed, eval-every, eval-symbols, final-eval, save-every, save-minutes, log-every, vocab,\n"
-    "  data-split, unk. A run folder's run.cfg holds all of them: lipt train --config RUN/run.cfg repeats the run.\n";
+    "  weight-decay, clip, seed, eval-every, eval-symbols, final-eval, final-from, patience, save-every,\n"
+    "  save-minutes, log-every, vocab, data-split, unk. A run folder's run.cfg holds all of them:\n"
+    "  lipt train --config RUN/run.cfg repeats the run.\n"
+    "  patience N       early stopping: stop after N periodic validation evaluations in a row without a new best\n"
+    "                   validation BPC (0: off); the count is stored in every checkpoint, so --resume goes on as the\n"
+    "                   uninterrupted run would\n"
+    "  final-from       last | best: the weights of the final evaluation (--final-eval): the last step's, or\n"
+    "                   best.ckpt's (the lowest periodic validation BPC)\n";
 
 static const char *const topic_files =
     "A run folder (lipt train --out DIR; default runs/YYYYMMDD-HHMMSS):\n"
     "  run.cfg        every setting (model, training, the corpus by absolute path), lipt version and git revision\n"
     "  metrics.jsonl  a line per --log-every steps (step, loss, bpc, lr, grad_norm, tok_per_s, attn_logit_spread,\n"
-    "                 elapsed_s) and per evaluation (\"eval\": valid | valid_full | test_full, nll, bpc, symbols)\n"
+    "                 elapsed_s), per evaluation (\"eval\": valid | valid_full | test_full, nll, bpc, accuracy,\n"
+    "                 symbols; weights, weights_step when --final-from best scored best.ckpt) and per event\n"
+    "                 (\"event\": early_stop, patience, best_step, best_valid_bpc)\n"
     "  last.ckpt      the newest state (every --save-every steps, --save-minutes minutes, evaluation and the end;\n"
     "                 on SIGINT/SIGTERM too): lipt train --out DIR --resume continues on the identical loss curve\n"
     "  best.ckpt      the state with the best validation BPC\n"

@@ -1,5 +1,6 @@
 /* lipt train's loop: one lipt_train_step per iteration, metrics, progress, periodic evaluation and checkpoints,
- * signals, divergence; then the final save, evaluations and summary. Setup is in cmd_train.c. */
+ * early stopping (--patience), signals, divergence; then the final save, evaluations (--final-from) and summary.
+ * Setup is in cmd_train.c. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -44,7 +45,10 @@ static lipt_status save_ckpt(trainer *t, const char *path, lipt_error *err) {
     lipt_config_to_text(&t->model.cfg, cfg_text, sizeof cfg_text);
     uint8_t vocab_blob[512];
     size_t vlen = lipt_vocab_to_blob(&t->vocab, vocab_blob, sizeof vocab_blob);
-    run_extra x = {t->batcher.st, t->best_bpc, t->best_step, t->opts_text};
+    /* the options, and the patience count of this state (not a setting: never in run.cfg) */
+    char opts[sizeof t->opts_text + 64];
+    snprintf(opts, sizeof opts, "%s" TRAIN_EVALS_SINCE_BEST "=%ld\n", t->opts_text, t->evals_since_best);
+    run_extra x = {t->batcher.st, t->best_bpc, t->best_step, opts};
     size_t xlen;
     unsigned char *xb = run_extra_pack(&x, &xlen);
     lipt_ckpt_contents c = {0};
@@ -161,7 +165,17 @@ static int log_failed(trainer *t, lipt_error *err) {
     return 1;
 }
 
-/* Periodic evaluation (best.ckpt when it improves) and the periodic last.ckpt. 0, or the exit status. */
+/* --patience ran out: the loop ends here (before --steps) and says why, once, on rank 0 (quiet or not). */
+static void early_stop(trainer *t, const char *when) {
+    t->early_stopped = 1;
+    if (t->lead)
+        fprintf(stderr, "%searly stop at step %lld%s: no validation improvement in %ld evaluation%s; best BPC %.4f at "
+                "step %lld (%s)\n", t->tty ? "\n" : "", (long long)t->step, when, t->evals_since_best,
+                t->evals_since_best == 1 ? "" : "s", t->best_bpc, (long long)t->best_step, t->best_path);
+}
+
+/* Periodic evaluation (best.ckpt when it improves; early stopping) and the periodic last.ckpt. 0, or the exit
+ * status. */
 static int periodic(trainer *t, const train_settings *s, double tok_s, lipt_error *err) {
     const int do_eval = s->eval_every > 0 && (t->step % s->eval_every == 0 || t->step == s->steps);
     if (do_eval) {
@@ -169,16 +183,28 @@ static int periodic(trainer *t, const train_settings *s, double tok_s, lipt_erro
         lipt_eval_result er;
         if (lipt_evaluate(&t->ctx, &t->model, t->vtok, t->nvalid, &eo, &er, err) != LIPT_OK) return cli_fail("train", err);
         t->last_eval_bpc = er.bpc;
-        fprintf(t->log, "{\"step\":%lld,\"eval\":\"valid\",\"symbols\":%zu,\"nll\":%.6f,\"bpc\":%.6f,\"eval_s\":%.2f}\n",
-                (long long)t->step, er.symbols, er.nll, er.bpc, er.seconds);
+        t->last_eval_acc = er.accuracy;
+        fprintf(t->log, "{\"step\":%lld,\"eval\":\"valid\",\"symbols\":%zu,\"nll\":%.6f,\"bpc\":%.6f,"
+                "\"accuracy\":%.6f,\"eval_s\":%.2f}\n", (long long)t->step, er.symbols, er.nll, er.bpc, er.accuracy,
+                er.seconds);
         fflush(t->log);
         if (!s->quiet)
-            fprintf(stderr, "%sstep %lld: valid bpc %.4f on %zu symbols (train loss %.4f, %.0f tok/s)\n",
-                    t->tty ? "\n" : "", (long long)t->step, er.bpc, er.symbols, t->loss_ema, tok_s);
+            fprintf(stderr, "%sstep %lld: valid bpc %.4f, accuracy %.4f on %zu symbols (train loss %.4f, %.0f tok/s)\n",
+                    t->tty ? "\n" : "", (long long)t->step, er.bpc, er.accuracy, er.symbols, t->loss_ema, tok_s);
         if (er.bpc < t->best_bpc) {
             t->best_bpc = er.bpc;
             t->best_step = t->step;
+            t->evals_since_best = 0;
             if (save_ckpt(t, t->best_path, err) != LIPT_OK) return cli_fail("train", err);
+        } else {
+            t->evals_since_best++;
+        }
+        /* every rank has the same reduced BPC, so every rank stops at the same step */
+        if (s->patience > 0 && t->evals_since_best >= s->patience && t->step < s->steps) {
+            fprintf(t->log, "{\"step\":%lld,\"event\":\"early_stop\",\"patience\":%ld,\"best_step\":%lld,"
+                    "\"best_valid_bpc\":%.6f}\n", (long long)t->step, s->patience, (long long)t->best_step,
+                    t->best_bpc);
+            early_stop(t, "");
         }
     }
     const int by_steps = s->save_every > 0 && t->step % s->save_every == 0;
@@ -193,8 +219,11 @@ static int periodic(trainer *t, const train_settings *s, double tok_s, lipt_erro
 int train_loop(trainer *t, const train_settings *s) {
     lipt_error err = {0};
     t->t_start = t->t_saved = cli_now();
-    t->loss_ema = t->last_eval_bpc = NAN;
+    t->loss_ema = t->last_eval_bpc = t->last_eval_acc = NAN;
     t->first_step = t->step;
+    /* a resumed run whose patience had already run out stops where the uninterrupted run stopped */
+    if (s->patience > 0 && t->evals_since_best >= s->patience && t->step < s->steps)
+        early_stop(t, " (reached before this --resume)");
     /* replicas start identical (same seeds, or the same checkpoint read by every rank): check before the first step */
     if (check_replicas(t, "at the start", &err)) {
         *t->agreed = 1;
@@ -204,7 +233,7 @@ int train_loop(trainer *t, const train_settings *s) {
     const long drift_at = drift_env && t->dist->rank == 1 ? atol(drift_env) : -1;
     t->comm_start = t->dist->comm_seconds;
     double t_last = t->t_start;
-    while (t->step < s->steps && !t->stop_now) {
+    while (t->step < s->steps && !t->stop_now && !t->early_stopped) {
         const double t0 = cli_now(), c0 = t->dist->comm_seconds;
         lipt_batcher_next(&t->batcher, t->gin, t->gtg, NULL);
         /* logged steps also record the attention logits' largest row spread (a stability diagnostic) */
@@ -234,25 +263,51 @@ int train_loop(trainer *t, const train_settings *s) {
     return 0;
 }
 
-/* The final evaluation of one split, logged as `what` ("valid_full", "test_full"). */
-static lipt_status final_eval(trainer *t, const lipt_tok *tok, size_t n, const char *what, lipt_eval_result *r,
-                              lipt_error *err) {
+/* The final evaluation of one split, logged as `what` ("valid_full", "test_full"), of the weights of step wstep
+ * (with "weights":"best" when those are best.ckpt's rather than the last step's). */
+static lipt_status final_eval(trainer *t, const lipt_tok *tok, size_t n, const char *what, int64_t wstep,
+                              lipt_eval_result *r, lipt_error *err) {
     lipt_eval_opts fo = {t->T, t->T, t->B, 0, t->tty, t->dist};
     lipt_status st = lipt_evaluate(&t->ctx, &t->model, tok, n, &fo, r, err);
-    if (st == LIPT_OK)
-        fprintf(t->log, "{\"step\":%lld,\"eval\":\"%s\",\"symbols\":%zu,\"nll\":%.6f,\"bpc\":%.6f,\"eval_s\":%.2f}\n",
-                (long long)t->step, what, r->symbols, r->nll, r->bpc, r->seconds);
+    if (st == LIPT_OK) {
+        fprintf(t->log, "{\"step\":%lld,\"eval\":\"%s\",\"symbols\":%zu,\"nll\":%.6f,\"bpc\":%.6f,\"accuracy\":%.6f,",
+                (long long)t->step, what, r->symbols, r->nll, r->bpc, r->accuracy);
+        if (wstep != t->step) fprintf(t->log, "\"weights\":\"best\",\"weights_step\":%lld,", (long long)wstep);
+        fprintf(t->log, "\"eval_s\":%.2f}\n", r->seconds);
+    }
     return st;
 }
 
-/* The summary lines and the JSON object of a finished run. */
+/* --final-from best: best.ckpt's weights (and power-iteration vectors) into the model, for the final evaluations.
+ * Every rank reads the file, as --resume does: under MPI the run folder must be at the same path on each machine.
+ * It was written at an earlier step than this one, before that step's collectives, so every rank sees it whole.
+ * *wstep: the step it holds. */
+static lipt_status load_best(trainer *t, int64_t *wstep, lipt_error *err) {
+    lipt_ckpt ck;
+    lipt_status st = lipt_ckpt_open(t->best_path, &ck, err);
+    if (st == LIPT_OK) st = lipt_ckpt_load_params(&ck, &t->model.params, 0, err);
+    if (st == LIPT_OK) *wstep = ck.step;
+    lipt_ckpt_close(&ck);
+    if (st != LIPT_OK) {
+        char msg[LIPT_ERRMSG_LEN];
+        memcpy(msg, err->msg, sizeof msg);
+        return lipt_fail(err, st, "--final-from best: %.400s (the final state is saved in %s; lipt eval --ckpt FILE "
+                         "scores any checkpoint)", msg, t->last_path);
+    }
+    return LIPT_OK;
+}
+
+/* The summary lines and the JSON object of a finished run; wstep: the step of the weights finally evaluated. */
 static void summary(const trainer *t, const train_settings *s, int json, double train_s, const lipt_eval_result *ev,
-                    const lipt_eval_result *et, const char *proto) {
+                    const lipt_eval_result *et, const char *proto, int64_t wstep) {
     const int K = t->K;
     if (!s->quiet) {
         fprintf(stderr, "done: %lld steps in %.1f s", (long long)(t->step - t->first_step), train_s);
-        if (s->final_valid) fprintf(stderr, "; valid bpc %.4f", ev->bpc);
-        if (s->final_test) fprintf(stderr, "; test bpc %.4f", et->bpc);
+        if (t->early_stopped) fprintf(stderr, " (early stop)");
+        if ((s->final_valid || s->final_test) && wstep != t->step)
+            fprintf(stderr, "; final evaluation of best.ckpt (step %lld)", (long long)wstep);
+        if (s->final_valid) fprintf(stderr, "; valid bpc %.4f, accuracy %.4f", ev->bpc, ev->accuracy);
+        if (s->final_test) fprintf(stderr, "; test bpc %.4f, accuracy %.4f", et->bpc, et->accuracy);
         if (t->best_step >= 0)
             fprintf(stderr, "; checkpoints %s, %s (best, step %lld)\n", t->last_path, t->best_path, (long long)t->best_step);
         else fprintf(stderr, "; checkpoint %s\n", t->last_path);
@@ -273,10 +328,16 @@ static void summary(const trainer *t, const train_settings *s, int json, double 
     json_num(&j, "comm_seconds_per_step", comm_per_step);
     json_num(&j, "train_seconds", train_s);
     json_num(&j, "last_periodic_valid_bpc", t->last_eval_bpc);
+    json_num(&j, "last_periodic_valid_accuracy", t->last_eval_acc);
     json_num(&j, "valid_bpc", s->final_valid ? ev->bpc : NAN);
     json_num(&j, "valid_nll", s->final_valid ? ev->nll : NAN);
+    json_num(&j, "valid_accuracy", s->final_valid ? ev->accuracy : NAN);
     json_num(&j, "test_bpc", s->final_test ? et->bpc : NAN);
     json_num(&j, "test_nll", s->final_test ? et->nll : NAN);
+    json_num(&j, "test_accuracy", s->final_test ? et->accuracy : NAN);
+    json_str(&j, "final_from", s->final_from_best ? "best" : "last");
+    json_int(&j, "final_weights_step", wstep);
+    json_bool(&j, "early_stop", t->early_stopped);
     json_num(&j, "best_valid_bpc", t->best_bpc);
     json_int(&j, "best_step", t->best_step);
     json_str(&j, "protocol", proto);
@@ -310,14 +371,25 @@ int train_finish(trainer *t, const train_settings *s, int json, int rc) {
     lipt_eval_opts fo = {t->T, t->T, t->B, 0, t->tty, t->dist};
     char proto[96];
     lipt_eval_protocol_str(&fo, proto, sizeof proto);
+    int64_t wstep = t->step; /* the step of the weights evaluated: the last, or best.ckpt's with --final-from best */
+    if (s->final_from_best && (s->final_valid || s->final_test)) {
+        if (t->best_step < 0) {
+            if (!s->quiet) fprintf(stderr, "note: --final-from best: no validation evaluation made a best.ckpt: the "
+                                   "final evaluation uses the last weights\n");
+        } else if (t->best_step != t->step) { /* else the last weights are the best ones */
+            if (load_best(t, &wstep, &err) != LIPT_OK) return cli_fail("train", &err);
+            if (!s->quiet) fprintf(stderr, "final evaluation of %s (step %lld)\n", t->best_path, (long long)wstep);
+        }
+    }
     if (s->final_valid) {
         if (!s->quiet)
             fprintf(stderr, "final evaluation on the whole validation split (%s%s)\n", proto,
                     t->K > 1 ? ", split over the ranks" : "");
-        if (final_eval(t, t->vtok, t->nvalid, "valid_full", &ev, &err) != LIPT_OK) return cli_fail("train", &err);
-        /* best.ckpt compares one measure: the full split only when periodic evaluations used it too */
+        if (final_eval(t, t->vtok, t->nvalid, "valid_full", wstep, &ev, &err) != LIPT_OK) return cli_fail("train", &err);
+        /* best.ckpt compares one measure: the full split only when periodic evaluations used it too (and only the
+         * last weights can make a new best: best.ckpt's are already in it) */
         const int same_measure = t->best_step < 0 || s->eval_symbols == 0 || t->nvalid - 1 <= (size_t)s->eval_symbols;
-        if (same_measure && ev.bpc < t->best_bpc) {
+        if (same_measure && wstep == t->step && ev.bpc < t->best_bpc) {
             t->best_bpc = ev.bpc;
             t->best_step = t->step;
             if (save_ckpt(t, t->best_path, &err) != LIPT_OK) return cli_fail("train", &err);
@@ -327,8 +399,8 @@ int train_finish(trainer *t, const train_settings *s, int json, int rc) {
         size_t ntest;
         const lipt_tok *ttok = lipt_dataset_eval_tokens(&t->ds, LIPT_TEST, &ntest);
         if (!s->quiet) fprintf(stderr, "final evaluation on the whole test split (%s)\n", proto);
-        if (final_eval(t, ttok, ntest, "test_full", &et, &err) != LIPT_OK) return cli_fail("train", &err);
+        if (final_eval(t, ttok, ntest, "test_full", wstep, &et, &err) != LIPT_OK) return cli_fail("train", &err);
     }
-    summary(t, s, json, train_s, &ev, &et, proto);
+    summary(t, s, json, train_s, &ev, &et, proto, wstep);
     return 0;
 }

@@ -11,12 +11,17 @@
 #include "lipt/model.h"
 #include "lipt/optim.h"
 
+/* The key of the patience count (evaluations since the best) in a checkpoint's stored options. */
+#define TRAIN_EVALS_SINCE_BEST "evals-since-best"
+
 /* The training options, validated. */
 typedef struct {
     long steps, batch, warmup, seed, eval_every, eval_symbols, save_every, log_every, check_every;
     double lr, min_lr, beta1, beta2, aeps, wd, clip;
     double save_minutes;   /* last.ckpt also when this many minutes passed since the last one (0: never by time) */
     int final_valid, final_test;
+    int final_from_best;   /* --final-from best: the final evaluations use best.ckpt's weights */
+    long patience;         /* --patience: stop after this many periodic evaluations without a new best (0: never) */
     int quiet;             /* no progress output (also every rank but 0) */
     int recompute;         /* activation recomputation (--recompute): memory for compute, the same bits */
     lipt_lr_schedule sched;
@@ -49,9 +54,11 @@ typedef struct {
     int64_t step;
     double best_bpc;
     int64_t best_step;
+    long evals_since_best; /* periodic evaluations since the one that set best_bpc (stored in checkpoints) */
+    int early_stopped;     /* the loop ended by --patience */
     int64_t saved_step;    /* step of the last checkpoint written or resumed from; -1: none yet */
     int64_t first_step;    /* the step this invocation started at */
-    double t_start, loss_ema, last_eval_bpc, comm_start;
+    double t_start, loss_ema, last_eval_bpc, last_eval_acc, comm_start;
     double t_saved;        /* when last.ckpt was last written (cli_now) */
     int stop_now;          /* the loop ended on a signal (this rank's, or another rank's under MPI) */
     int *agreed;           /* set when every rank ends the same way (then no MPI abort is needed) */
