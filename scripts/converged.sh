@@ -26,6 +26,8 @@ PTB_RECIPE="--batch 32 --schedule cosine --warmup 200 --min-lr 2e-5 --beta1 0.9 
 --weight-decay 0.1 --clip 1 --seed 0 --eval-every 500 --eval-symbols 200000 --save-every 100"
 TS_RECIPE="--batch 12 --steps 2000 --lr 1e-3 --schedule cosine --warmup 100 --min-lr 1e-4 --beta1 0.9 --beta2 0.99 \
 --weight-decay 0.1 --clip 1 --seed 0 --eval-every 250 --eval-symbols 0 --save-every 250"
+E8_RECIPE="--batch 16 --schedule cosine --warmup 200 --min-lr 2e-5 --beta1 0.9 --beta2 0.98 --weight-decay 0.1 \
+--clip 1 --seed 0 --eval-every 500 --eval-symbols 100000 --save-every 100"
 plan() {
   cat <<EOF
 ptb-invertible|invertible|ptb|models/ptb8-invertible.cfg|auto|--steps 6500 --lr 4e-3 $PTB_RECIPE
@@ -33,6 +35,8 @@ ptb-dp|dp|ptb|models/ptb8-dp.cfg|auto|--steps 6500 --lr 4e-3 $PTB_RECIPE
 ptb-l2-tied|l2-tied|ptb|models/ptb8-l2-tied.cfg|auto|--steps 6500 --lr 4e-3 $PTB_RECIPE
 ts-dp|dp|tinyshakespeare|models/shakespeare-dp.cfg|0.9,0.1,0|$TS_RECIPE
 ts-invertible|invertible|tinyshakespeare|models/shakespeare-invertible.cfg|0.9,0.1,0|$TS_RECIPE
+enwik8-invertible|invertible|enwik8|models/enwik8-small-invertible.cfg|0.9,0.05,0.05|--steps 6500 --lr 4e-3 $E8_RECIPE
+enwik8-dp|dp|enwik8|models/enwik8-small-dp.cfg|0.9,0.05,0.05|--steps 6500 --lr 4e-3 $E8_RECIPE
 EOF
 }
 
