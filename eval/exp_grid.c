@@ -64,6 +64,7 @@ static int run_self(char **argv, const char *log_path, char *out, size_t cap) {
     if (pid == 0) {
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        lipt_signals_unblock(); /* this thread's mask (main's: asynchronous signals blocked) survives exec */
         int lg = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0666);
         if (lg >= 0) dup2(lg, 2);
         dup2(fd[1], 1);

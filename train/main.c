@@ -20,6 +20,10 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    /* before any thread exists: no thread that computes ever runs a signal handler (src/core/signals.c: oneDNN's
+     * sgemm kernels move the stack pointer into the heap, where a handler's frame would corrupt it) */
+    lipt_error err = {0};
+    if (lipt_signals_isolate(&err) != LIPT_OK) fprintf(stderr, "lipt: note: %s\n", err.msg);
     if (argc < 2) {
         usage(stderr);
         return 2;

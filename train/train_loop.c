@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -16,16 +17,16 @@
 
 #define LN2 0.69314718055994530942
 
-/* Signal flag: the one piece of process-global state, because a signal handler can only reach globals. */
-static volatile sig_atomic_t stop_signal = 0;
-static void on_signal(int sig) { stop_signal = sig; }
+/* Signal flag: the one piece of process-global state, because a signal handler can only reach globals. Atomic, not
+ * volatile sig_atomic_t: the handler runs on lipt's signal thread (lipt_signals_isolate in main), not on the thread
+ * that reads the flag; a lock-free atomic is safe in a handler. */
+static atomic_int stop_signal = 0;
+static void on_signal(int sig) { atomic_store(&stop_signal, sig); }
 
 void train_install_signals(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    /* on an alternate stack, in case it ever runs on a thread whose stack pointer a library has moved */
+    lipt_signals_catch(SIGINT, on_signal);
+    lipt_signals_catch(SIGTERM, on_signal);
 }
 
 /* After a failure: where the last good state is. */
@@ -240,7 +241,8 @@ int train_loop(trainer *t, const train_settings *s) {
         t->ctx.attn_stats = (t->step + 1) % s->log_every == 0 || t->step + 1 == s->steps;
         t->ctx.attn_logit_spread = 0;
         const double lr = lipt_lr_at(&s->sched, t->step);
-        const lipt_step_opts so = {lr, s->clip, t->cfg.power_iters, t->dist, (size_t)4 << 20, stop_signal != 0};
+        const lipt_step_opts so = {lr, s->clip, t->cfg.power_iters, t->dist, (size_t)4 << 20,
+                                   atomic_load(&stop_signal) != 0};
         lipt_step_result sr;
         const lipt_status st = lipt_train_step(&t->ctx, &t->model, &t->opt, t->in, t->tg, t->B, t->T, &so, &sr, &err);
         if (st == LIPT_ERR_NUMERIC) return diverged(t, &sr);
@@ -258,7 +260,7 @@ int train_loop(trainer *t, const train_settings *s) {
         }
         const int rc = periodic(t, s, tok_s, &err);
         if (rc) return rc;
-        t->stop_now = t->K > 1 ? stop_after : stop_signal != 0;
+        t->stop_now = t->K > 1 ? stop_after : atomic_load(&stop_signal) != 0;
     }
     return 0;
 }
@@ -348,7 +350,8 @@ static void summary(const trainer *t, const train_settings *s, int json, double 
 /* A signal stopped the loop: save and say how to continue. The exit status 128 + signal. */
 static int stopped(trainer *t, lipt_error *err) {
     *t->agreed = 1;
-    const int sig = stop_signal ? stop_signal : SIGTERM; /* a rank that saw none stops because another did */
+    const int seen = atomic_load(&stop_signal);
+    const int sig = seen ? seen : SIGTERM; /* a rank that saw none stops because another did */
     if (save_ckpt(t, t->last_path, err) != LIPT_OK) return cli_fail("train", err);
     if (t->lead)
         fprintf(stderr, "lipt train: %s at step %lld: saved %s; continue with: lipt train --out %s --resume\n",
@@ -364,8 +367,8 @@ int train_finish(trainer *t, const train_settings *s, int json, int rc) {
     if (t->stop_now) return stopped(t, &err);
     if (save_ckpt(t, t->last_path, &err) != LIPT_OK) return cli_fail("train", &err);
     /* the final state is saved: a signal during the final evaluation may now simply end the process */
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
+    lipt_signals_catch(SIGINT, NULL);
+    lipt_signals_catch(SIGTERM, NULL);
     const double train_s = cli_now() - t->t_start;
     lipt_eval_result ev = {0}, et = {0};
     lipt_eval_opts fo = {t->T, t->T, t->B, 0, t->tty, t->dist};

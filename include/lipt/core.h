@@ -74,6 +74,18 @@ int  lipt_get_threads(void);
  * (OpenBLAS built for OpenMP), so kernels may parallelise over heads around GEMMs. */
 int  lipt_blas_nests_safely(void);
 
+/* Signals. oneDNN 2.6.3's JIT sgemm kernels (the large float32 products) point the stack pointer at a heap workspace
+ * while they run, so a signal handled on a thread inside one corrupts the heap. lipt_signals_isolate, called before
+ * the program starts any thread (first thing in main), blocks the asynchronous signals in the calling thread, and so
+ * in every thread created after it (OpenMP, OpenBLAS, oneDNN, MPI), and starts one thread that receives them all:
+ * every handler, lipt's or a preloaded library's, runs there. LIPT_ERR_INTERNAL (signals left as they were) when
+ * the thread cannot start. lipt_signals_catch installs handler for sig on an alternate signal stack with the other
+ * asynchronous signals blocked while it runs (NULL: the default action); 0, or -1 with errno.
+ * lipt_signals_unblock undoes the blocking in the calling thread: a forked child calls it before exec. */
+lipt_status lipt_signals_isolate(lipt_error *err);
+int  lipt_signals_catch(int sig, void (*handler)(int));
+void lipt_signals_unblock(void);
+
 /* The arithmetic of the model's matrix products (the config key `precision`, --precision on train, eval, sample
  * and bench). Only those products change: master weights, optimizer state, softmax, norms, losses, and every
  * bound, certificate, Jacobian and inversion stay float32/float64. */
