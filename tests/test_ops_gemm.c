@@ -2,7 +2,10 @@
  * the float32 bound (K + 2) u (|alpha| Σ|a b| + |beta c|), u = 2^-24, on shapes on both sides of the size from which
  * oneDNN takes over (in builds with it), cut by rows and by columns, all four transposes, padded row strides, alpha 1
  * and 1/8, beta 0 (C not read: it starts as NaN), 1 and -0.5, with the columns past N untouched; the same bits on 1
- * 2 and 3 threads and from inside a parallel region; and lipt_sgemm_lib, the two libraries' own sgemm. */
+ * 2 and 3 threads, again on the same count, and from inside a parallel region (whatever kernels OpenBLAS runs:
+ * tests/kernels_test.sh runs this suite under OPENBLAS_CORETYPE Prescott, Haswell and SkylakeX); lipt_gemm_cut_fixed,
+ * the blocks of OpenBLAS's products; lipt_gemm_gemv, the decoder's one-row product, the same ways; and lipt_sgemm_lib,
+ * the two libraries' own sgemm (their own threading: within the bound, no promise about bits). */
 #include "testutil.h"
 
 #include <math.h>
@@ -14,10 +17,13 @@
 
 typedef struct { int M, N, K; } shape;
 
-/* above LIPT_GEMM_DNNL_MIN multiply-adds: cut by rows (M >= N) or by columns, into blocks whose last one is shorter
- * on 2 and 3 threads, a long sum (K 2000, as the weights' gradients); then two below it */
-static const shape shapes[] = {{300, 257, 129}, {64, 1100, 96}, {2100, 40, 64}, {96, 80, 2000}, {33, 70, 50},
-                               {128, 128, 64}};
+/* above LIPT_GEMM_DNNL_MIN multiply-adds: cut (lipt_gemm_cut_fixed) by rows (M >= N) or by columns into blocks whose
+ * last one is shorter (300 x 257 x 129 differed on 1, 2 and 3 threads on oneDNN's AVX2 kernels when the blocks
+ * followed the threads), a long sum (K 2000, as the weights' gradients), one block (oneDNN would thread it itself);
+ * then four below it: one block, one block that OpenBLAS would thread by itself (128 x 128 x 64 differed on 1, 2 and
+ * 3 threads on its Haswell kernels), and three blocks of rows and of columns */
+static const shape shapes[] = {{300, 257, 129}, {64, 1100, 96},  {2100, 40, 64}, {96, 80, 2000}, {16, 12, 24000},
+                               {33, 70, 50},    {128, 128, 64}, {512, 256, 24}, {20, 700, 200}};
 static const float alphas[] = {1.0f, 0.125f}, betas[] = {0.0f, 1.0f, -0.5f};
 
 static float *filled(lipt_rng *rng, size_t n) {
@@ -136,19 +142,87 @@ START_TEST(test_gemm_threads_bitwise) {
             lipt_set_threads(3);
             float *C3 = case_run(&g, -1, 1.0f, 1.0f);
             lipt_set_threads(2);
-            float *C2 = case_run(&g, -1, 1.0f, 1.0f);
+            float *C2 = case_run(&g, -1, 1.0f, 1.0f), *C2b = case_run(&g, -1, 1.0f, 1.0f);
             float *Cp[2] = {NULL, NULL};
 #pragma omp parallel num_threads(2)
             Cp[omp_get_thread_num()] = case_run(&g, -1, 1.0f, 1.0f);
+            ck_assert_msg(memcmp(C2, C2b, bytes) == 0, "ta%d tb%d %dx%dx%d: two runs on 2 threads differ", g.ta, g.tb,
+                          g.M, g.N, g.K);
             ck_assert_msg(memcmp(C1, C2, bytes) == 0 && memcmp(C1, C3, bytes) == 0,
                           "ta%d tb%d %dx%dx%d: 1, 2 and 3 threads differ", g.ta, g.tb, g.M, g.N, g.K);
             for (int k = 0; k < 2; k++)
                 ck_assert_msg(Cp[k] && memcmp(C1, Cp[k], bytes) == 0,
                               "ta%d tb%d %dx%dx%d: inside a parallel region (thread %d) differs", g.ta, g.tb, g.M, g.N,
                               g.K, k);
-            free(C1), free(C2), free(C3), free(Cp[0]), free(Cp[1]);
+            free(C1), free(C2), free(C2b), free(C3), free(Cp[0]), free(Cp[1]);
             case_free(&g);
         }
+}
+END_TEST
+
+/* lipt_gemm_cut_fixed (a function of the shape alone: no thread count goes in) covers the cut dimension once with
+ * blocks whose side is a multiple of 16 (or the whole dimension), at most 256 unless the work floor asks for more,
+ * and of at least LIPT_GEMM_BLOCK_WORK multiply-adds unless that takes the whole dimension. */
+START_TEST(test_gemm_cut_fixed) {
+    int n = 0;
+    for (int M = 1; M <= 9000; M = M * 3 + 1)
+        for (int N = 1; N <= 9000; N = N * 5 + 3)
+            for (int K = 0; K <= 3000; K = K * 7 + 1) {
+                const lipt_gemm_cut c = lipt_gemm_cut_fixed(M, N, K);
+                const int dim = c.by_rows ? M : N, other = c.by_rows ? N : M;
+                const double work = (double)c.side * other * (K > 0 ? K : 1);
+                ck_assert_int_eq(c.by_rows, M >= N);
+                ck_assert_msg(c.side >= 1 && c.side <= dim && (c.side % 16 == 0 || c.side == dim) && c.n >= 1 &&
+                                  (long long)(c.n - 1) * c.side < dim && (long long)c.n * c.side >= dim &&
+                                  (c.side <= 256 || work < LIPT_GEMM_BLOCK_WORK + 16.0 * other * (K > 0 ? K : 1)),
+                              "%dx%dx%d: %d blocks of %d %s", M, N, K, c.n, c.side, c.by_rows ? "rows" : "columns");
+                ck_assert_msg(c.side == dim || work >= LIPT_GEMM_BLOCK_WORK, "%dx%dx%d: blocks of %d %s, under the "
+                              "work floor", M, N, K, c.side, c.by_rows ? "rows" : "columns");
+                /* the blocks lipt_gemm_block_at makes tile C exactly */
+                int covered = 0;
+                for (int i = 0; i < c.n; i++) {
+                    const lipt_gemm_block b = lipt_gemm_block_at(c, i, 0, 0, M, N, K, N, N);
+                    const int ext = c.by_rows ? b.m : b.w;
+                    ck_assert(ext >= 1 && (c.by_rows ? b.w == N : b.m == M));
+                    ck_assert(b.c == (c.by_rows ? (size_t)covered * N : (size_t)covered));
+                    covered += ext;
+                }
+                ck_assert_int_eq(covered, dim);
+                n++;
+            }
+    printf("lipt_gemm_cut_fixed: %d shapes tiled exactly, blocks within the side cap and the work floor\n", n);
+}
+END_TEST
+
+/* lipt_gemm_gemv's one-row products (sgemv in lipt_gemm_cut_fixed's blocks of columns): within the float32 bound,
+ * the same bits on 1, 2 and 3 threads and twice on 2, for both layouts of B, widths from one block to several. */
+START_TEST(test_gemm_gemv) {
+    const shape rows[] = {{1, 1, 7}, {1, 77, 256}, {1, 1024, 256}, {1, 9000, 300}};
+    double worst = 0;
+    for (size_t si = 0; si < sizeof rows / sizeof rows[0]; si++)
+        for (int tb = 0; tb < 2; tb++) {
+            lipt_rng rng;
+            lipt_rng_seed(&rng, 31 + 2 * si + tb);
+            gcase g;
+            case_make(&g, &rng, 0, tb, rows[si], 2);
+            float *C[4];
+            const int th[4] = {1, 2, 3, 2};
+            for (int r = 0; r < 4; r++) {
+                lipt_set_threads(th[r]);
+                C[r] = malloc((size_t)g.ldc * sizeof(float));
+                memcpy(C[r], g.C0, (size_t)g.ldc * sizeof(float));
+                lipt_gemm_gemv(0, tb, 1, g.N, g.K, 0.5f, g.A, g.lda, g.B, g.ldb, 1.0f, C[r], g.ldc);
+            }
+            const double e = case_check(&g, C[0], 0.5f, 1.0f, "lipt_gemm_gemv");
+            if (e > worst) worst = e;
+            for (int r = 1; r < 4; r++)
+                ck_assert_msg(memcmp(C[0], C[r], (size_t)g.ldc * sizeof(float)) == 0,
+                              "gemv tb%d 1x%dx%d: %d threads differ from 1", tb, g.N, g.K, th[r]);
+            for (int r = 0; r < 4; r++) free(C[r]);
+            case_free(&g);
+        }
+    lipt_set_threads(2);
+    printf("lipt_gemm_gemv: within the float32 bound (worst %.3f of it), the same bits on 1, 2 and 3 threads\n", worst);
 }
 END_TEST
 
@@ -164,6 +238,8 @@ int main(void) {
     tcase_set_timeout(tc, 120); /* a few seconds alone */
     tcase_add_test(tc, test_gemm_reference);
     tcase_add_test(tc, test_gemm_threads_bitwise);
+    tcase_add_test(tc, test_gemm_cut_fixed);
+    tcase_add_test(tc, test_gemm_gemv);
     tcase_add_test(tc, test_sgemm_lib_unknown);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -6,13 +6,16 @@
  * thread each) OpenBLAS's small-matrix kernels are faster. So products from LIPT_GEMM_DNNL_MIN multiply-adds go to
  * oneDNN when the build has it, the rest to OpenBLAS.
  *
- * oneDNN's own partition of a product between threads is its choice, and its gemm driver may split the sum over K
- * (then a product's bits would depend on the thread count). Instead the product is cut into blocks of C's rows (or
- * columns), two per thread, and each block is one single-thread dnnl_sgemm. A single-thread call sums each entry over
- * K the same way whatever the block's extent (checked bit for bit on the model's shapes with blocks of 16 to 4096
- * rows; test_ops_gemm checks 1, 2 and 3 threads and calls from inside a parallel region), so the bits do not depend on
- * the thread count. Two blocks per thread were 1.3 % faster than blocks of 128-256 rows over the model's products
- * at 2 threads, and as fast as oneDNN's own partition or faster. */
+ * Neither library threads a product of lipt_gemm's. A library splits a product by the thread count, and how it splits
+ * can change an entry's sum: oneDNN's gemm driver may split the sum over K, OpenBLAS's Haswell and Prescott kernels
+ * gave other bits on 1, 2 and 3 threads for 128 x 128 x 64 (its SkylakeX and Zen kernels happened to agree). Cutting
+ * C into blocks per thread is not enough either: a single-thread call's sum for an entry can depend on where the
+ * block's tail falls (oneDNN's AVX2 kernels, 300 x 257 x 129 cut for 2 and for 3 threads; its AVX-512 ones agreed).
+ * So the product is cut into blocks fixed by its shape (lipt_gemm_cut_fixed), each one single-thread call
+ * (lipt_blas_serial), and lipt's threads take the blocks: every thread count makes the same calls, and the bits do not
+ * depend on the thread count whatever kernels the libraries pick for the CPU. test_ops_gemm checks 1, 2 and 3 threads
+ * and calls from inside a parallel region; tests/kernels_test.sh runs it under OpenBLAS's Prescott, Haswell and
+ * SkylakeX kernels and oneDNN's AVX2 ones. */
 #include "ops/gemm.h"
 
 #include <omp.h>
@@ -27,22 +30,67 @@ static void sgemm_openblas(int ta, int tb, int M, int N, int K, float alpha, con
                 B, ldb, beta, C, ldc);
 }
 
+/* One product's arguments, for the block calls. */
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} gemm_args;
+
+/* Block k of g as one library call on the calling thread (lipt_blas_serial). */
+typedef void (*block_call)(const gemm_args *g, const lipt_gemm_block *k);
+
+static void block_openblas(const gemm_args *g, const lipt_gemm_block *k) {
+    const int saved = lipt_blas_serial_begin();
+    sgemm_openblas(g->ta, g->tb, k->m, k->w, g->K, g->alpha, g->A + k->a, g->lda, g->B + k->b, g->ldb, g->beta,
+                   g->C + k->c, g->ldc);
+    lipt_blas_serial_end(saved);
+}
+
 #ifdef LIPT_HAVE_DNNL
-static void sgemm_dnnl_blocked(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                               const float *B, int ldb, float beta, float *C, int ldc) {
-    /* inside a parallel region (an inactive nested one) the product runs on the calling thread: one call */
-    const lipt_gemm_cut cut = lipt_gemm_cut_for(M, N, omp_in_parallel() ? 1 : omp_get_max_threads());
-#pragma omp parallel for schedule(static) if (cut.n > 1)
-    for (int i = 0; i < cut.n; i++) {
-        const lipt_gemm_block k = lipt_gemm_block_at(cut, i, ta, tb, M, N, lda, ldb, ldc);
-        /* one thread per block: inside this region oneDNN runs single-threaded (omp_in_parallel), and with one
-         * thread in all there is one */
-        if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', k.m, k.w, K, alpha, A + k.a, lda, B + k.b, ldb, beta, C + k.c,
-                       ldc) != dnnl_success) /* arguments it rejects */
-            sgemm_openblas(ta, tb, k.m, k.w, K, alpha, A + k.a, lda, B + k.b, ldb, beta, C + k.c, ldc);
-    }
+static void block_dnnl(const gemm_args *g, const lipt_gemm_block *k) {
+    const int saved = lipt_blas_serial_begin();
+    if (dnnl_sgemm(g->ta ? 'T' : 'N', g->tb ? 'T' : 'N', k->m, k->w, g->K, g->alpha, g->A + k->a, g->lda, g->B + k->b,
+                   g->ldb, g->beta, g->C + k->c, g->ldc) != dnnl_success) /* arguments it rejects */
+        sgemm_openblas(g->ta, g->tb, k->m, k->w, g->K, g->alpha, g->A + k->a, g->lda, g->B + k->b, g->ldb, g->beta,
+                       g->C + k->c, g->ldc);
+    lipt_blas_serial_end(saved);
 }
 #endif
+
+/* The one row of C = op(A) B (M = 1, A not transposed) through sgemv: B's rows (tb) or columns of the block. */
+static void block_gemv(const gemm_args *g, const lipt_gemm_block *k) {
+    const int saved = lipt_blas_serial_begin();
+    if (g->tb)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, k->w, g->K, g->alpha, g->B + k->b, g->ldb, g->A, 1, g->beta,
+                    g->C + k->c, 1);
+    else
+        cblas_sgemv(CblasRowMajor, CblasTrans, g->K, k->w, g->alpha, g->B + k->b, g->ldb, g->A, 1, g->beta,
+                    g->C + k->c, 1);
+    lipt_blas_serial_end(saved);
+}
+
+/* g in lipt_gemm_cut_fixed's blocks, one call each: shared by all of lipt's threads (at most one per block) outside
+ * a parallel region, in turn on the calling thread inside one or on one thread. A parallel construct is entered only
+ * for a team of two or more: even an if(false) one sets up a one-thread libgomp team (allocations included), which
+ * the attention's per-head products, inside a parallel region, would pay for every call. */
+static void run_blocks(const gemm_args *g, block_call call) {
+    const lipt_gemm_cut cut = lipt_gemm_cut_fixed(g->M, g->N, g->K);
+    const int nt = omp_in_parallel() ? 1 : omp_get_max_threads(), team = nt < cut.n ? nt : cut.n;
+    if (team > 1) {
+#pragma omp parallel for schedule(static) num_threads(team)
+        for (int i = 0; i < cut.n; i++) {
+            const lipt_gemm_block k = lipt_gemm_block_at(cut, i, g->ta, g->tb, g->M, g->N, g->lda, g->ldb, g->ldc);
+            call(g, &k);
+        }
+    } else {
+        for (int i = 0; i < cut.n; i++) {
+            const lipt_gemm_block k = lipt_gemm_block_at(cut, i, g->ta, g->tb, g->M, g->N, g->lda, g->ldb, g->ldc);
+            call(g, &k);
+        }
+    }
+}
 
 int lipt_gemm_on_dnnl(int M, int N, int K) {
 #ifdef LIPT_HAVE_DNNL
@@ -56,13 +104,25 @@ int lipt_gemm_on_dnnl(int M, int N, int K) {
 void lipt_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
                float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
+    const gemm_args g = {ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
 #ifdef LIPT_HAVE_DNNL
     if (lipt_gemm_on_dnnl(M, N, K)) {
-        sgemm_dnnl_blocked(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        run_blocks(&g, block_dnnl);
         return;
     }
 #endif
-    sgemm_openblas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    run_blocks(&g, block_openblas);
+}
+
+void lipt_gemm_gemv(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                    float beta, float *C, int ldc) {
+    if (!(M == 1 && N > 0 && !ta)) {
+        lipt_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    /* C's one row in blocks of columns (lipt_gemm_cut_fixed cuts 1 x N by columns when N > 1) */
+    const gemm_args g = {ta, tb, 1, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
+    run_blocks(&g, block_gemv);
 }
 
 int lipt_sgemm_lib(int lib, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,

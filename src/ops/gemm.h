@@ -1,19 +1,23 @@
 /* Private: the one way lipt calls single-precision GEMM (row-major; OpenBLAS, or oneDNN's sgemm for large
  * products: src/ops/gemm.c), for the kernels in src/ops/ and the decoder; and lipt_gemm_p, the same product at the
- * precision of a context (--precision), which the model's own products (matmul, linear, attention, the decoder) go through. Bounds, spectral norms, Jacobians and inversion call
- * lipt_gemm (or BLAS) directly: they never see bf16. */
+ * precision of a context (--precision), which the model's own products (matmul, linear, attention, the decoder) go
+ * through. Bounds, spectral norms, Jacobians and inversion call lipt_gemm (or BLAS on one thread: lipt_blas_serial)
+ * directly: they never see bf16. */
 #ifndef LIPT_OPS_GEMM_H
 #define LIPT_OPS_GEMM_H
 
 #include <cblas.h>
+#include <omp.h>
 
 #include "ops/lowp.h"
 
 /* C = alpha op(A) op(B) + beta C with op(A) [M,K], op(B) [K,N], C [M,N] and row strides lda, ldb, ldc; op
  * transposes when ta / tb. An empty product (M or N <= 0) returns at once: BLAS would reject its strides.
  * Which library computes it depends on the shape only (src/ops/gemm.c): OpenBLAS's sgemm, or, in builds with oneDNN,
- * products from LIPT_GEMM_DNNL_MIN multiply-adds as blocks of oneDNN's sgemm (lipt_gemm_cut_for). The results are
- * the same bits on any --threads. */
+ * oneDNN's for products from LIPT_GEMM_DNNL_MIN multiply-adds; either way in blocks fixed by the shape
+ * (lipt_gemm_cut_fixed), each one single-thread call. The results are the same bits on any --threads, whichever
+ * kernels the libraries picked for the CPU (OPENBLAS_CORETYPE, oneDNN's ISA); on another kernel set they differ
+ * within the float32 bound. */
 void lipt_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
                float beta, float *C, int ldc);
 #define LIPT_GEMM_DNNL_MIN ((double)(1 << 22))
@@ -21,17 +25,47 @@ void lipt_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
  * store into an unzeroed buffer; OpenBLAS's sgemm runs beta = 0 as a zeroing pass of its own), else 0. */
 int lipt_gemm_on_dnnl(int M, int N, int K);
 
-/* How a large product is cut for the threads (lipt_gemm's oneDNN path, the bf16 products): into blocks of C's rows
- * (when M >= N) or columns, two per thread of nt, their sides multiples of 16 floats (the kernels' vectors); one
- * block when nt is 1. */
+/* How a cut runs: n blocks of `side` rows (by_rows) or columns of C, the last one shorter; each block is one
+ * single-thread library call. */
 typedef struct {
-    int by_rows, side, n; /* n blocks of `side` rows or columns, the last one shorter */
+    int by_rows, side, n;
 } lipt_gemm_cut;
 
+/* The bf16 products' cut (gemm_lowp.c): blocks of C's rows (when M >= N) or columns, two per thread of nt, their sides
+ * multiples of 16 floats (the kernels' vectors); one block when nt is 1. The blocks follow the thread count, and so
+ * may an entry's sum (oneDNN's kernels take a block's tail differently): bf16 products are not promised the same bits
+ * on another thread count (docs/RELIABILITY.md). */
 static inline lipt_gemm_cut lipt_gemm_cut_for(int M, int N, int nt) {
     const int by_rows = M >= N, dim = by_rows ? M : N;
     const int side = nt <= 1 ? dim : ((dim + 2 * nt - 1) / (2 * nt) + 15) & ~15;
     return (lipt_gemm_cut){by_rows, side, (dim + side - 1) / side};
+}
+
+/* lipt_gemm's cut, for both libraries: blocks that depend on the shape only, never on the thread count. A library's
+ * own threading splits a product by the thread count, and a single-thread call's sum for an entry can depend on the
+ * block it falls in (where the kernels' tails are): OpenBLAS's Haswell and Prescott kernels gave different bits on
+ * 1, 2 and 3 threads on 128 x 128 x 64, oneDNN's AVX2 ones on 2 and 3 blocks of 300 x 257 x 129 (their AVX-512 ones
+ * and OpenBLAS's SkylakeX and Zen kernels happened to agree). With the blocks fixed, every thread count makes the same
+ * calls. The side: 256 rows (or columns) from 2048, 128 from 512, a quarter below (the blocks the model's large
+ * products ran fastest in at 2 threads on oneDNN, within 1.3 % of two blocks per thread), a multiple of 16 floats (the
+ * kernels' vectors), but at least LIPT_GEMM_BLOCK_WORK multiply-adds (OpenBLAS itself runs products up to 2^18 on one
+ * thread: each call packs its operands, which smaller blocks would repeat too often). A side fixed by the shape also
+ * caps how many threads share a product (2048 rows: 8 blocks). */
+#define LIPT_GEMM_BLOCK_WORK ((double)(1 << 20))
+
+static inline lipt_gemm_cut lipt_gemm_cut_fixed(int M, int N, int K) {
+    const int by_rows = M >= N, dim = by_rows ? M : N, other = by_rows ? N : M;
+    long long side = dim >= 2048 ? 256 : dim >= 512 ? 128 : ((long long)dim + 3) / 4;
+    const double floor_side = LIPT_GEMM_BLOCK_WORK / ((double)(other > 0 ? other : 1) * (K > 0 ? K : 1));
+    if (floor_side >= dim) side = dim;
+    else if ((double)side < floor_side) {
+        side = (long long)floor_side;
+        if ((double)side < floor_side) side++; /* rounded up */
+    }
+    side = (side + 15) & ~15LL;
+    if (side > dim) side = dim;
+    if (side < 1) side = 1;
+    return (lipt_gemm_cut){by_rows, (int)side, (int)((dim + side - 1) / side)};
 }
 
 /* Block i of a cut: its rows m and columns w of C, and the element offsets of its part of A, B, C and the bias (N
@@ -70,16 +104,24 @@ static inline void lipt_gemm_packed(int ta, int tb, int M, int N, int K, const f
 }
 
 /* lipt_gemm, except that one row of A (M = 1, no transpose: the decoder's usual case, one token) goes through
- * sgemv: OpenBLAS's sgemm packs its operands, which costs more than the product at these sizes. sgemv may round
- * differently from sgemm: for results that must match a forward pass to rounding, not bit for bit. */
-static inline void lipt_gemm_gemv(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                                  const float *B, int ldb, float beta, float *C, int ldc) {
-    if (M == 1 && N > 0 && !ta) {
-        if (tb) cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, B, ldb, A, 1, beta, C, 1);
-        else cblas_sgemv(CblasRowMajor, CblasTrans, K, N, alpha, B, ldb, A, 1, beta, C, 1);
-        return;
-    }
-    lipt_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+ * sgemv, in blocks of C's columns fixed by the shape as lipt_gemm's (the same bits on any --threads): OpenBLAS's
+ * sgemm packs its operands, which costs more than the product at these sizes. sgemv may round differently from
+ * sgemm: for results that must match a forward pass to rounding, not bit for bit. */
+void lipt_gemm_gemv(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                    float beta, float *C, int ldc);
+
+/* A library call on the calling thread only, between lipt_blas_serial_begin and lipt_blas_serial_end(its value):
+ * OpenBLAS's OpenMP build and oneDNN (OpenMP runtime) take the thread count of each call from the caller's
+ * omp_get_max_threads() (and run one thread inside an active parallel region), so setting the caller's count to 1
+ * for the call, and back, leaves the libraries' own state alone. For calls whose result must not depend on how the
+ * library would split them (lipt_gemm's blocks, the spectral norms' Gram products). */
+static inline int lipt_blas_serial_begin(void) {
+    const int nt = omp_get_max_threads();
+    if (nt > 1) omp_set_num_threads(1);
+    return nt;
+}
+static inline void lipt_blas_serial_end(int nt) {
+    if (nt > 1) omp_set_num_threads(nt);
 }
 
 /* lipt_gemm at ctx->precision: float32 is lipt_gemm itself (one branch), the others lipt_gemm_lowp (ops/lowp.h). */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/gemm.h"
 #include "ops/spectral_impl.h"
 #include "ops/vmath.h"
 
@@ -545,13 +546,19 @@ void lipt_spectral_gram(int trans, int n, int m, const float *w, int lda, double
 /* Gram matrices of at least this order are formed in three products (gram_upper). */
 #define GRAM_SPLIT_MIN 128
 
-/* C (upper triangle) = op(A) op(A)ᵀ, op(A) [n, m]; and C [h, n-h] = op(A_1) op(A_2)ᵀ, in float, beta 0. */
+/* C (upper triangle) = op(A) op(A)ᵀ, op(A) [n, m]; and C [h, n-h] = op(A_1) op(A_2)ᵀ, in float, beta 0. Each on
+ * the calling thread alone (lipt_blas_serial): OpenBLAS would split ssyrk from n = 65 on by the thread count, and how
+ * it splits can change an entry's sum on some kernel sets. */
 static void syrk_up(CBLAS_TRANSPOSE op, int n, int m, const float *a, int lda, float *c, int ldc) {
+    const int saved = lipt_blas_serial_begin();
     cblas_ssyrk(CblasRowMajor, CblasUpper, op, n, m, 1.0f, a, lda, 0.0f, c, ldc);
+    lipt_blas_serial_end(saved);
 }
 static void gemm_abt(int trans, int M, int N, int K, const float *a1, const float *a2, int lda, float *c, int ldc) {
     const CBLAS_TRANSPOSE ta = trans ? CblasTrans : CblasNoTrans, tb = trans ? CblasNoTrans : CblasTrans;
+    const int saved = lipt_blas_serial_begin();
     cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a1, lda, a2, lda, 0.0f, c, ldc);
+    lipt_blas_serial_end(saved);
 }
 
 /* The upper triangle of the n×n row-major float C = op(A) op(A)ᵀ, op(A) = A [n×m] (trans 0) or Aᵀ with A [m×n]
