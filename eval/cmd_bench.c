@@ -13,6 +13,7 @@
 #include "lipt/optim.h"
 #include "lipt/train.h"
 #include "ops/gemm.h"
+#include "sysinfo.h"
 
 static const cli_opt bench_opts[] = {
     {"config", CLI_STRING, "FILE", "model config (key = value); any config key can also be given as --key value", NULL},
@@ -498,6 +499,9 @@ static void print_json(const bench *b, const double gf[2], double peak) {
     json_int(&j, "threads", lipt_get_threads());
     json_str(&j, "precision", lipt_precision_name(b->cfg.precision));
     json_bool(&j, "blas_openmp", lipt_blas_nests_safely());
+    lipt_cpuinfo ci; /* the kernels the rates were measured on */
+    lipt_cpuinfo_get(&ci);
+    sysinfo_json(&j, &ci);
     json_bool(&j, "recompute", b->recompute);
     json_int(&j, "runs", b->runs);
     json_int(&j, "warmup", b->warmup);
@@ -597,6 +601,9 @@ static void print_table(const bench *b, const double gf[2], double peak) {
            "%d steps per run%s\n", b->B, b->T, lipt_get_threads(), lipt_blas_nests_safely() ? "OpenMP" : "non-OpenMP",
            lipt_precision_name(c->precision), b->runs, b->warmup, b->steps,
            b->recompute ? "; training recomputes activations (--recompute)" : "");
+    lipt_cpuinfo ci; /* the kernels the rates were measured on */
+    lipt_cpuinfo_get(&ci);
+    sysinfo_print(stdout, &ci, "");
     for (int p = 0; p < 2; p++) {
         const measurement *m = &b->ph[p];
         if (!isfinite(m->median)) continue;

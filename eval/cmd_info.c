@@ -1,4 +1,5 @@
-/* lipt info: what a checkpoint holds (model, training settings, corpus, step, metrics), without loading the model. */
+/* lipt info: what a checkpoint holds (model, training settings, corpus, step, metrics), without loading the model; or,
+ * with --system, the machine: the CPU, its features and the kernels OpenBLAS and oneDNN run on it. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,11 +8,30 @@
 #include "lipt/checkpoint.h"
 #include "lipt/config.h"
 #include "run.h"
+#include "sysinfo.h"
 
 static const cli_opt info_opts[] = {
-    {"ckpt", CLI_STRING, "FILE", "checkpoint to describe (required)", NULL},
+    {"ckpt", CLI_STRING, "FILE", "checkpoint to describe (this or --system)", NULL},
+    {"system", CLI_FLAG, NULL, "describe this machine instead: CPU, features, the kernels OpenBLAS and oneDNN run",
+     NULL},
     {"json", CLI_FLAG, NULL, "one JSON object on stdout", NULL},
 };
+
+/* lipt info --system [--json] */
+static int info_system(int json) {
+    lipt_cpuinfo ci;
+    lipt_cpuinfo_get(&ci);
+    if (json) {
+        json_w j;
+        json_begin(&j, stdout);
+        sysinfo_json(&j, &ci);
+        json_end(&j);
+    } else {
+        printf("system:\n");
+        sysinfo_print(stdout, &ci, "  ");
+    }
+    return 0;
+}
 
 /* The last training line and the last evaluation line of the run's metrics.jsonl (next to the checkpoint); event
  * lines (early stop) are neither. */
@@ -48,10 +68,16 @@ int cmd_info(int argc, char **argv) {
     const char *C = "info";
     cli_args a;
     int pr = cli_parse(&a, C, "Describe a checkpoint: its model config, training settings, corpus (path, size, CRC-32),\n"
-                              "step, best validation BPC and the run's last metrics.",
-                       info_opts, 2, argc, argv, 0, 0);
+                              "step, best validation BPC and the run's last metrics. Or, with --system, this machine:\n"
+                              "the CPU and its features, OpenBLAS's kernels (core type, and whether OpenBLAS, the user\n"
+                              "or lipt chose them: OPENBLAS_CORETYPE) and oneDNN's instruction set.",
+                       info_opts, 3, argc, argv, 0, 0);
     if (pr) return pr > 0 ? 0 : 2;
-    if (!cli_has(&a, "ckpt")) return cli_error(C, "--ckpt FILE is required");
+    if (cli_has(&a, "system")) {
+        if (cli_has(&a, "ckpt")) return cli_error(C, "--system describes this machine, --ckpt a checkpoint: one at a time");
+        return info_system(cli_has(&a, "json"));
+    }
+    if (!cli_has(&a, "ckpt")) return cli_error(C, "--ckpt FILE is required (or --system for this machine)");
     const char *path = cli_str(&a, "ckpt");
     lipt_error err = {0};
     lipt_ckpt ck;

@@ -402,5 +402,49 @@ for e in tightness invertibility depth stability robustness; do
   fi
 done
 
+# ---- the machine: lipt info --system, and the start-up check that keeps OpenBLAS off its generic kernels
+unset OPENBLAS_CORETYPE LIPT_OPENBLAS_CORETYPE LIPT_TEST_PRETEND_GENERIC
+sysj=$("$LIPT" info --system --json 2>"$TMP/sys.err")
+sysf() { echo "$1" | sed -n "s/.*\"$2\":\"\([^\"]*\)\".*/\1/p"; }
+best=$(sysf "$sysj" openblas_best_core)
+if [ -n "$(sysf "$sysj" openblas_core)" ] && echo "$sysj" | grep -q '"cpu_features":"[a-z0-9_ ]*"' &&
+   "$LIPT" info --system | grep -q "^  OpenBLAS: .* kernels, " && ! [ -s "$TMP/sys.err" ]; then
+  pass "info --system: OpenBLAS's $(sysf "$sysj" openblas_core) kernels ($(sysf "$sysj" openblas_core_source)), oneDNN ISA '$(sysf "$sysj" onednn_isa)', best core '$best'"
+else
+  fail "info --system: $sysj $(cat "$TMP/sys.err")"
+fi
+expect_error "info --system with --ckpt" "$LIPT" info --system --ckpt "$TMP/run/last.ckpt"
+if echo "$sysj" | grep -q DYNAMIC_ARCH && [ -n "$best" ]; then
+  # as if OpenBLAS had fallen back to Prescott: one note, then the same command on the best kernels
+  pre=$(LIPT_TEST_PRETEND_GENERIC=1 "$LIPT" info --system --json 2>"$TMP/pre.err")
+  if [ "$(wc -l <"$TMP/pre.err")" -eq 1 ] &&
+     grep -q "^lipt: OpenBLAS chose generic kernels (Prescott) on a CPU with AVX[-0-9]*; using $best kernels (set OPENBLAS_CORETYPE to override)$" "$TMP/pre.err" &&
+     [ "$(sysf "$pre" openblas_core)" = "$best" ] && [ "$(sysf "$pre" openblas_core_source)" = lipt ]; then
+    pass "a generic OpenBLAS core is replaced at start-up: $(cat "$TMP/pre.err")"
+  else
+    fail "start-up kernel check: $(cat "$TMP/pre.err") $pre"
+  fi
+  # a user's OPENBLAS_CORETYPE stands, without a word, and info says the CPU runs better kernels
+  usr=$(OPENBLAS_CORETYPE=Prescott LIPT_TEST_PRETEND_GENERIC=1 "$LIPT" info --system --json 2>"$TMP/usr.err")
+  if ! [ -s "$TMP/usr.err" ] && [ "$(sysf "$usr" openblas_core)" = Prescott ] &&
+     [ "$(sysf "$usr" openblas_core_source)" = user ] && echo "$usr" | grep -q '"openblas_generic":true'; then
+    pass "a user's OPENBLAS_CORETYPE=Prescott is respected"
+  else
+    fail "user's OPENBLAS_CORETYPE: $(cat "$TMP/usr.err") $usr"
+  fi
+  # a run through the re-executed binary: the note once, and the run of the same kernels set by hand
+  LIPT_TEST_PRETEND_GENERIC=1 "$LIPT" train "${COMMON[@]}" --out "$TMP/pretend" --steps 3 --eval-every 0 2>"$TMP/pt.err"
+  OPENBLAS_CORETYPE=$best "$LIPT" train "${COMMON[@]}" --out "$TMP/byhand" --steps 3 --eval-every 0 2>/dev/null
+  if [ "$(grep -c "^lipt: OpenBLAS chose generic kernels" "$TMP/pt.err")" -eq 1 ] &&
+     [ "$(grep -c '"loss"' "$TMP/pretend/metrics.jsonl" 2>/dev/null)" = 3 ] &&
+     diff <(nt "$TMP/pretend/metrics.jsonl") <(nt "$TMP/byhand/metrics.jsonl") >/dev/null; then
+    pass "train after the start-up check: one note, the metrics of OPENBLAS_CORETYPE=$best set by hand"
+  else
+    fail "train after the start-up check: $(head -c 300 "$TMP/pt.err")"
+  fi
+else
+  echo "skip  the start-up kernel check: OpenBLAS is not a DYNAMIC_ARCH build or the CPU lacks AVX"
+fi
+
 echo "cli tests: $fails failure(s)"
 [ $fails -eq 0 ]

@@ -20,6 +20,9 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    /* first of all (one process, no thread yet, the signal mask as given): OpenBLAS's generic kernels on a CPU with
+     * better ones are corrected by re-executing lipt with OPENBLAS_CORETYPE set (read only when OpenBLAS loads) */
+    lipt_blas_coretype_startup(argv);
     /* before any thread exists: no thread that computes ever runs a signal handler (src/core/signals.c: oneDNN's
      * sgemm kernels move the stack pointer into the heap, where a handler's frame would corrupt it) */
     lipt_error err = {0};

@@ -107,6 +107,41 @@ lipt_status lipt_precision_check(lipt_precision p, lipt_error *err);
 int  lipt_have_dnnl(void);
 int  lipt_cpu_has_avx512_bf16(void);
 
+/* The CPU and the kernels the libraries run on it (src/core/cpuinfo.c): for lipt info --system, lipt bench and
+ * the start-up check. Features count only when the OS saves their registers (XCR0). */
+typedef struct {
+    char cpu[64];                 /* the brand string */
+    int family, model;            /* cpuid's display family and model */
+    int sse3, avx, fma, avx2, avx512f, avx512cd, avx512bw, avx512dq, avx512vl, avx512_vnni, avx512_bf16, avx512_fp16,
+        amx_tile, amx_bf16;
+    const char *best_core;        /* the best OpenBLAS core type the features allow: "SkylakeX", "Haswell",
+                                   * "Sandybridge", or "" */
+    int best_class;               /* its class: 3 AVX-512, 2 AVX2, 1 AVX, -1 none of these */
+    char blas_core[32];           /* openblas_get_corename(): the kernels OpenBLAS runs */
+    char blas_config[192];        /* openblas_get_config() */
+    int blas_class;               /* blas_core's class as best_class (0: generic SSE kernels; -1 a name not known) */
+    int blas_generic;             /* 1 when OpenBLAS runs kernels of a lower class than the CPU allows */
+    int blas_dynamic;             /* 1 for a DYNAMIC_ARCH build (the one that reads OPENBLAS_CORETYPE) */
+    const char *blas_threading;   /* "OpenMP", "pthreads", "none" */
+    char coretype_env[32];        /* OPENBLAS_CORETYPE as set, or "" */
+    const char *coretype_source;  /* who chose the kernels: "OpenBLAS" (its own detection), "user" (OPENBLAS_CORETYPE
+                                   * set by hand), "lipt" (lipt_blas_coretype_startup) */
+    char dnnl_version[16];        /* oneDNN's version, "" in a build without it */
+    const char *dnnl_isa;         /* dnnl_get_effective_cpu_isa(): "avx512_core_amx", "avx2", ...; "" without oneDNN */
+} lipt_cpuinfo;
+void lipt_cpuinfo_get(lipt_cpuinfo *ci);
+/* The features that are on, space-separated ("avx avx2 ... amx_bf16"), into out (n bytes). */
+void lipt_cpuinfo_features(const lipt_cpuinfo *ci, char *out, size_t n);
+/* Call first thing in main: when OpenBLAS (a DYNAMIC_ARCH build) has picked kernels of a lower class than the CPU
+ * runs (its generic Prescott ones on a CPU newer than its table) and OPENBLAS_CORETYPE is unset, sets
+ * OPENBLAS_CORETYPE to the best core type (lipt_cpuinfo.best_core), says so once on stderr when it is a terminal
+ * (scripts keep one-line errors; lipt_cpuinfo.coretype_source says "lipt") and re-executes the program
+ * (/proc/self/exe, the same argv): OpenBLAS reads the variable only in its library constructor, before main. Returns
+ * when there is nothing to do, when OPENBLAS_CORETYPE is the user's, or when the re-execution fails (with a note).
+ * LIPT_TEST_PRETEND_GENERIC=1 makes it take OpenBLAS's choice for "Prescott" and say so on any stderr (a test
+ * hook). */
+void lipt_blas_coretype_startup(char *const *argv);
+
 #ifdef __cplusplus
 }
 #endif
