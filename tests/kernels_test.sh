@@ -48,7 +48,8 @@ echo "$(field openblas_config)" | grep -q DYNAMIC_ARCH || dynamic=0
 # runnable NAME: whether this CPU executes the kernel set NAME
 runnable() {
   case $1 in
-    default | Prescott) return 0 ;;
+    default) return 0 ;;
+    Prescott) echo " $(field cpu_features) " | grep -q " sse3 " ;;
     Haswell) [ "$best" = Haswell ] || [ "$best" = SkylakeX ] ;;
     SkylakeX) [ "$best" = SkylakeX ] ;;
     onednn-avx2) [ -n "$onednn" ] && { [ "$best" = Haswell ] || [ "$best" = SkylakeX ]; } ;;
@@ -66,6 +67,7 @@ for set in default Prescott Haswell SkylakeX onednn-avx2; do
     case $set in
       SkylakeX) skip "$set: its kernels need AVX-512 (F, BW, DQ, VL), which this CPU lacks" ;;
       Haswell) skip "$set: its kernels need AVX2 and FMA, which this CPU lacks" ;;
+      Prescott) skip "$set: its kernels need an x86-64 CPU with SSE3" ;;
       onednn-avx2) skip "$set: ${onednn:+the CPU lacks AVX2}${onednn:-no oneDNN in this build}" ;;
     esac
     continue

@@ -2,7 +2,8 @@
  * double; the bf16-emulated product against sgemm on pre-rounded operands, bit for bit (also from two threads at
  * once); the oneDNN wrapper with float32 operands against sgemm (all transposes, padded rows, alpha, beta, the
  * primitive cache and its eviction), which leaves only the data type untested on a CPU without AVX512_BF16; the real
- * bf16 path against bf16-emulated where the CPU has AVX512_BF16 (else skipped, saying so, and the error checked);
+ * bf16 path against bf16-emulated where the CPU has AVX512_BF16 (1 and 2 threads, each product twice: the same bits
+ * on the same thread count; else skipped, saying so, and the error checked);
  * models at bf16-emulated: the loss near float32's, gradients by finite differences and against float32's, the
  * decoder against the forward pass. */
 #include "testutil.h"
@@ -324,7 +325,15 @@ START_TEST(test_bf16_real) {
                                             Bpk ? (tb ? K : N) : ldb, Bpk, bv, 0.5f, C1, ldc);
                         lipt_gemm_lowp_bias(&emu, ta, tb, M, N, K, A, lda, NULL, B, ldb, NULL, bv, 0.5f, C2, ldc);
                     } else {
+                        /* twice on the same thread count: the same bits (what bf16 promises; another thread count
+                         * only within the summation bound, below) */
+                        float *C1b = malloc(sizeof(float) * M * ldc);
+                        memcpy(C1b, C1, sizeof(float) * M * ldc);
                         lipt_gemm_p(&ctx, ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, C1, ldc);
+                        lipt_gemm_p(&ctx, ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, C1b, ldc);
+                        ck_assert_msg(memcmp(C1, C1b, sizeof(float) * M * ldc) == 0, "bf16: two runs of ta %d tb %d "
+                                      "%dx%dx%d on %d threads differ", ta, tb, M, N, K, th);
+                        free(C1b);
                         lipt_gemm_p(&emu, ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, C2, ldc);
                     }
                     const double e = tu_max_rel_err_f(C1, C2, (size_t)M * ldc, 1e-6);
