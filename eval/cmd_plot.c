@@ -85,7 +85,7 @@ static double symbols_per_step(const char *metrics_path) {
     char *slash = strrchr(cfg, '/');
     if (slash) snprintf(slash + 1, sizeof cfg - (size_t)(slash + 1 - cfg), "run.cfg");
     else snprintf(cfg, sizeof cfg, "run.cfg");
-    FILE *f = fopen(cfg, "r");
+    FILE *f = lipt_open_regular(cfg, NULL, NULL); /* regular files only: a FIFO is never waited on */
     if (!f) return 0;
     char line[1024];
     double batch = 0, seq = 0;
@@ -98,12 +98,13 @@ static double symbols_per_step(const char *metrics_path) {
     return batch > 0 && seq > 0 ? batch * seq : 0;
 }
 
-/* A run folder (or its metrics.jsonl) -> its curves; the training BPC smoothed over `smooth` lines. 0, or -1. */
-static int read_run(const char *run, int smooth, curve *c, char *path, size_t n) {
+/* A run folder (or its metrics.jsonl) -> its curves; the training BPC smoothed over `smooth` lines. 0, or -1 with
+ * the reason in err (missing, not a regular file: a FIFO is refused, never waited on). */
+static int read_run(const char *run, int smooth, curve *c, char *path, size_t n, lipt_error *err) {
     struct stat sb;
     if (stat(run, &sb) == 0 && S_ISDIR(sb.st_mode)) snprintf(path, n, "%s/metrics.jsonl", run);
     else snprintf(path, n, "%s", run);
-    FILE *f = fopen(path, "r");
+    FILE *f = lipt_open_regular(path, NULL, err);
     if (!f) return -1;
     char line[4096];
     double *win = calloc((size_t)smooth, sizeof(double)), sum = 0;
@@ -149,8 +150,9 @@ int cmd_plot(int argc, char **argv) {
     int ns = 0, rc = 0;
     for (int i = 0; i < a.n_pos && !rc; i++) {
         char path[1200];
-        if (read_run(a.pos[i], (int)smooth, &c[i], path, sizeof path) != 0) {
-            rc = cli_error(C, "%s: cannot read %s (a run folder of lipt train holds metrics.jsonl)", a.pos[i], path);
+        lipt_error rerr = {0};
+        if (read_run(a.pos[i], (int)smooth, &c[i], path, sizeof path, &rerr) != 0) {
+            rc = cli_error(C, "%s (give a run folder of lipt train, which holds metrics.jsonl, or that file)", rerr.msg);
             break;
         }
         if (c[i].n + c[i].nv == 0) fprintf(stderr, "note: %s has no logged steps yet\n", path);

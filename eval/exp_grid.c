@@ -65,7 +65,7 @@ static int run_self(char **argv, const char *log_path, char *out, size_t cap) {
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         lipt_signals_unblock(); /* this thread's mask (main's: asynchronous signals blocked) survives exec */
-        int lg = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0666);
+        int lg = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK, 0666);
         if (lg >= 0) dup2(lg, 2);
         dup2(fd[1], 1);
         close(fd[0]);
@@ -119,7 +119,7 @@ double json_get(const char *js, const char *key) {
 
 /* Does the file contain s? */
 static int file_contains(const char *path, const char *s) {
-    FILE *f = fopen(path, "r");
+    FILE *f = lipt_open_regular(path, NULL, NULL); /* regular files only: never waits on a FIFO */
     if (!f) return 0;
     char line[4096];
     int found = 0;
@@ -150,7 +150,7 @@ static void arg(args_b *a, const char *fmt, ...) {
 static double cell_seconds(const char *dir) {
     char p[1200];
     snprintf(p, sizeof p, "%s/experiment_seconds.txt", dir);
-    FILE *f = fopen(p, "r");
+    FILE *f = lipt_open_regular(p, NULL, NULL);
     double s = 0, v;
     if (!f) return 0;
     while (fscanf(f, "%lf", &v) == 1) s += v;
@@ -160,7 +160,7 @@ static double cell_seconds(const char *dir) {
 static void cell_add_seconds(const char *dir, double s) {
     char p[1200];
     snprintf(p, sizeof p, "%s/experiment_seconds.txt", dir);
-    FILE *f = fopen(p, "a");
+    FILE *f = lipt_open_append(p, NULL); /* never through a planted symlink */
     if (f) {
         fprintf(f, "%.3f\n", s);
         fclose(f);
@@ -371,7 +371,7 @@ int csv_split(char *line, char **f, int cap) {
 
 int grid_read_csv(const char *path, const char *header, int ncols, const char *key, const char *C,
                   int (*row)(char **fields, void *user), void *user) {
-    FILE *f = fopen(path, "r");
+    FILE *f = lipt_open_regular(path, NULL, NULL);
     if (!f) return 0;
     char line[2048];
     int n = 0;

@@ -65,7 +65,7 @@ static int cmp_stab_row(const void *p, const void *q) {
 static int read_curve(const char *dir, double *step, double *loss, int cap, double *gmax, double *smax) {
     char p[1200];
     snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
-    FILE *f = fopen(p, "r");
+    FILE *f = lipt_open_regular(p, NULL, NULL); /* regular files only: never waits on a FIFO */
     if (gmax) *gmax = NAN;
     if (smax) *smax = NAN;
     if (!f) return 0;
@@ -131,7 +131,7 @@ static lipt_status write_stab_curves(const grid_opts *g, const stab_row *rows, i
     double *sx = malloc(sizeof(double) * CAP * MAX_DEPTHS), *sy = malloc(sizeof(double) * CAP * MAX_DEPTHS);
     if (!sx || !sy) {
         free(sx); free(sy);
-        fclose(o.f);
+        discard_file(&o);
         return lipt_fail(err, LIPT_ERR_NOMEM, "out of memory for the stability curves plot");
     }
     for (int v = 0; v < MAX_VARIANTS && st == LIPT_OK; v++) {
@@ -171,7 +171,7 @@ static lipt_status write_stab_curves(const grid_opts *g, const stab_row *rows, i
     }
     free(sx);
     free(sy);
-    if (st != LIPT_OK) { fclose(o.f); return st; }
+    if (st != LIPT_OK) { discard_file(&o); return st; }
     return commit_file(&o, err);
 }
 

@@ -27,26 +27,21 @@ int parse_list(const char *s, double *out, int cap) {
     return n;
 }
 
-/* A FILE on path.tmp, renamed over path by commit_file (readers never see a partial file). */
+/* lipt's atomic writer (lipt_output): readers never see a partial file, a device or FIFO at path is refused. */
 lipt_status open_file(out_file *o, const char *path, lipt_error *err) {
-    snprintf(o->path, sizeof o->path, "%s", path);
-    snprintf(o->tmp, sizeof o->tmp, "%s.tmp", path);
-    o->f = lipt_create_fresh(o->tmp, "w"); /* never through a planted symlink */
-    if (!o->f) return lipt_fail(err, LIPT_ERR_IO, "cannot write %s: %s", o->tmp, strerror(errno));
-    return LIPT_OK;
+    const lipt_status st = lipt_output_open(&o->out, path, err);
+    o->f = o->out.f;
+    return st;
 }
 
 lipt_status commit_file(out_file *o, lipt_error *err) {
-    const int bad = ferror(o->f) != 0;
-    if (fclose(o->f) != 0 || bad) {
-        remove(o->tmp);
-        return lipt_fail(err, LIPT_ERR_IO, "write error on %s", o->tmp);
-    }
-    if (rename(o->tmp, o->path) != 0) {
-        remove(o->tmp);
-        return lipt_fail(err, LIPT_ERR_IO, "cannot rename %s: %s", o->tmp, strerror(errno));
-    }
-    return LIPT_OK;
+    o->f = NULL;
+    return lipt_output_commit(&o->out, err);
+}
+
+void discard_file(out_file *o) {
+    o->f = NULL;
+    lipt_output_discard(&o->out);
 }
 
 lipt_status exp_test_inputs(const char *ckpt, const lipt_model *m, const lipt_vocab *vocab, const char *data, int N,

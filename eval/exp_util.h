@@ -11,10 +11,12 @@
 /* Comma-separated numbers into out (at most cap). Returns the count, or -1 on a malformed list. */
 int parse_list(const char *s, double *out, int cap);
 
-/* A FILE on path.tmp, renamed over path by commit_file (readers never see a partial file). */
-typedef struct { FILE *f; char path[1100], tmp[1110]; } out_file;
+/* An output through lipt's atomic writer (lipt_output: path.tmp, fsync, rename; a device or FIFO at path is refused):
+ * write to f, then commit_file (readers never see a partial file) or discard_file. */
+typedef struct { FILE *f; lipt_output out; } out_file;
 lipt_status open_file(out_file *o, const char *path, lipt_error *err);
 lipt_status commit_file(out_file *o, lipt_error *err);
+void discard_file(out_file *o); /* abandon it: the temporary removed, path untouched */
 
 /* Inputs from a trained model (loaded from ckpt): the first N symbols of the test split of `data` — NULL: the corpus
  * ckpt was trained on, with its split (run_load_corpus, which says so on stderr) — encoded with the checkpoint's

@@ -98,5 +98,46 @@ if [ -n "$saved" ] && [ "$logged" -ge $((saved / 5)) ] &&
   pass "kill -9 at step >= $saved: the checkpoint loads, no metrics line before it lost ($logged lines), --resume finishes"
 else fail "kill -9 and resume (saved step '$saved', $logged lines logged)"; fi
 
+# Hostile files around a run (issue 38): lipt reads only regular files (a FIFO is refused, never waited on), never
+# writes through a planted symlink, and never replaces a FIFO or device with its output. `timeout` turns a hang into
+# a failure (exit 124).
+hostile() { # NAME EXPECTED_MESSAGE COMMAND...: a non-zero exit within 20 s, not a timeout, with the message
+  local name=$1 want=$2 rc
+  shift 2
+  timeout 20 "$@" >/dev/null 2>hostile.err
+  rc=$?
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -lt 128 ] && grep -q "$want" hostile.err; then
+    pass "$name: refused in one line: $(head -c 200 hostile.err)"
+  else
+    fail "$name: exit $rc (want an error; 124: it hung), message: $(head -c 300 hostile.err)"
+  fi
+}
+cp -r run fiforun && rm fiforun/metrics.jsonl && mkfifo fiforun/metrics.jsonl
+hostile "plot of a run whose metrics.jsonl is a FIFO" "is a FIFO, not a regular file" "$LIPT" plot fiforun --out f.svg
+hostile "train --resume of a run whose metrics.jsonl is a FIFO" "is a FIFO, not a regular file" \
+  "$LIPT" train --out fiforun --resume --steps 62 --quiet
+hostile "plot of a folder without metrics.jsonl says why" "No such file or directory" "$LIPT" plot "$TMP/elsewhere" --out f.svg
+# a symlink planted at the run's lock: not followed (its target is not created)
+cp -r run lockrun && rm -f lockrun/.lock && ln -s "$TMP/lock_victim" lockrun/.lock
+hostile "train --resume with a symlink at RUN/.lock" "is a symbolic link" "$LIPT" train --out lockrun --resume --steps 62 --quiet
+[ -e "$TMP/lock_victim" ] && fail "the lock's symlink was followed: $TMP/lock_victim created"
+# a symlink planted at metrics.jsonl: --resume does not append to its target
+cp -r run linkrun && mv linkrun/metrics.jsonl "$TMP/metrics_victim" && ln -s "$TMP/metrics_victim" linkrun/metrics.jsonl
+before=$(cksum <"$TMP/metrics_victim")
+hostile "train --resume with metrics.jsonl a symlink" "is a symbolic link" "$LIPT" train --out linkrun --resume --steps 62 --quiet
+[ "$(cksum <"$TMP/metrics_victim")" = "$before" ] || fail "--resume appended through the metrics.jsonl symlink"
+# outputs onto a FIFO (as onto a device: refused, left as it was), and onto a symlink (replaced, its target untouched)
+mkfifo out.fifo
+hostile "plot --out onto a FIFO" "not a regular file (a FIFO)" "$LIPT" plot run --out out.fifo
+[ -p out.fifo ] || fail "plot --out replaced the FIFO"
+ln -s "$TMP/svg_victim" link.svg
+if "$LIPT" plot run --out link.svg 2>/dev/null && [ -f link.svg ] && [ ! -L link.svg ] && [ ! -e "$TMP/svg_victim" ]; then
+  pass "plot --out onto a symlink replaces the link, never writes its target"
+else fail "plot --out onto a symlink: $(ls -l link.svg "$TMP/svg_victim" 2>&1)"; fi
+mkdir -p inv && mkfifo inv/invertibility_n16_d8_h2.csv
+hostile "experiment invertibility with a FIFO at its CSV" "not a regular file (a FIFO)" \
+  "$LIPT" experiment invertibility --out inv --c-list 0.5 --scales 1 --max-iter 20
+[ -p inv/invertibility_n16_d8_h2.csv ] || fail "the experiment replaced the FIFO at its CSV"
+
 echo "workflow tests: $FAILS failure(s)"
 [ "$FAILS" -eq 0 ]

@@ -78,8 +78,8 @@ static const char *persisted[] = {"data", "steps", "batch", "lr", "schedule", "w
 
 /* Keep metrics.jsonl lines up to `step` (a resumed run rewrites what came after its checkpoint). */
 static lipt_status truncate_metrics(const char *path, int64_t step, lipt_error *err) {
-    FILE *f = fopen(path, "r");
-    if (!f) return LIPT_OK; /* no log yet */
+    FILE *f = lipt_open_regular(path, NULL, err); /* a FIFO there is refused, never waited on */
+    if (!f) return errno == ENOENT ? LIPT_OK : err->status; /* missing: no log yet */
     char line[4096];
     int later = 0; /* a line past the checkpoint's step: only then is there anything to rewrite */
     while (!later && fgets(line, sizeof line, f)) {
@@ -144,14 +144,15 @@ static int training_key(const char *key) {
 static int load_run_config(cli_args *ap, const char *path, lipt_config *cfg) {
     const char *C = "train";
     lipt_error err = {0};
-    struct stat sb;
-    if (stat(path, &sb) != 0) return cli_error(C, "--config %s: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) return cli_error(C, "--config %s is not a regular file", path);
-    if (sb.st_size > (1 << 20)) return cli_error(C, "--config %s is %lld bytes: a config is at most 1 MiB", path, (long long)sb.st_size);
-    FILE *f = fopen(path, "rb");
-    if (!f) return cli_error(C, "--config %s: %s", path, strerror(errno));
-    char *text = calloc((size_t)sb.st_size + 1, 1);
-    const size_t n = text ? fread(text, 1, (size_t)sb.st_size, f) : 0;
+    uint64_t size = 0;
+    FILE *f = lipt_open_regular(path, &size, &err); /* a FIFO or device is refused, never waited on */
+    if (!f) return cli_error(C, "--config: %s", err.msg);
+    if (size > (1 << 20)) {
+        fclose(f);
+        return cli_error(C, "--config %s is %llu bytes: a config is at most 1 MiB", path, (unsigned long long)size);
+    }
+    char *text = calloc((size_t)size + 1, 1);
+    const size_t n = text ? fread(text, 1, (size_t)size, f) : 0;
     fclose(f);
     if (!text) return cli_error(C, "out of memory reading %s", path);
     text[n] = 0;
@@ -447,8 +448,9 @@ static void write_run_cfg(const trainer *t) {
         }
         p += len + (nl ? 1 : 0);
     }
-    if (k < sizeof out && run_replace_file(path, out) != 0)
-        fprintf(stderr, "note: could not write %s (the run goes on; its checkpoints hold the same settings)\n", path);
+    lipt_error err = {0};
+    if (k < sizeof out && run_replace_file(path, out, &err) != LIPT_OK)
+        fprintf(stderr, "note: %s (the run goes on; its checkpoints hold the same settings)\n", err.msg);
 }
 
 /* The run directory (rank 0): created, locked, run.cfg, metrics.jsonl opened (truncated to the resumed step, or
@@ -461,8 +463,19 @@ static int setup_files(trainer *t, int force) {
         /* one trainer per run directory: a second one would interleave checkpoints and metrics */
         char lock_path[1300];
         snprintf(lock_path, sizeof lock_path, "%s/.lock", t->out);
-        t->lock_fd = open(lock_path, O_RDWR | O_CREAT, 0666);
-        if (t->lock_fd < 0 || flock(t->lock_fd, LOCK_EX | LOCK_NB) != 0)
+        /* O_NOFOLLOW: a symlink planted there would make the lock create (or lock) its target; O_NONBLOCK: a FIFO
+         * there must not block; anything but a regular file is refused */
+        t->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+        struct stat lsb;
+        if (t->lock_fd < 0 && errno == ELOOP)
+            return cli_error(C, "%s is a symbolic link: the lock of a run folder is a regular file lipt creates "
+                             "(remove the link)", lock_path);
+        if (t->lock_fd < 0 && errno != ENXIO)
+            return cli_error(C, "cannot create the lock %s: %s", lock_path, strerror(errno));
+        if (t->lock_fd < 0 || fstat(t->lock_fd, &lsb) != 0 || !S_ISREG(lsb.st_mode))
+            return cli_error(C, "%s is not a regular file: the lock of a run folder is a regular file lipt creates "
+                             "(remove it)", lock_path);
+        if (flock(t->lock_fd, LOCK_EX | LOCK_NB) != 0)
             return cli_error(C, "%s is in use by another lipt train (lock %s); wait for it or choose another --out", t->out,
                              lock_path);
         char path[1300];
@@ -485,8 +498,9 @@ static int setup_files(trainer *t, int force) {
             remove(t->best_path);
         }
     }
-    t->log = fopen(t->lead ? t->metrics_path : "/dev/null", "a");
-    if (!t->log) return cli_error(C, "cannot write %s", t->metrics_path);
+    /* appended to only as the regular file this run (or the one it resumes) created: never through a symlink */
+    t->log = t->lead ? lipt_open_append(t->metrics_path, &err) : fopen("/dev/null", "a");
+    if (!t->log) return t->lead ? cli_fail(C, &err) : cli_error(C, "cannot open /dev/null");
     setvbuf(t->log, NULL, _IOLBF, 0); /* every metrics line reaches the file as it is written */
     return 0;
 }

@@ -55,6 +55,29 @@ void *lipt_xaligned_at(size_t bytes, const char *file, int line); /* 64-byte ali
  * write-then-rename go through it. */
 FILE *lipt_create_fresh(const char *path, const char *mode);
 
+/* A file lipt reads but did not just create (a corpus, a config, a checkpoint, a run's metrics.jsonl or run.cfg),
+ * for reading ("rb"): opened with O_NONBLOCK, so that a FIFO cannot block the open, then checked with fstat on what
+ * was opened (not the name, which could change in between): only a regular file is read. Its size in *size (may be
+ * NULL). NULL on failure, with errno (ENOENT when missing) and a message in err naming the path and the reason
+ * ("cannot read P: No such file or directory", "P is a FIFO, not a regular file: lipt reads regular files only"). */
+FILE *lipt_open_regular(const char *path, uint64_t *size, lipt_error *err);
+/* A log lipt appends to (a run's metrics.jsonl): created when missing, never opened through a symlink (O_NOFOLLOW:
+ * "P is a symbolic link ..."), regular files only, as above. NULL on failure, errno and err set. */
+FILE *lipt_open_append(const char *path, lipt_error *err);
+
+/* An output written whole or not at all (a figure, a table, run.cfg): lipt_output_open refuses a path that exists
+ * and is not a regular file or a symlink (a device, a FIFO, a folder is never replaced) and creates PATH.tmp as
+ * lipt_create_fresh does; write to o->f; lipt_output_commit checks the stream, flushes, fsyncs, renames the
+ * temporary over PATH (a symlink there is replaced, never followed) and fsyncs the folder; on any failure the
+ * temporary is removed and PATH is as it was. lipt_output_discard abandons it. The checkpoints' writer, for text. */
+typedef struct {
+    FILE *f;
+    void *state;
+} lipt_output;
+lipt_status lipt_output_open(lipt_output *o, const char *path, lipt_error *err);
+lipt_status lipt_output_commit(lipt_output *o, lipt_error *err);
+void lipt_output_discard(lipt_output *o);
+
 /* xoshiro256** generator: small, fast, state fits in a checkpoint. */
 typedef struct { uint64_t s[4]; } lipt_rng;
 void     lipt_rng_seed(lipt_rng *r, uint64_t seed);

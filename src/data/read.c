@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 void lipt_bytes_free(lipt_bytes *b) {
@@ -25,17 +26,26 @@ static lipt_status alloc_bytes(lipt_bytes *out, size_t n, const char *path, lipt
     return LIPT_OK;
 }
 
+/* The documented cap on a decompressed corpus: LIPT_MAX_CORPUS_GB (default 4; enwik8 is 0.1), so that a small
+ * compressed file cannot fill the memory unasked. */
+static size_t corpus_cap(void) {
+    const char *e = getenv("LIPT_MAX_CORPUS_GB");
+    const double gb = e && atof(e) > 0 ? atof(e) : 4.0;
+    return gb * 1e9 >= (double)SIZE_MAX ? SIZE_MAX : (size_t)(gb * 1e9);
+}
+
+static lipt_status over_cap(const char *path, size_t n, lipt_error *err) {
+    return lipt_fail(err, LIPT_ERR_FORMAT, "%s decompresses to more than %zu bytes, the cap on a corpus (set "
+                     "LIPT_MAX_CORPUS_GB to raise it)", path, n);
+}
+
 lipt_status lipt_read_plain(const char *path, lipt_bytes *out, lipt_error *err) {
     out->data = NULL;
     out->len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return lipt_fail(err, LIPT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return lipt_fail(err, LIPT_ERR_IO, "%s: not a regular file", path);
-    }
-    size_t n = (size_t)st.st_size;
+    uint64_t size = 0;
+    FILE *f = lipt_open_regular(path, &size, err); /* a FIFO or device is refused, never waited on */
+    if (!f) return err ? err->status : LIPT_ERR_IO;
+    size_t n = (size_t)size;
     lipt_status s = alloc_bytes(out, n, path, err);
     if (s) {
         fclose(f);
@@ -52,25 +62,13 @@ lipt_status lipt_read_plain(const char *path, lipt_bytes *out, lipt_error *err) 
     return LIPT_OK;
 }
 
-static int read_magic(const char *path, uint8_t m[4], size_t *got) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
+/* The first bytes of a corpus file (regular files only). LIPT_OK, or the reason in err. */
+static lipt_status read_magic(const char *path, uint8_t m[4], size_t *got, lipt_error *err) {
+    FILE *f = lipt_open_regular(path, NULL, err);
+    if (!f) return err ? err->status : LIPT_ERR_IO;
     *got = fread(m, 1, 4, f);
     fclose(f);
-    return 0;
-}
-
-/* The documented cap on a decompressed corpus: LIPT_MAX_CORPUS_GB (default 4; enwik8 is 0.1), so that a small
- * compressed file cannot fill the memory unasked. */
-static size_t corpus_cap(void) {
-    const char *e = getenv("LIPT_MAX_CORPUS_GB");
-    const double gb = e && atof(e) > 0 ? atof(e) : 4.0;
-    return gb * 1e9 >= (double)SIZE_MAX ? SIZE_MAX : (size_t)(gb * 1e9);
-}
-
-static lipt_status over_cap(const char *path, size_t n, lipt_error *err) {
-    return lipt_fail(err, LIPT_ERR_FORMAT, "%s decompresses to more than %zu bytes, the cap on a corpus (set "
-                     "LIPT_MAX_CORPUS_GB to raise it)", path, n);
+    return LIPT_OK;
 }
 
 lipt_status lipt_read_gzip(const char *path, lipt_bytes *out, lipt_error *err) {
@@ -78,11 +76,20 @@ lipt_status lipt_read_gzip(const char *path, lipt_bytes *out, lipt_error *err) {
     out->len = 0;
     uint8_t m[4] = {0};
     size_t got = 0;
-    if (read_magic(path, m, &got) != 0) return lipt_fail(err, LIPT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    lipt_status rs = read_magic(path, m, &got, err);
+    if (rs != LIPT_OK) return rs;
     if (got < 2 || m[0] != 0x1f || m[1] != 0x8b)
         return lipt_fail(err, LIPT_ERR_FORMAT, "%s: not a gzip file (expected magic bytes 1f 8b)", path);
-    gzFile g = gzopen(path, "rb");
-    if (!g) return lipt_fail(err, LIPT_ERR_IO, "%s: gzopen failed", path);
+    /* opened as every input is (gzopen would wait on a FIFO swapped in since), then handed to zlib */
+    FILE *f = lipt_open_regular(path, NULL, err);
+    if (!f) return err ? err->status : LIPT_ERR_IO;
+    const int fd = dup(fileno(f));
+    fclose(f);
+    gzFile g = fd >= 0 ? gzdopen(fd, "rb") : NULL;
+    if (!g) {
+        if (fd >= 0) close(fd);
+        return lipt_fail(err, LIPT_ERR_IO, "%s: cannot read it as gzip (out of memory or descriptors)", path);
+    }
     gzbuffer(g, 1 << 17);
     size_t cap = 1 << 20, n = 0;
     uint8_t *buf = malloc(cap + 1);
@@ -391,7 +398,8 @@ lipt_status lipt_read_auto(const char *path, lipt_bytes *out, lipt_error *err) {
     size_t got = 0;
     out->data = NULL;
     out->len = 0;
-    if (read_magic(path, m, &got) != 0) return lipt_fail(err, LIPT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    const lipt_status rs = read_magic(path, m, &got, err);
+    if (rs != LIPT_OK) return rs;
     if (got >= 2 && m[0] == 0x1f && m[1] == 0x8b) return lipt_read_gzip(path, out, err);
     if (got >= 4 && m[0] == 'P' && m[1] == 'K' && m[2] == 3 && m[3] == 4) return lipt_read_zip_member(path, NULL, out, err);
     /* other compressors: training on their bytes would silently learn the compressed stream */

@@ -37,6 +37,84 @@ FILE *lipt_create_fresh(const char *path, const char *mode) {
     return f;
 }
 
+/* What a file that is not a regular one is, for messages. */
+static const char *kind_of(mode_t m) {
+    return S_ISDIR(m) ? "a folder" : S_ISCHR(m) || S_ISBLK(m) ? "a device" : S_ISFIFO(m) ? "a FIFO"
+         : S_ISSOCK(m) ? "a socket" : S_ISLNK(m) ? "a symbolic link" : "a special file";
+}
+
+/* fd (opened O_NONBLOCK) as a stream if it is a regular file; else closed, errno and err set. */
+static FILE *regular_stream(int fd, const char *path, const char *mode, uint64_t *size, lipt_error *err) {
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        const int e = errno;
+        close(fd);
+        lipt_fail(err, LIPT_ERR_IO, "cannot read %s: %s", path, strerror(e));
+        errno = e;
+        return NULL;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        lipt_fail(err, LIPT_ERR_IO, "%s is %s, not a regular file: lipt %s regular files only", path,
+                  kind_of(sb.st_mode), mode[0] == 'r' ? "reads" : "writes");
+        errno = S_ISDIR(sb.st_mode) ? EISDIR : EINVAL;
+        return NULL;
+    }
+    /* back to blocking: O_NONBLOCK was only there so that opening a FIFO could not wait for a writer */
+    const int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, mode);
+    if (!f) {
+        const int e = errno;
+        close(fd);
+        lipt_fail(err, LIPT_ERR_NOMEM, "cannot read %s: %s", path, strerror(e));
+        errno = e;
+        return NULL;
+    }
+    if (size) *size = (uint64_t)sb.st_size;
+    return f;
+}
+
+/* Refuses what exists at path and is not a regular file (following symlinks), before opening it: opening a device
+ * can itself act (a tape rewinds, a watchdog arms). 0 when it is regular or missing. */
+static int refuse_special(const char *path, const char *verb, lipt_error *err) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return 0;
+    lipt_fail(err, LIPT_ERR_IO, "%s is %s, not a regular file: lipt %s regular files only", path, kind_of(sb.st_mode),
+              verb);
+    errno = S_ISDIR(sb.st_mode) ? EISDIR : EINVAL;
+    return -1;
+}
+
+FILE *lipt_open_regular(const char *path, uint64_t *size, lipt_error *err) {
+    if (refuse_special(path, "reads", err)) return NULL;
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        const int e = errno;
+        lipt_fail(err, LIPT_ERR_IO, "cannot read %s: %s", path, strerror(e));
+        errno = e;
+        return NULL;
+    }
+    return regular_stream(fd, path, "rb", size, err); /* checked again on what was opened: the name may have changed */
+}
+
+FILE *lipt_open_append(const char *path, lipt_error *err) {
+    /* O_NOFOLLOW: a symlink planted where lipt keeps its log would make it append to the link's target */
+    if (refuse_special(path, "appends to", err)) return NULL;
+    const int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        const int e = errno;
+        if (e == ELOOP)
+            lipt_fail(err, LIPT_ERR_IO, "%s is a symbolic link: lipt appends only to the regular file it created "
+                      "(remove the link)", path);
+        else
+            lipt_fail(err, LIPT_ERR_IO, "cannot write %s: %s", path, strerror(e));
+        errno = e;
+        return NULL;
+    }
+    return regular_stream(fd, path, "a", NULL, err);
+}
+
 static char *dup_str(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
     char *r = lipt_xmalloc(a + b + 1);
@@ -56,8 +134,7 @@ lipt_status lipt_afile_open(lipt_afile *af, const char *path, size_t fail_after,
     /* only regular files are replaced (a symlink is replaced itself, never its target): not a device, FIFO, folder */
     if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode)) {
         af->st = lipt_fail(err, LIPT_ERR_ARG, "%s exists and is not a regular file (%s): lipt writes regular files only",
-                           path, S_ISDIR(sb.st_mode) ? "a folder" : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
-                                                     : S_ISFIFO(sb.st_mode) ? "a FIFO" : "a special file");
+                           path, kind_of(sb.st_mode));
         lipt_afile_discard(af);
         return af->st;
     }
@@ -170,4 +247,41 @@ void lipt_afile_discard(lipt_afile *af) {
     free(af->tmp);
     free(af->path);
     af->tmp = af->path = NULL;
+}
+
+/* The public face of the writer above for text outputs (figures, tables, run.cfg): the stream is the temporary's. */
+lipt_status lipt_output_open(lipt_output *o, const char *path, lipt_error *err) {
+    o->f = NULL;
+    lipt_afile *af = lipt_xcalloc(1, sizeof *af);
+    o->state = af;
+    if (lipt_afile_open(af, path, 0, err) != LIPT_OK) {
+        const lipt_status st = af->st;
+        free(af);
+        o->state = NULL;
+        return st;
+    }
+    o->f = af->f;
+    return LIPT_OK;
+}
+
+lipt_status lipt_output_commit(lipt_output *o, lipt_error *err) {
+    lipt_afile *af = o->state;
+    if (!af) return lipt_fail(err, LIPT_ERR_INTERNAL, "lipt_output_commit without a successful open");
+    af->err = err;
+    /* what the caller wrote went through stdio straight to the stream: its error flag is the record of a failure */
+    if (af->st == LIPT_OK && ferror(af->f))
+        af->st = lipt_fail(err, LIPT_ERR_IO, "write to %s failed: %s (disk full?)", af->tmp, strerror(errno));
+    const lipt_status st = lipt_afile_commit(af);
+    free(af);
+    o->state = NULL;
+    o->f = NULL;
+    return st;
+}
+
+void lipt_output_discard(lipt_output *o) {
+    if (!o->state) return;
+    lipt_afile_discard(o->state);
+    free(o->state);
+    o->state = NULL;
+    o->f = NULL;
 }

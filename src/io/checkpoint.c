@@ -202,17 +202,11 @@ lipt_status lipt_ckpt_open(const char *path, lipt_ckpt *ck, lipt_error *err) {
         return lipt_fail(err, LIPT_ERR_IO, "checkpoint %s exists but is not a regular file (%s)", path,
                          S_ISDIR(pre.st_mode) ? "a folder: give the .ckpt file inside it"
                          : S_ISFIFO(pre.st_mode) ? "a FIFO" : "a device or special file");
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int e = errno;
-        return lipt_fail(err, LIPT_ERR_IO, "cannot open checkpoint %s: %s", path, strerror(e));
-    }
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return lipt_fail(err, LIPT_ERR_IO, "checkpoint %s is not a regular file", path);
-    }
-    size_t n = (size_t)sb.st_size;
+    uint64_t size = 0;
+    lipt_error oe = {0};
+    FILE *f = lipt_open_regular(path, &size, &oe); /* O_NONBLOCK + fstat: a FIFO swapped in since is not waited on */
+    if (!f) return lipt_fail(err, LIPT_ERR_IO, "checkpoint: %s", oe.msg);
+    size_t n = (size_t)size;
     unsigned char *buf = malloc(n ? n : 1);
     if (!buf) {
         fclose(f);

@@ -376,8 +376,8 @@ lipt_status lipt_config_parse(lipt_config *cfg, const char *text, const char *so
 }
 
 lipt_status lipt_config_load(lipt_config *cfg, const char *path, lipt_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return lipt_fail(err, LIPT_ERR_IO, "%s: cannot open config: %s", path, strerror(errno));
+    FILE *f = lipt_open_regular(path, NULL, err); /* a FIFO or device is refused, never waited on */
+    if (!f) return err ? err->status : LIPT_ERR_IO;
     size_t cap = 4096, n = 0;
     char *text = lipt_xmalloc(cap);
     size_t got;

@@ -130,7 +130,7 @@ int run_ckpt_opt(const char *ckpt, const char *key, char *out, size_t n) {
 
 /* CRC-32 and size of a file's bytes. 0, or -1 when it cannot be read. */
 static int file_crc(const char *path, uint32_t *crc, uint64_t *bytes) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = lipt_open_regular(path, NULL, NULL); /* never a FIFO: the CRC must not wait for a writer */
     if (!f) return -1;
     unsigned char buf[1 << 16];
     uLong c = *crc;
@@ -198,17 +198,10 @@ lipt_status run_load_corpus(const char *ckpt, const char *data, const char *spli
     return LIPT_OK;
 }
 
-int run_replace_file(const char *path, const char *text) {
-    struct stat sb;
-    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode)) return -1;
-    char tmp[PATH_MAX + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = lipt_create_fresh(tmp, "w");
-    if (!f) return -1;
-    const int bad = fputs(text, f) < 0;
-    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+lipt_status run_replace_file(const char *path, const char *text, lipt_error *err) {
+    lipt_output o;
+    const lipt_status st = lipt_output_open(&o, path, err);
+    if (st != LIPT_OK) return st;
+    fputs(text, o.f);
+    return lipt_output_commit(&o, err);
 }

@@ -40,9 +40,9 @@ int run_corpus_identity(const lipt_dataset *ds, char *text, size_t n);
 lipt_status run_load_corpus(const char *ckpt, const char *data, const char *split, const lipt_vocab *vocab, int quiet,
                             lipt_dataset *ds, lipt_error *err);
 
-/* Replaces path's contents with text through path.tmp and a rename; refuses a path that is not a regular file or a
- * symlink (a device, FIFO or folder). 0, or -1. */
-int run_replace_file(const char *path, const char *text);
+/* Replaces path's contents with text through lipt's atomic writer (lipt_output: path.tmp, fsync, rename); refuses a
+ * path that is not a regular file or a symlink (a device, FIFO or folder). LIPT_OK, or the reason in err. */
+lipt_status run_replace_file(const char *path, const char *text, lipt_error *err);
 
 /* mkdir -p of a directory (a run directory, an output folder); error naming what could not be created. */
 lipt_status run_mkdir(const char *dir, lipt_error *err);

@@ -410,35 +410,15 @@ typedef struct {
     const svg_panel *pn;
 } svg_doc;
 
-/* Write doc to path via path.tmp and a rename (a reader never sees half a file). */
+/* Write doc to path through lipt's atomic writer: path.tmp created fresh (never through a planted symlink), fsync,
+ * rename (a reader never sees half a file); a device, FIFO or folder at path is refused, never replaced. */
 static lipt_status write_atomic(const char *path, const svg_doc *d, lipt_error *err) {
-    const size_t n = strlen(path);
-    char *tmp = malloc(n + 5);
-    LIPT_CHECK(tmp, "svg: out of memory");
-    memcpy(tmp, path, n);
-    memcpy(tmp + n, ".tmp", 5);
-    FILE *f = lipt_create_fresh(tmp, "w"); /* never through a planted symlink */
-    if (!f) {
-        lipt_status st = lipt_fail(err, LIPT_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-        free(tmp);
-        return st;
-    }
-    if (d->g) svg_write_panels(f, d->g, d->pn, d->ns);
-    else svg_write(f, d->p, d->s, d->ns);
-    const int bad = ferror(f) != 0;
-    if (fclose(f) != 0 || bad) {
-        remove(tmp);
-        free(tmp);
-        return lipt_fail(err, LIPT_ERR_IO, "write error on %s", path);
-    }
-    if (rename(tmp, path) != 0) {
-        lipt_status st = lipt_fail(err, LIPT_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-        remove(tmp);
-        free(tmp);
-        return st;
-    }
-    free(tmp);
-    return LIPT_OK;
+    lipt_output o;
+    const lipt_status st = lipt_output_open(&o, path, err);
+    if (st != LIPT_OK) return st;
+    if (d->g) svg_write_panels(o.f, d->g, d->pn, d->ns);
+    else svg_write(o.f, d->p, d->s, d->ns);
+    return lipt_output_commit(&o, err);
 }
 
 lipt_status svg_write_file(const char *path, const svg_plot *p, const svg_series *s, int ns, lipt_error *err) {
