@@ -139,5 +139,30 @@ hostile "experiment invertibility with a FIFO at its CSV" "not a regular file (a
   "$LIPT" experiment invertibility --out inv --c-list 0.5 --scales 1 --max-iter 20
 [ -p inv/invertibility_n16_d8_h2.csv ] || fail "the experiment replaced the FIFO at its CSV"
 
+# The corpus on --resume (issue 38): compared with the CRC-32 the checkpoint stores; a changed corpus is refused unless
+# --force, which warns and records the earlier CRC (data-crc32-before=CRC@STEP), never silently replaces it
+cp notes.txt crc.txt
+"$LIPT" train --data crc.txt --out crcrun "${MODEL[@]}" --steps 4 --eval-every 0 --final-eval none --quiet 2>/dev/null
+was=$(cksum <crcrun/last.ckpt)
+sed -i 's/the/teh/' crc.txt # same symbols, other text
+if "$LIPT" train --out crcrun --resume --steps 6 --quiet 2>crc.err; then fail "--resume on a changed corpus was not refused"
+elif grep -q "is not the corpus crcrun/last.ckpt was trained on" crc.err && grep -q -- "--force" crc.err &&
+     [ "$(cksum <crcrun/last.ckpt)" = "$was" ]; then
+  pass "--resume on a changed corpus is refused, the checkpoint untouched: $(head -c 200 crc.err)"
+else fail "--resume on a changed corpus: $(cat crc.err)"; fi
+if "$LIPT" train --out crcrun --resume --steps 6 --force --quiet 2>crc.err && grep -q "^warning: .*--force" crc.err &&
+   "$LIPT" info --ckpt crcrun/last.ckpt --json >crc.info && grep -q 'data-crc32-before=[0-9a-f]\{8\}@4\\n' crc.info &&
+   "$LIPT" train --out crcrun --resume --steps 8 --quiet 2>/dev/null &&
+   "$LIPT" info --ckpt crcrun/last.ckpt --json | grep -q 'data-crc32-before=[0-9a-f]\{8\}@4\\n'; then
+  pass "--resume --force on a changed corpus warns and records the earlier CRC ($(grep -o 'data-crc32-before=[^\]*' crc.info)), kept by later resumes"
+else fail "--resume --force on a changed corpus: $(cat crc.err) | $(grep -o 'data-[^\]*' crc.info 2>/dev/null | tr '\n' ' ')"; fi
+# a plain corpus above the size cap (LIPT_MAX_CORPUS_GB, as for compressed ones): refused before it is read
+head -c 2000000 /dev/zero | tr '\0' 'a' >big.txt
+if LIPT_MAX_CORPUS_GB=0.001 "$LIPT" train --data big.txt --out bigrun "${MODEL[@]}" --steps 1 --quiet 2>big.err; then
+  fail "a plain corpus above LIPT_MAX_CORPUS_GB was read"
+elif grep -q "big.txt is 2000000 bytes, above the cap on a corpus of 1000000 bytes (set LIPT_MAX_CORPUS_GB" big.err; then
+  pass "a plain corpus above the cap is refused: $(head -c 200 big.err)"
+else fail "plain corpus cap: $(cat big.err)"; fi
+
 echo "workflow tests: $FAILS failure(s)"
 [ "$FAILS" -eq 0 ]

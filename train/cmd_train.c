@@ -28,8 +28,8 @@ static const cli_opt train_opts[] = {
     {"data", CLI_STRING, "NAME|PATH", "corpus: ptb, enwik8, text8, tinyshakespeare, warandpeace or a file", "ptb"},
     {"out", CLI_STRING, "DIR", "run directory (checkpoints, metrics.jsonl, run.cfg); default: a new runs/YYYYMMDD-HHMMSS "
      "(with --resume: the folder of --ckpt)", NULL},
-    {"force", CLI_FLAG, NULL, "train afresh into an --out that holds another run (its checkpoints and metrics are replaced)",
-     NULL},
+    {"force", CLI_FLAG, NULL, "train afresh into an --out that holds another run (its checkpoints and metrics are replaced); "
+     "with --resume, continue on a corpus other than the one the checkpoint was trained on (its CRC-32 differs)", NULL},
     {"steps", CLI_INT, "N", "total optimizer steps", "1000"},
     {"batch", CLI_INT, "B", "sequences per step", "32"},
     {"lr", CLI_FLOAT, "LR", "peak learning rate", "1e-3"},
@@ -355,10 +355,50 @@ static int parse_settings(cli_args *ap, trainer *t, int resume, const run_extra 
     return 0;
 }
 
+/* A resumed run's corpus against the one its checkpoint was trained on (data-crc32 and data-bytes, stored by every
+ * save): a different text would continue the run on other data, and recording the new CRC would hide the change from
+ * every later eval. Refused unless force; with force, a warning, and the earlier CRCs are kept in the options as
+ * data-crc32-before=CRC@STEP[,...] (then the stored data-crc32 is the corpus the run continues on). 0, or the exit
+ * status. */
+static int check_resumed_corpus(trainer *t, const run_extra *rx, const char *resume_path, const char *data_spec,
+                                int force, long long step) {
+    const char *C = "train";
+    char was_crc[32], was_bytes[32], now_crc[32] = "", now_bytes[32] = "", before[512] = "";
+    if (run_opt_get(rx->opts_text, "data-crc32", was_crc, sizeof was_crc) != 0) return 0; /* older checkpoints */
+    if (run_opt_get(rx->opts_text, "data-bytes", was_bytes, sizeof was_bytes) != 0) snprintf(was_bytes, sizeof was_bytes, "?");
+    if (run_opt_get(t->opts_text, "data-crc32", now_crc, sizeof now_crc) != 0)
+        return cli_error(C, "cannot read %s to compare it with the corpus %s was trained on (CRC-32 %s)", data_spec,
+                         resume_path, was_crc);
+    run_opt_get(t->opts_text, "data-bytes", now_bytes, sizeof now_bytes);
+    run_opt_get(rx->opts_text, "data-crc32-before", before, sizeof before);
+    const size_t used = strlen(t->opts_text);
+    if (strcmp(now_crc, was_crc) == 0) {
+        /* the same corpus: the history of earlier forced changes goes on */
+        if (before[0]) snprintf(t->opts_text + used, sizeof t->opts_text - used, "data-crc32-before=%s\n", before);
+        return 0;
+    }
+    if (!force)
+        return cli_error(C, "%s (CRC-32 %s, %s bytes) is not the corpus %s was trained on (CRC-32 %s, %s bytes): the "
+                         "file changed since, or --data names another; resuming would continue on other text. Restore "
+                         "the corpus, or pass --force to continue on this one (the checkpoint then records both)",
+                         data_spec, now_crc, now_bytes, resume_path, was_crc, was_bytes);
+    fprintf(stderr, "warning: %s (CRC-32 %s, %s bytes) is not the corpus %s was trained on (CRC-32 %s, %s bytes): "
+                    "continuing on it (--force); the checkpoints record the earlier one as data-crc32-before\n",
+            data_spec, now_crc, now_bytes, resume_path, was_crc, was_bytes);
+    const int w = snprintf(t->opts_text + used, sizeof t->opts_text - used, "data-crc32-before=%s%s%s@%lld\n", before,
+                           before[0] ? "," : "", was_crc, step);
+    if (w < 0 || (size_t)w >= sizeof t->opts_text - used || (size_t)w >= sizeof before) {
+        t->opts_text[used] = 0;
+        return cli_error(C, "too many forced corpus changes to record in %s (data-crc32-before): start a new run",
+                         resume_path);
+    }
+    return 0;
+}
+
 /* The corpus, the model, the optimizer, the context and the batcher (fresh, or restored from ck, which is then
  * closed). 0, or the exit status. */
 static int setup_model(trainer *t, train_settings *s, const char *data_spec, int *resume, lipt_ckpt *ck,
-                       const run_extra *rx, const char *resume_path) {
+                       const run_extra *rx, const char *resume_path, int force) {
     const char *C = "train";
     lipt_error err = {0};
     if (*resume) s->dopts.use_vocab = &t->vocab;
@@ -368,6 +408,10 @@ static int setup_model(trainer *t, train_settings *s, const char *data_spec, int
     /* the corpus's identity goes with every checkpoint, so that other commands find it and notice a change */
     const size_t used = strlen(t->opts_text);
     if (run_corpus_identity(&t->ds, t->opts_text + used, sizeof t->opts_text - used) != 0) t->opts_text[used] = 0;
+    if (*resume) {
+        const int rc = check_resumed_corpus(t, rx, resume_path, data_spec, force, (long long)ck->step);
+        if (rc) return rc;
+    }
     char desc[1024];
     lipt_dataset_describe(&t->ds, desc, sizeof desc);
     if (!s->quiet) fprintf(stderr, "data: %s\n", desc);
@@ -623,7 +667,7 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
     rc = merge_config(ap, &t, &resume, resume_path, &ck, &rx);
     if (!rc) rc = apply_precision(ap, &t, resume, resume_path, s.quiet);
     if (!rc) rc = parse_settings(ap, &t, resume, &rx, resume_path, batch_given, &s);
-    if (!rc) rc = setup_model(&t, &s, cli_str(ap, "data"), &resume, &ck, &rx, resume_path);
+    if (!rc) rc = setup_model(&t, &s, cli_str(ap, "data"), &resume, &ck, &rx, resume_path, cli_has(ap, "force"));
     if (!rc) rc = setup_files(&t, cli_has(ap, "force"));
     if (!rc && !cli_has(ap, "out") && !s.quiet) fprintf(stderr, "run folder: %s (--out to choose one)\n", t.out);
     if (!rc) rc = setup_batches(&t, &s);

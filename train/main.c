@@ -11,7 +11,8 @@ static void usage(FILE *f) {
     for (int i = 0; i < lipt_n_commands; i++) fprintf(f, "  %-11s %s\n", lipt_commands[i].name, lipt_commands[i].summary);
     fprintf(f, "\nlipt help TOPIC: config (model and training keys), files (a run folder), data (corpora), or a command\n");
     fprintf(f, "\nenvironment: LIPT_THREADS (threads for OpenMP and OpenBLAS; --threads overrides), LIPT_DATA (corpus folder),\n"
-               "  LIPT_MAX_MODEL_GB (model memory cap, default 32), LIPT_MAX_CORPUS_GB (decompressed corpus cap, default 4),\n"
+               "  LIPT_MAX_MODEL_GB (model memory cap, default 32),\n"
+               "  LIPT_MAX_CORPUS_GB (cap on a corpus's size, plain or decompressed, default 4),\n"
                "  LIPT_ATTN_TILED (auto: attention without the T x T matrix from seq_len 1024 on; 0 never, 1 always)\n");
     fprintf(f, "data parallel: mpirun -np K lipt train ... (%s)\n", lipt_dist_available() ? "this build has MPI" : "this build has no MPI");
     fprintf(f, "bf16: --precision bf16 (%s, %s AVX512_BF16); --precision bf16-emulated: bf16's numerics, any CPU\n",

@@ -26,8 +26,9 @@ static lipt_status alloc_bytes(lipt_bytes *out, size_t n, const char *path, lipt
     return LIPT_OK;
 }
 
-/* The documented cap on a decompressed corpus: LIPT_MAX_CORPUS_GB (default 4; enwik8 is 0.1), so that a small
- * compressed file cannot fill the memory unasked. */
+/* The documented cap on a corpus in memory, plain or decompressed: LIPT_MAX_CORPUS_GB (default 4; enwik8 is 0.1), so
+ * that a small compressed file, or a large file named by mistake (or by a checkpoint's stored path), cannot fill the
+ * memory unasked. */
 static size_t corpus_cap(void) {
     const char *e = getenv("LIPT_MAX_CORPUS_GB");
     const double gb = e && atof(e) > 0 ? atof(e) : 4.0;
@@ -45,6 +46,11 @@ lipt_status lipt_read_plain(const char *path, lipt_bytes *out, lipt_error *err) 
     uint64_t size = 0;
     FILE *f = lipt_open_regular(path, &size, err); /* a FIFO or device is refused, never waited on */
     if (!f) return err ? err->status : LIPT_ERR_IO;
+    if (size > corpus_cap()) { /* checked before allocating: a plain file is read whole */
+        fclose(f);
+        return lipt_fail(err, LIPT_ERR_FORMAT, "%s is %llu bytes, above the cap on a corpus of %zu bytes (set "
+                         "LIPT_MAX_CORPUS_GB to raise it)", path, (unsigned long long)size, corpus_cap());
+    }
     size_t n = (size_t)size;
     lipt_status s = alloc_bytes(out, n, path, err);
     if (s) {
