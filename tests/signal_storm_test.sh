@@ -60,10 +60,10 @@ usr1_caught() {
   [ -n "$m" ] && [ $(((16#$m >> 9) & 1)) -eq 1 ]
 }
 storm() {
-  local n=0
-  while ! usr1_caught && kill -0 "$pid" 2>/dev/null; do sleep 0.01; done
+  local n=0 waited=0
+  while ! usr1_caught && kill -0 "$pid" 2>/dev/null; do waited=$((waited + 1)); sleep 0.01; done
   while kill -USR1 "$pid" 2>/dev/null; do n=$((n + 1)); sleep 0.02; done
-  echo $n >"$1"
+  echo "$n $waited" >"$1"
 }
 # "R A": of the A threads of $pid, R leave SIGTERM (bit 15 of SigBlk) unblocked; lipt's design: exactly one, its
 # signal thread, whatever OpenMP, OpenBLAS and oneDNN started (a check that does not depend on timing)
@@ -84,7 +84,7 @@ finish() {
   pid=
   wait "$spid" 2>/dev/null
   spid=
-  sent=$(cat "$TMP/n" 2>/dev/null || echo 0)
+  read -r sent waited <"$TMP/n" 2>/dev/null || sent=0 waited=?
   total_usr1=$((total_usr1 + sent))
 }
 crashed() { # an abort or a crash rather than the signal's exit: count it, show the reason
@@ -124,7 +124,8 @@ for prec in $PRECISIONS; do
     fi
     if [ $rc -ne 143 ] || [ "$(wc -l <"$TMP/err")" -ne 1 ] || [ -z "$said" ] || [ "$step" != "$said" ] ||
        [ "$(logged_steps "$d/metrics.jsonl" | tr '\n' ' ')" != "$(seq 1 "$step" | tr '\n' ' ')" ]; then
-      fail "$what: exit $rc (want 143) after $sent SIGUSR1, checkpoint step '$step', message: $(head -c 300 "$TMP/err")"
+      fail "$what: exit $rc (want 143) after $sent SIGUSR1 (the storm waited $waited polls for the handler)," \
+           "checkpoint step '$step', message: $(head -c 300 "$TMP/err")"
       continue
     fi
     n1=$sent

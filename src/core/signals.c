@@ -45,32 +45,30 @@ static void *signal_thread(void *arg) {
     ss.ss_sp = alt;
     ss.ss_size = sizeof alt;
     sigaltstack(&ss, NULL);
-    sigset_t async;
-    async_set(&async);
-    pthread_sigmask(SIG_UNBLOCK, &async, NULL);
     for (;;) pause(); /* returns after each handler; the default actions (terminate, stop) act on the process */
     return NULL;
 }
 
 lipt_status lipt_signals_isolate(lipt_error *err) {
-    sigset_t async, old;
-    async_set(&async);
-    int rc = pthread_sigmask(SIG_BLOCK, &async, &old);
-    if (rc != 0) return lipt_fail(err, LIPT_ERR_INTERNAL, "cannot block signals: %s", strerror(rc));
+    /* the thread first: it inherits the mask the process was started with, so it receives exactly what the process
+     * received before (a signal its parent blocked stays blocked); a signal in between reaches a thread that does not
+     * compute yet */
     pthread_attr_t attr;
     pthread_t th;
-    rc = pthread_attr_init(&attr);
+    int rc = pthread_attr_init(&attr);
     if (rc == 0) {
         pthread_attr_setstacksize(&attr, THREAD_STACK_BYTES); /* the default (ulimit -s, often 8 MiB) is a waste */
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         rc = pthread_create(&th, &attr, signal_thread, NULL);
         pthread_attr_destroy(&attr);
     }
-    if (rc != 0) {
-        pthread_sigmask(SIG_SETMASK, &old, NULL); /* as before: signals reach whichever thread runs */
+    if (rc != 0)
         return lipt_fail(err, LIPT_ERR_INTERNAL, "cannot start the signal thread: %s (a signal during a large matrix "
                          "product may then corrupt memory)", strerror(rc));
-    }
+    sigset_t async;
+    async_set(&async);
+    rc = pthread_sigmask(SIG_BLOCK, &async, NULL); /* then every thread this one creates inherits the block */
+    if (rc != 0) return lipt_fail(err, LIPT_ERR_INTERNAL, "cannot block signals: %s", strerror(rc));
     return LIPT_OK;
 }
 
