@@ -164,5 +164,50 @@ elif grep -q "big.txt is 2000000 bytes, above the cap on a corpus of 1000000 byt
   pass "a plain corpus above the cap is refused: $(head -c 200 big.err)"
 else fail "plain corpus cap: $(cat big.err)"; fi
 
+# The audit's smaller findings (issue 38), each refused or fixed in one line
+TINY=(--d_model 16 --d_ff 32 --n_layers 1 --n_heads 2 --seq_len 16 --batch 2 --unk)
+if "$LIPT" train --data notes.txt --out epsrun "${TINY[@]}" --steps 2 --adam-eps 1e-50 --quiet 2>low.err; then
+  fail "--adam-eps 1e-50 (0 as a float32) was accepted"
+elif grep -q "eps 1e-50 becomes 0 as a float32" low.err; then pass "--adam-eps that rounds to 0: $(head -c 150 low.err)"
+else fail "--adam-eps 1e-50: $(cat low.err)"; fi
+# a config with CR-only line ends: its keys, not one long comment and the default model
+printf '# old Mac line ends\rd_model = 16\rd_ff = 32\rn_layers = 1\rn_heads = 2\rseq_len = 16\rsteps = 2\rbatch = 2\r' >cr.cfg
+if "$LIPT" train --config cr.cfg --data notes.txt --unk --out crrun --eval-every 0 --final-eval none --quiet 2>low.err &&
+   grep -q "^d_model = 16$" crrun/run.cfg && grep -q "^steps = 2$" crrun/run.cfg; then
+  pass "a config with CR-only line ends is read line by line"
+else fail "CR-only config: $(cat low.err) $(grep -E '^(d_model|steps)' crrun/run.cfg 2>/dev/null)"; fi
+printf 'd_model = 16\nsteps = 2\nsteps = 3\n' >dup.cfg
+if "$LIPT" train --config dup.cfg --data notes.txt --out duprun --quiet 2>low.err; then fail "a training key set twice was accepted"
+elif grep -q "dup.cfg:3: steps set twice (first at line 2)" low.err; then pass "a training key set twice in a config: $(cat low.err)"
+else fail "duplicated training key: $(cat low.err)"; fi
+# a bad number from a file: its bytes escaped, and the message says where it came from
+printf 'd_model = 16\nbatch = 1x\033]0;pwned\007\n' >badnum.cfg
+"$LIPT" train --config badnum.cfg --data notes.txt --out badrun --quiet 2>low.err
+if ! grep -q "$(printf '\033')" low.err && grep -q 'batch expects an integer, got .1x\\x1b\]0;pwned\\x07. (from the --config file)' low.err; then
+  pass "a bad number from a config: escaped, its origin named: $(cat low.err)"
+else fail "bad number from a config: $(od -c low.err | head -5)"; fi
+# a corpus path longer than lipt keeps: refused, never cut (a cut path can name another file)
+d=longpath; for _ in 1 2 3 4 5 6; do d=$d/$(printf 'd%.0s' $(seq 200)); done
+mkdir -p "$d" && cp notes.txt "$d/notes.txt"
+if "$LIPT" train --data "$d/notes.txt" --out longrun "${TINY[@]}" --steps 1 --quiet 2>low.err; then fail "a 1200-character corpus path was accepted"
+elif grep -q "a corpus path of 12[0-9][0-9] characters; lipt takes at most 1023" low.err; then pass "a corpus path too long: $(cat low.err)"
+else fail "long corpus path: $(cat low.err)"; fi
+# control bytes and malformed UTF-8 in a run folder's name and in --labels: the SVG stays valid XML
+bad=$(printf 'lab\001\377run')
+mkdir -p "$bad" && cp run/metrics.jsonl "$bad/"
+if "$LIPT" plot "$bad" run --labels "$(printf 'a\002b\303(c'),ok" --out labels.svg 2>low.err &&
+   "$LIPT" plot "$bad" --out labels2.svg 2>>low.err &&
+   /usr/bin/python3 -c "import sys, xml.dom.minidom as m; [m.parse(f) for f in sys.argv[1:]]" labels.svg labels2.svg; then
+  pass "control bytes and malformed UTF-8 in names and labels: the SVGs parse as XML"
+else fail "SVG with control bytes: $(cat low.err)"; fi
+# a corpus path that came from the checkpoint is not blamed on --data
+cp notes.txt gone.txt
+"$LIPT" train --data gone.txt --out gonerun "${TINY[@]}" --steps 2 --eval-every 0 --final-eval none --quiet 2>/dev/null
+rm gone.txt
+if ! "$LIPT" eval --ckpt gonerun/last.ckpt 2>low.err && grep -q "^lipt eval: corpus .*gone.txt: no such file or folder (the corpus stored in gonerun/last.ckpt; --data names another)$" low.err &&
+   ! "$LIPT" train --out gonerun --resume --steps 4 --quiet 2>low.err2 && grep -q "^lipt train: corpus .*gone.txt: .*(the value stored in the checkpoint being resumed)$" low.err2; then
+  pass "a missing corpus named by the checkpoint: $(cat low.err)"
+else fail "corpus named by the checkpoint: $(cat low.err low.err2)"; fi
+
 echo "workflow tests: $FAILS failure(s)"
 [ "$FAILS" -eq 0 ]

@@ -19,9 +19,6 @@
 #include "run.h"
 #include "train_run.h"
 
-/* cli_args.set values beyond "given on the command line" (1): filled in by lipt train itself */
-enum { SET_BY_CKPT = 2, SET_BY_CONFIG = 3 };
-
 /* Options stored in the checkpoint ("persist") are restored on --resume unless given again. */
 static const cli_opt train_opts[] = {
     {"config", CLI_STRING, "FILE", "run config: model keys and training keys (key = value, e.g. a run's run.cfg); every key can also be given as --key value", NULL},
@@ -161,8 +158,11 @@ static int load_run_config(cli_args *ap, const char *path, lipt_config *cfg) {
         return cli_error(C, "%s: NUL byte in config (not a text file?)", path);
     }
     char *body = strncmp(text, "\xEF\xBB\xBF", 3) == 0 ? text + 3 : text; /* a UTF-8 byte-order mark is not a key */
+    int first_line[N_PERSISTED] = {0}, lineno = 0;
     for (char *line = body; *line;) {
-        char *nl = strchr(line, '\n'), *end = nl ? nl : line + strlen(line);
+        /* lines end as lipt_config_parse ends them: \n, \r\n or a lone \r */
+        char *end = line + strcspn(line, "\r\n");
+        lineno++;
         char *eq = memchr(line, '=', (size_t)(end - line)), *hash = memchr(line, '#', (size_t)(end - line));
         if (eq && (!hash || hash > eq)) {
             char key[64] = "", val[1024] = "";
@@ -176,17 +176,25 @@ static int load_run_config(cli_args *ap, const char *path, lipt_config *cfg) {
                 memcpy(key, k0, (size_t)(k1 - k0));
                 memcpy(val, v0, (size_t)(v1 - v0));
                 const int t = training_key(key);
+                if (t >= 0 && first_line[t]) { /* as for model keys: a repeated key is a mistake, not an override */
+                    free(text);
+                    return cli_error(C, "%s:%d: %s set twice (first at line %d)", path, lineno, persisted[t],
+                                     first_line[t]);
+                }
                 if (t >= 0) {
+                    first_line[t] = lineno;
                     for (int o = 0; o < ap->n_opts; o++)
                         if (strcmp(ap->opts[o].name, persisted[t]) == 0 && !ap->set[o]) {
-                            ap->set[o] = SET_BY_CONFIG;
+                            ap->set[o] = CLI_SET_BY_CONFIG;
                             ap->val[o] = cli_own(ap, val, strlen(val));
                         }
                     memset(line, ' ', (size_t)(end - line)); /* not a model key: blank, so line numbers stay */
                 }
             }
         }
-        line = nl ? nl + 1 : end;
+        line = end;
+        if (*line == '\r' && line[1] == '\n') line += 2;
+        else if (*line) line++;
     }
     const lipt_status st = lipt_config_parse(cfg, body, path, &err);
     free(text);
@@ -235,7 +243,7 @@ static int merge_config(cli_args *ap, trainer *t, int *resume, const char *resum
         key[kl] = 0;
         for (int k = 0; k < ap->n_opts; k++)
             if (strcmp(ap->opts[k].name, key) == 0 && !ap->set[k]) {
-                ap->set[k] = SET_BY_CKPT;
+                ap->set[k] = CLI_SET_BY_CKPT;
                 ap->val[k] = cli_own(ap, eq + 1, (size_t)(nl - eq - 1));
             }
         p = nl + 1;
@@ -261,14 +269,7 @@ static int apply_precision(cli_args *ap, trainer *t, int resume, const char *res
 
 /* Numeric options read and range-checked; 0, 2 (bad syntax, message printed) or the exit status. */
 /* Where an option's value came from, for messages: a value the user did not type must not be blamed on a flag. */
-static const char *origin(const cli_args *ap, const char *name) {
-    for (int k = 0; k < ap->n_opts; k++)
-        if (strcmp(ap->opts[k].name, name) == 0)
-            return ap->set[k] == SET_BY_CKPT     ? " (the value stored in the checkpoint being resumed)"
-                   : ap->set[k] == SET_BY_CONFIG ? " (from the --config file)"
-                                                 : "";
-    return "";
-}
+static const char *origin(const cli_args *ap, const char *name) { return cli_origin(ap, name); }
 
 static int read_numbers(cli_args *ap, train_settings *s) {
     const char *C = "train";
@@ -398,11 +399,14 @@ static int check_resumed_corpus(trainer *t, const run_extra *rx, const char *res
 /* The corpus, the model, the optimizer, the context and the batcher (fresh, or restored from ck, which is then
  * closed). 0, or the exit status. */
 static int setup_model(trainer *t, train_settings *s, const char *data_spec, int *resume, lipt_ckpt *ck,
-                       const run_extra *rx, const char *resume_path, int force) {
+                       const run_extra *rx, const char *resume_path, int force, const char *data_origin) {
     const char *C = "train";
     lipt_error err = {0};
     if (*resume) s->dopts.use_vocab = &t->vocab;
-    if (lipt_dataset_load(data_spec, &s->dopts, &t->ds, &err) != LIPT_OK) return cli_fail(C, &err);
+    if (lipt_dataset_load(data_spec, &s->dopts, &t->ds, &err) != LIPT_OK) {
+        run_blame_corpus(&err, data_origin);
+        return cli_fail(C, &err);
+    }
     t->ds_ok = 1;
     if (!*resume) t->vocab = t->ds.vocab;
     /* the corpus's identity goes with every checkpoint, so that other commands find it and notice a change */
@@ -667,7 +671,8 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
     rc = merge_config(ap, &t, &resume, resume_path, &ck, &rx);
     if (!rc) rc = apply_precision(ap, &t, resume, resume_path, s.quiet);
     if (!rc) rc = parse_settings(ap, &t, resume, &rx, resume_path, batch_given, &s);
-    if (!rc) rc = setup_model(&t, &s, cli_str(ap, "data"), &resume, &ck, &rx, resume_path, cli_has(ap, "force"));
+    if (!rc) rc = setup_model(&t, &s, cli_str(ap, "data"), &resume, &ck, &rx, resume_path, cli_has(ap, "force"),
+                              cli_origin(ap, "data"));
     if (!rc) rc = setup_files(&t, cli_has(ap, "force"));
     if (!rc && !cli_has(ap, "out") && !s.quiet) fprintf(stderr, "run folder: %s (--out to choose one)\n", t.out);
     if (!rc) rc = setup_batches(&t, &s);

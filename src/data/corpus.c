@@ -9,12 +9,26 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* snprintf that truncates quietly: paths are bounded by LIPT_PATH_MAX and messages may be cut short. */
+/* snprintf that truncates quietly: for names, notes and messages, which may be cut short (paths: path_fmt). */
 __attribute__((format(printf, 3, 4))) static void sfmt(char *buf, size_t cap, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, cap, fmt, ap);
     va_end(ap);
+}
+
+/* A path built into buf (cap bytes). One that does not fit is emptied, never cut: a cut path can name another file,
+ * which would then be trained on (issue 38). 1 when it fit. */
+__attribute__((format(printf, 3, 4))) static int path_fmt(char *buf, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= cap) {
+        buf[0] = 0; /* is_file and is_dir of "" are false: a candidate that does not fit is not there */
+        return 0;
+    }
+    return 1;
 }
 
 #define STD_TOTAL 100000000u
@@ -75,7 +89,7 @@ static const char *commas(unsigned long long v, char *buf, size_t len) {
 static void default_repo_root(char *buf, size_t len) {
     const char *e = getenv("LIPT_REPO");
     if (e && *e) {
-        sfmt(buf, len, "%s", e);
+        path_fmt(buf, len, "%s", e); /* LIPT_REPO too long: no repo folder rather than a cut one */
         return;
     }
     const char *f = __FILE__, *suffix = "/src/data/corpus.c";
@@ -94,14 +108,14 @@ static void append(char *buf, size_t cap, const char *fmt, const char *a, const 
 }
 
 static void set_all_paths(lipt_corpus_loc *loc, const char *p) {
-    for (int s = 0; s < 3; s++) sfmt(loc->path[s], LIPT_PATH_MAX, "%s", p);
+    for (int s = 0; s < 3; s++) path_fmt(loc->path[s], LIPT_PATH_MAX, "%s", p);
 }
 
 static int ptb_in_dir(const char *dir, lipt_corpus_loc *loc) {
     static const char *const f[3] = {"ptb.char.train.txt", "ptb.char.valid.txt", "ptb.char.test.txt"};
     char p[3][LIPT_PATH_MAX];
     for (int s = 0; s < 3; s++) {
-        sfmt(p[s], LIPT_PATH_MAX, "%s/%s", dir, f[s]);
+        path_fmt(p[s], LIPT_PATH_MAX, "%s/%s", dir, f[s]);
         if (!is_file(p[s])) return 0;
     }
     loc->kind = LIPT_CORPUS_PTB;
@@ -127,7 +141,7 @@ static int big_in_dir(const char *dir, const char *name, int pass, lipt_corpus_l
     if (pass == 0) {
         static const char *const ext[] = {"", ".zip", ".gz", NULL};
         for (int i = 0; ext[i]; i++) {
-            sfmt(p, sizeof p, "%s/%s%s", dir, name, ext[i]);
+            path_fmt(p, sizeof p, "%s/%s%s", dir, name, ext[i]);
             if (is_file(p)) {
                 set_all_paths(loc, p);
                 sfmt(loc->note, sizeof loc->note, "%s from %s", name, p);
@@ -144,7 +158,7 @@ static int big_in_dir(const char *dir, const char *name, int pass, lipt_corpus_l
     struct dirent *de;
     while ((de = readdir(d))) {
         if (!starts_with(de->d_name, pre) || is_metadata(de->d_name)) continue;
-        sfmt(p, sizeof p, "%s/%s", dir, de->d_name);
+        path_fmt(p, sizeof p, "%s/%s", dir, de->d_name);
         long long sz = file_size(p);
         if (is_file(p) && sz > best_size) {
             best_size = sz;
@@ -167,10 +181,10 @@ static int big_in_dir(const char *dir, const char *name, int pass, lipt_corpus_l
 static int single_in_dir(const char *dir, const char *name, lipt_corpus_loc *loc, char *why, size_t wl) {
     static const char *const pref[] = {"input.txt", NULL};
     char p[LIPT_PATH_MAX];
-    sfmt(p, sizeof p, "%s/%s.txt", dir, name);
+    path_fmt(p, sizeof p, "%s/%s.txt", dir, name);
     if (is_file(p)) goto found;
     for (int i = 0; pref[i]; i++) {
-        sfmt(p, sizeof p, "%s/%s", dir, pref[i]);
+        path_fmt(p, sizeof p, "%s/%s", dir, pref[i]);
         if (is_file(p)) goto found;
     }
     DIR *d = opendir(dir);
@@ -183,7 +197,7 @@ static int single_in_dir(const char *dir, const char *name, lipt_corpus_loc *loc
     char q[LIPT_PATH_MAX];
     while ((de = readdir(d))) {
         if (is_metadata(de->d_name)) continue;
-        sfmt(q, sizeof q, "%s/%s", dir, de->d_name);
+        path_fmt(q, sizeof q, "%s/%s", dir, de->d_name);
         if (!is_file(q)) continue;
         if (count++ == 0) memcpy(p, q, sizeof p);
     }
@@ -271,6 +285,9 @@ static lipt_status locate_path(const char *spec, lipt_corpus_loc *loc, lipt_erro
 lipt_status lipt_corpus_locate(const char *spec, const char *repo_root, lipt_corpus_loc *loc, lipt_error *err) {
     memset(loc, 0, sizeof *loc);
     if (!spec || !*spec) return lipt_fail(err, LIPT_ERR_ARG, "--data: empty corpus name");
+    if (strlen(spec) >= LIPT_PATH_MAX) /* it would be cut, and the cut path could name another file */
+        return lipt_fail(err, LIPT_ERR_ARG, "--data: a corpus path of %zu characters; lipt takes at most %d",
+                         strlen(spec), LIPT_PATH_MAX - 1);
     lipt_corpus_kind k = kind_of_name(spec);
     int known = k != LIPT_CORPUS_TEXT || strcmp(spec, "tinyshakespeare") == 0 || strcmp(spec, "warandpeace") == 0;
     int has_slash = strchr(spec, '/') != NULL;
@@ -278,13 +295,13 @@ lipt_status lipt_corpus_locate(const char *spec, const char *repo_root, lipt_cor
 
     char repo[LIPT_PATH_MAX], roots[3][LIPT_PATH_MAX];
     const char *labels[3] = {"$LIPT_DATA", "<repo>/data", "<repo>/../shared/data"};
-    if (repo_root) sfmt(repo, sizeof repo, "%s", repo_root);
+    if (repo_root) path_fmt(repo, sizeof repo, "%s", repo_root);
     else default_repo_root(repo, sizeof repo);
     const char *env = getenv("LIPT_DATA");
     int have_root[3] = {env && *env, 1, 1};
-    sfmt(roots[0], LIPT_PATH_MAX, "%s", have_root[0] ? env : "");
-    sfmt(roots[1], LIPT_PATH_MAX, "%.*s/data", LIPT_PATH_MAX - 8, repo);
-    sfmt(roots[2], LIPT_PATH_MAX, "%.*s/../shared/data", LIPT_PATH_MAX - 20, repo);
+    path_fmt(roots[0], LIPT_PATH_MAX, "%s", have_root[0] ? env : "");
+    path_fmt(roots[1], LIPT_PATH_MAX, "%s/data", repo);
+    path_fmt(roots[2], LIPT_PATH_MAX, "%s/../shared/data", repo);
 
     char tried[1400] = "";
     sfmt(loc->name, sizeof loc->name, "%s", spec);
@@ -296,7 +313,7 @@ lipt_status lipt_corpus_locate(const char *spec, const char *repo_root, lipt_cor
                 if (pass == 0) append(tried, sizeof tried, "%s%s", tried[0] ? "; " : "", "$LIPT_DATA (not set)");
                 continue;
             }
-            sfmt(dir, sizeof dir, "%s/%s", roots[r], spec);
+            path_fmt(dir, sizeof dir, "%s/%s", roots[r], spec);
             int ok = 0;
             if (!is_dir(dir)) {
                 sfmt(why, sizeof why, "no such folder");

@@ -342,15 +342,18 @@ lipt_status lipt_config_parse(lipt_config *cfg, const char *text, const char *so
     int lineno = 0;
     const char *p = text;
     while (*p) {
-        const char *nl = strchr(p, '\n');
-        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        /* a line ends at \n, \r\n or a lone \r (old Mac files): read as one line, a file of CR-only lines would be a
+         * single comment and the defaults would train unasked */
+        const size_t n = strcspn(p, "\r\n");
         lineno++;
         if (n >= sizeof buf)
             return lipt_fail(err, LIPT_ERR_FORMAT, "%s:%d: line longer than %zu characters", source, lineno,
                              sizeof buf - 1);
         memcpy(buf, p, n);
         buf[n] = 0;
-        p += n + (nl ? 1 : 0);
+        p += n;
+        if (*p == '\r' && p[1] == '\n') p += 2;
+        else if (*p) p++;
         char *hash = strchr(buf, '#');
         if (hash) *hash = 0;
         char *s = trim(buf);

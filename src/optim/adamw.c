@@ -16,6 +16,11 @@ lipt_status lipt_adamw_config_check(const lipt_adamw_config *c, lipt_error *err)
     if (!(c->beta2 >= 0 && c->beta2 < 1))
         return lipt_fail(err, LIPT_ERR_ARG, "adamw: beta2 %g must be in [0, 1)", c->beta2);
     if (!isfinite(c->eps) || c->eps <= 0) return lipt_fail(err, LIPT_ERR_ARG, "adamw: eps %g must be > 0", c->eps);
+    /* the step runs in float32: an eps that rounds to 0 there divides by zero where a moment is 0, and the run would
+     * "diverge" for a reason the message could not name */
+    if ((float)c->eps <= 0.0f)
+        return lipt_fail(err, LIPT_ERR_ARG, "adamw: eps %g becomes 0 as a float32 (the optimizer's arithmetic): give "
+                         "at least 1.5e-45, or better a normal float32 such as 1e-30", c->eps);
     if (!isfinite(c->weight_decay) || c->weight_decay < 0)
         return lipt_fail(err, LIPT_ERR_ARG, "adamw: weight decay %g must be >= 0", c->weight_decay);
     return LIPT_OK;

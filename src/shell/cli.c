@@ -26,7 +26,8 @@ void cli_usage(FILE *f, const char *cmd, const char *summary, const cli_opt *opt
 /* One message line on stderr with every control byte shown as \xHH: text from a file (a crafted checkpoint, a
  * corpus) must not move the cursor, recolour or retitle the user's terminal, nor split the line. */
 static void put_message(const char *cmd, const char *msg) {
-    fprintf(stderr, "lipt %s: ", cmd);
+    if (cmd) fprintf(stderr, "lipt %s: ", cmd);
+    else fputs("lipt: ", stderr);
     for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
         if (*p < 0x20 || *p == 0x7f) fprintf(stderr, "\\x%02x", *p);
         else fputc(*p, stderr);
@@ -106,7 +107,7 @@ int cli_parse(cli_args *a, const char *cmd, const char *summary, const cli_opt *
         }
         if (opts[k].kind == CLI_FLAG) {
             if (inline_val) { cli_error(cmd, "option '--%s' takes no value", name); return -1; }
-            a->set[k] = 1;
+            a->set[k] = CLI_SET_ARGV;
             a->val[k] = "1";
             continue;
         }
@@ -115,7 +116,7 @@ int cli_parse(cli_args *a, const char *cmd, const char *summary, const cli_opt *
             if (i + 1 >= argc) { cli_error(cmd, "option '--%s' needs a value (%s)", name, opts[k].metavar ? opts[k].metavar : "value"); return -1; }
             v = argv[++i];
         }
-        a->set[k] = 1;
+        a->set[k] = CLI_SET_ARGV;
         a->val[k] = v;
         /* validate numbers early so errors name the flag */
         if (opts[k].kind == CLI_INT) {
@@ -158,16 +159,28 @@ const char *cli_str(const cli_args *a, const char *name) {
     return a->set[k] ? a->val[k] : a->opts[k].def;
 }
 
+const char *cli_origin(const cli_args *a, const char *name) {
+    const int k = slot(a, name);
+    return a->set[k] == CLI_SET_BY_CKPT     ? " (the value stored in the checkpoint being resumed)"
+           : a->set[k] == CLI_SET_BY_CONFIG ? " (from the --config file)"
+                                            : "";
+}
+
+/* A value that is not a number: one line, its bytes escaped (it may come from a file). */
+static int bad_number(const cli_args *a, const char *name, const char *what, const char *s) {
+    char msg[1400];
+    snprintf(msg, sizeof msg, "--%s expects %s, got '%.1200s'%s", name, what, s, cli_origin(a, name));
+    put_message(NULL, msg);
+    return -1;
+}
+
 int cli_int(const cli_args *a, const char *name, long *out) {
     const char *s = cli_str(a, name);
     if (!s) { *out = 0; return 0; }
     char *end = NULL;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || !end || end == s || *end) {
-        fprintf(stderr, "lipt: --%s expects an integer, got '%s'\n", name, s);
-        return -1;
-    }
+    if (errno || !end || end == s || *end) return bad_number(a, name, "an integer", s);
     *out = v;
     return 0;
 }
@@ -178,10 +191,7 @@ int cli_float(const cli_args *a, const char *name, double *out) {
     char *end = NULL;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || !end || end == s || *end || !isfinite(v)) {
-        fprintf(stderr, "lipt: --%s expects a number, got '%s'\n", name, s);
-        return -1;
-    }
+    if (errno || !end || end == s || *end || !isfinite(v)) return bad_number(a, name, "a number", s);
     *out = v;
     return 0;
 }

@@ -21,10 +21,14 @@ typedef struct {
 
 /* Parsed values: one slot per option of the table, plus unknown "--key value" pairs kept for the
  * model config (every config key can be set on the command line). */
+/* Where a set option's value came from (cli_args.set): the command line, or filled in by lipt train from the
+ * checkpoint being resumed or from a --config file; messages name the origin rather than blame a flag. */
+enum { CLI_SET_ARGV = 1, CLI_SET_BY_CKPT = 2, CLI_SET_BY_CONFIG = 3 };
+
 typedef struct {
     const cli_opt *opts;
     int n_opts;
-    int set[CLI_MAX_OPTS];
+    int set[CLI_MAX_OPTS]; /* 0: not set; else a CLI_SET_* */
     const char *val[CLI_MAX_OPTS];
     int n_extra;
     const char *extra_key[CLI_MAX_EXTRA], *extra_val[CLI_MAX_EXTRA];
@@ -46,6 +50,9 @@ void cli_usage(FILE *f, const char *cmd, const char *summary, const cli_opt *opt
 int cli_has(const cli_args *a, const char *name);
 const char *cli_str(const cli_args *a, const char *name);      /* value or default (may be NULL) */
 /* Typed getters: print a one-line error and return -1 on a malformed value. */
+/* " (the value stored in the checkpoint being resumed)" / " (from the --config file)" for a value that did not come
+ * from the command line, else "": appended to messages about a value, so they do not blame a flag never typed. */
+const char *cli_origin(const cli_args *a, const char *name);
 int cli_int(const cli_args *a, const char *name, long *out);
 int cli_float(const cli_args *a, const char *name, double *out);
 

@@ -184,7 +184,14 @@ lipt_status run_load_corpus(const char *ckpt, const char *data, const char *spli
         split = stored_split;
     lipt_status st = split ? lipt_data_parse_split(split, &o, err) : LIPT_OK;
     if (st == LIPT_OK) st = lipt_dataset_load(data, &o, ds, err);
-    if (st != LIPT_OK) return st;
+    if (st != LIPT_OK) {
+        if (own) {
+            char why[LIPT_ERRMSG_LEN + 64];
+            snprintf(why, sizeof why, " (the corpus stored in %s; --data names another)", ckpt);
+            run_blame_corpus(err, why);
+        }
+        return st;
+    }
     if (own && !quiet) fprintf(stderr, "data: the run's own corpus, %s\n", data);
     char now[PATH_MAX + 128], was_crc[32];
     if (run_ckpt_opt(ckpt, "data-crc32", was_crc, sizeof was_crc) == 0 && run_corpus_identity(ds, now, sizeof now) == 0) {
@@ -196,6 +203,15 @@ lipt_status run_load_corpus(const char *ckpt, const char *data, const char *spli
                             "file changed since training\n", data, ckpt, crc_now, was_crc);
     }
     return LIPT_OK;
+}
+
+void run_blame_corpus(lipt_error *err, const char *origin) {
+    if (!err || !origin || !*origin) return;
+    char msg[LIPT_ERRMSG_LEN];
+    const char *m = err->msg;
+    const int typed = strncmp(m, "--data ", 7) == 0; /* "--data PATH: ...", but the path was not typed as --data */
+    snprintf(msg, sizeof msg, "%s", typed ? m + 7 : m);
+    lipt_fail(err, err->status, "%s%s%s", typed ? "corpus " : "", msg, origin);
 }
 
 lipt_status run_replace_file(const char *path, const char *text, lipt_error *err) {

@@ -40,6 +40,11 @@ int run_corpus_identity(const lipt_dataset *ds, char *text, size_t n);
 lipt_status run_load_corpus(const char *ckpt, const char *data, const char *split, const lipt_vocab *vocab, int quiet,
                             lipt_dataset *ds, lipt_error *err);
 
+/* A corpus error about a path the user did not type as --data (it came from a checkpoint or a --config file): the
+ * message's "--data " is dropped and origin (" (the corpus stored in CKPT ...)") appended. Nothing when origin is
+ * empty. */
+void run_blame_corpus(lipt_error *err, const char *origin);
+
 /* Replaces path's contents with text through lipt's atomic writer (lipt_output: path.tmp, fsync, rename); refuses a
  * path that is not a regular file or a symlink (a device, FIFO or folder). LIPT_OK, or the reason in err. */
 lipt_status run_replace_file(const char *path, const char *text, lipt_error *err);

@@ -25,15 +25,47 @@ svg_plot svg_plot_defaults(void) {
     return p;
 }
 
-static void put_escaped(FILE *f, const char *s) {
-    for (; s && *s; s++) {
+/* The length (1..4) of the well-formed UTF-8 character at s that XML 1.0 allows in text, or 0: a control byte (C0
+ * or DEL), a stray or cut continuation, an overlong form, a surrogate, U+FFFE / U+FFFF or a code point above
+ * U+10FFFF. */
+static int xml_char_len(const unsigned char *s) {
+    const unsigned c = s[0];
+    if (c < 0x80) return c >= 0x20 && c != 0x7f;
+    int n;
+    unsigned cp;
+    if (c >= 0xC2 && c <= 0xDF) n = 2, cp = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF) n = 3, cp = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4) n = 4, cp = c & 0x07;
+    else return 0;
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0; /* also stops at the terminating NUL */
+        cp = cp << 6 | (s[i] & 0x3F);
+    }
+    const unsigned min = n == 2 ? 0x80 : n == 3 ? 0x800 : 0x10000;
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF) return 0;
+    return n;
+}
+
+/* Text from names, labels and titles (run folders, --labels, a corpus's name) as XML character data: the markup
+ * characters escaped, and what XML cannot hold (control bytes, malformed UTF-8) shown as U+FFFD, one per byte, so
+ * the figure stays a valid document whatever the input. */
+static void put_escaped(FILE *f, const char *text) {
+    const unsigned char *s = (const unsigned char *)text;
+    while (s && *s) {
+        const int n = xml_char_len(s);
+        if (n == 0) {
+            fputs("\xEF\xBF\xBD", f);
+            s++;
+            continue;
+        }
         switch (*s) {
         case '&': fputs("&amp;", f); break;
         case '<': fputs("&lt;", f); break;
         case '>': fputs("&gt;", f); break;
         case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
+        default: fwrite(s, 1, (size_t)n, f);
         }
+        s += n;
     }
 }
 
