@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Signal storm (issue 38, docs/RELIABILITY.md "Signals"). oneDNN 2.6.3's JIT sgemm kernels point the stack pointer at
+# Signal storm (issue 38, docs/RELIABILITY.md "Signals and oneDNN"). oneDNN 2.6.3's JIT sgemm kernels point the stack pointer at
 # a heap workspace while they run, so a signal handled on a thread inside one writes its frame into the heap; before
 # lipt's signal thread, a no-op SIGUSR1 handler every 20 ms aborted lipt train ("corrupted size vs. prev_size") within
 # seconds. Here a library preloaded with LD_PRELOAD (tests/signal/usr1_preload.c) installs such a handler, without
-# SA_ONSTACK, the model has ptb-dp's shapes (products of 8M..134M multiply-adds: on oneDNN from 4M on), and for each
+# SA_ONSTACK, the model has ptb-dp's shapes (its large products, 8M..67M multiply-adds, run on oneDNN), and for each
 # precision (float32, bf16-emulated, and bf16 where the build has oneDNN and the CPU AVX512_BF16), RUNS times:
 #   - lipt train gets SIGUSR1 every 20 ms from its start, and SIGTERM a random 0..MAX_MS ms after its first metrics
 #     line: exit 143 (not 134: no abort), one line naming the step, last.ckpt holds that step, the log every step;
@@ -44,7 +44,8 @@ echo "$help" | grep -q "this build has oneDNN" ||
   echo "note: this build has no oneDNN: the products run on OpenBLAS (the test still checks that signals save and resume)"
 
 for _ in 1 2 3 4 5 6 7 8; do cat "$REPO/README.md"; done >"$TMP/corpus.txt"
-# ptb-dp's shapes (d_model 256, d_ff 1024, seq_len 128, 4 layers) at batch 2: 256 rows, every product on oneDNN
+# ptb-dp's shapes (d_model 256, d_ff 1024, seq_len 128, 4 layers) at batch 2: 256 rows, so the projections,
+# feed-forward and output products (8M..67M multiply-adds) run on oneDNN; the per-head attention products do not
 MODEL=(--config "$REPO/models/ptb-dp.cfg" --batch 2)
 COMMON=(--log-every 1 --eval-every 0 --final-eval none --save-every 0 --save-minutes 0 --quiet)
 echo "signal storm: $RUNS run(s) per precision ($PRECISIONS), SIGTERM 0..$MAX_MS ms into training, seed $SEED" \
