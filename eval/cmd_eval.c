@@ -64,11 +64,15 @@ int cmd_eval(int argc, char **argv) {
     int quiet = cli_has(&a, "quiet");
     const char *data = cli_str(&a, "data");
     char data_buf[1100];
-    if (!data && (run_ckpt_opt(ckpt, "data-abs", data_buf, sizeof data_buf) == 0 ||
-                  run_ckpt_opt(ckpt, "data", data_buf, sizeof data_buf) == 0))
+    char *opts = run_ckpt_opts(ckpt); /* read once: each opening of a checkpoint decompresses all of it */
+    if (!data && (run_opt_get(opts, "data-abs", data_buf, sizeof data_buf) == 0 ||
+                  run_opt_get(opts, "data", data_buf, sizeof data_buf) == 0))
         data = data_buf; /* for the summary */
     lipt_dataset ds;
-    if (run_load_corpus(ckpt, cli_str(&a, "data"), cli_str(&a, "data-split"), &vocab, quiet, &ds, &err) != LIPT_OK) {
+    const lipt_status ls = run_load_corpus_opts(ckpt, opts, cli_str(&a, "data"), cli_str(&a, "data-split"), &vocab,
+                                                quiet, &ds, &err);
+    free(opts);
+    if (ls != LIPT_OK) {
         rc = cli_fail(C, &err);
         goto out_model;
     }

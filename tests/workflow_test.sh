@@ -209,5 +209,13 @@ if ! "$LIPT" eval --ckpt gonerun/last.ckpt 2>low.err && grep -q "^lipt eval: cor
   pass "a missing corpus named by the checkpoint: $(cat low.err)"
 else fail "corpus named by the checkpoint: $(cat low.err low.err2)"; fi
 
+# eval opens (reads and decompresses) the checkpoint twice, not six times: the model, then its options once
+if command -v strace >/dev/null; then
+  strace -f -e trace=openat -o eval.trace "$LIPT" eval --ckpt run/last.ckpt --split valid --quiet >/dev/null 2>&1
+  opens=$(grep -c 'run/last.ckpt"' eval.trace)
+  if [ "$opens" -le 2 ]; then pass "eval opens the checkpoint $opens times"
+  else fail "eval opens the checkpoint $opens times (want 2: the model, the options)"; fi
+else echo "skip eval's checkpoint reads: no strace"; fi
+
 echo "workflow tests: $FAILS failure(s)"
 [ "$FAILS" -eq 0 ]

@@ -117,14 +117,21 @@ int run_opt_get(const char *opts_text, const char *key, char *out, size_t n) {
     return -1;
 }
 
-int run_ckpt_opt(const char *ckpt, const char *key, char *out, size_t n) {
+char *run_ckpt_opts(const char *ckpt) {
     lipt_ckpt ck;
     lipt_error e;
-    if (lipt_ckpt_open(ckpt, &ck, &e) != LIPT_OK) return -1;
+    if (lipt_ckpt_open(ckpt, &ck, &e) != LIPT_OK) return NULL;
     run_extra x;
-    int rc = -1;
-    if (run_extra_unpack(&x, ck.extra, ck.extra_len, &e) == LIPT_OK) rc = run_opt_get(x.opts_text, key, out, n);
+    char *r = NULL;
+    if (run_extra_unpack(&x, ck.extra, ck.extra_len, &e) == LIPT_OK && x.opts_text) r = strdup(x.opts_text);
     lipt_ckpt_close(&ck);
+    return r;
+}
+
+int run_ckpt_opt(const char *ckpt, const char *key, char *out, size_t n) {
+    char *opts = run_ckpt_opts(ckpt);
+    const int rc = run_opt_get(opts, key, out, n);
+    free(opts);
     return rc;
 }
 
@@ -167,9 +174,17 @@ int run_corpus_identity(const lipt_dataset *ds, char *text, size_t n) {
 
 lipt_status run_load_corpus(const char *ckpt, const char *data, const char *split, const lipt_vocab *vocab, int quiet,
                             lipt_dataset *ds, lipt_error *err) {
+    char *opts = run_ckpt_opts(ckpt);
+    const lipt_status st = run_load_corpus_opts(ckpt, opts, data, split, vocab, quiet, ds, err);
+    free(opts);
+    return st;
+}
+
+lipt_status run_load_corpus_opts(const char *ckpt, const char *opts, const char *data, const char *split,
+                                 const lipt_vocab *vocab, int quiet, lipt_dataset *ds, lipt_error *err) {
     char stored_abs[PATH_MAX] = "", stored_spec[PATH_MAX] = "", stored_split[256] = "";
-    const int has_abs = run_ckpt_opt(ckpt, "data-abs", stored_abs, sizeof stored_abs) == 0;
-    const int has_spec = run_ckpt_opt(ckpt, "data", stored_spec, sizeof stored_spec) == 0;
+    const int has_abs = run_opt_get(opts, "data-abs", stored_abs, sizeof stored_abs) == 0;
+    const int has_spec = run_opt_get(opts, "data", stored_spec, sizeof stored_spec) == 0;
     const int own = !data; /* the run's own corpus */
     if (own) {
         if (!has_abs && !has_spec)
@@ -180,7 +195,7 @@ lipt_status run_load_corpus(const char *ckpt, const char *data, const char *spli
     o.use_vocab = vocab;
     /* the training run's split, unless another corpus was named */
     if (!split && (own || (has_spec && strcmp(data, stored_spec) == 0) || (has_abs && strcmp(data, stored_abs) == 0)) &&
-        run_ckpt_opt(ckpt, "data-split", stored_split, sizeof stored_split) == 0)
+        run_opt_get(opts, "data-split", stored_split, sizeof stored_split) == 0)
         split = stored_split;
     lipt_status st = split ? lipt_data_parse_split(split, &o, err) : LIPT_OK;
     if (st == LIPT_OK) st = lipt_dataset_load(data, &o, ds, err);
@@ -194,7 +209,7 @@ lipt_status run_load_corpus(const char *ckpt, const char *data, const char *spli
     }
     if (own && !quiet) fprintf(stderr, "data: the run's own corpus, %s\n", data);
     char now[PATH_MAX + 128], was_crc[32];
-    if (run_ckpt_opt(ckpt, "data-crc32", was_crc, sizeof was_crc) == 0 && run_corpus_identity(ds, now, sizeof now) == 0) {
+    if (run_opt_get(opts, "data-crc32", was_crc, sizeof was_crc) == 0 && run_corpus_identity(ds, now, sizeof now) == 0) {
         char crc_now[32] = "";
         run_opt_get(now, "data-crc32", crc_now, sizeof crc_now);
         const int same_corpus = own || (has_abs && strcmp(data, stored_abs) == 0);

@@ -29,6 +29,9 @@ lipt_status run_load_model(const char *path, lipt_model *m, lipt_vocab *vocab, i
  * than n - 1. run_ckpt_opt reads it from a checkpoint file. */
 int run_opt_get(const char *opts_text, const char *key, char *out, size_t n);
 int run_ckpt_opt(const char *ckpt, const char *key, char *out, size_t n);
+/* A checkpoint's training options as a malloc'd string (free it), or NULL when it cannot be read or has none. Opening
+ * a checkpoint reads and decompresses all of it: a command that needs several options reads them from this once. */
+char *run_ckpt_opts(const char *ckpt);
 
 /* "data-abs=PATH\ndata-bytes=N\ndata-crc32=XXXXXXXX\n" of a loaded corpus: its absolute location (the folder for
  * PTB), the size of its files and their CRC-32, stored with a training run. 0, or -1 when a file cannot be read. */
@@ -39,6 +42,9 @@ int run_corpus_identity(const lipt_dataset *ds, char *text, size_t n);
  * is the run's. Encoded with `vocab`. Warns when the run's corpus has changed since training (CRC-32). */
 lipt_status run_load_corpus(const char *ckpt, const char *data, const char *split, const lipt_vocab *vocab, int quiet,
                             lipt_dataset *ds, lipt_error *err);
+/* The same with the checkpoint's options already read (run_ckpt_opts; NULL: none stored). */
+lipt_status run_load_corpus_opts(const char *ckpt, const char *opts, const char *data, const char *split,
+                                 const lipt_vocab *vocab, int quiet, lipt_dataset *ds, lipt_error *err);
 
 /* A corpus error about a path the user did not type as --data (it came from a checkpoint or a --config file): the
  * message's "--data " is dropped and origin (" (the corpus stored in CKPT ...)") appended. Nothing when origin is
