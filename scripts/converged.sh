@@ -118,7 +118,7 @@ with open(os.path.join(d, "run.cfg")) as f:
         if "=" in line:
             k, v = (s.strip() for s in line.split("=", 1))
             cfg[k.replace("-", "_")] = v
-best_step, wall = None, 0.0
+wall = 0.0
 with open(os.path.join(d, "metrics.jsonl")) as f:
     for line in f:
         try:
