@@ -21,7 +21,9 @@ TRAIN_ONLY=0
 CSV=docs/results/converged.csv
 NAMES=()
 
-# name | model label | corpus | config | data split | training flags (without --out/--threads/--precision)
+# name | model label | corpus | config | data split | from | training flags (without --out/--threads/--precision)
+# "from" names a run whose final checkpoint this one continues (a second cosine cycle: --steps is the new total and
+# the learning rate restarts where the longer cosine stands at the resumed step); "-" starts from scratch.
 PTB_RECIPE="--batch 32 --schedule cosine --warmup 200 --min-lr 2e-5 --beta1 0.9 --beta2 0.98 \
 --weight-decay 0.1 --clip 1 --seed 0 --eval-every 500 --eval-symbols 200000 --save-every 100"
 TS_RECIPE="--batch 12 --steps 2000 --lr 1e-3 --schedule cosine --warmup 100 --min-lr 1e-4 --beta1 0.9 --beta2 0.99 \
@@ -30,13 +32,16 @@ E8_RECIPE="--batch 16 --schedule cosine --warmup 200 --min-lr 2e-5 --beta1 0.9 -
 --clip 1 --seed 0 --eval-every 500 --eval-symbols 100000 --save-every 100"
 plan() {
   cat <<EOF
-ptb-invertible|invertible|ptb|models/ptb8-invertible.cfg|auto|--steps 6500 --lr 4e-3 $PTB_RECIPE
-ptb-dp|dp|ptb|models/ptb8-dp.cfg|auto|--steps 6500 --lr 4e-3 $PTB_RECIPE
-ptb-l2-tied|l2-tied|ptb|models/ptb8-l2-tied.cfg|auto|--steps 6500 --lr 4e-3 $PTB_RECIPE
-ts-dp|dp|tinyshakespeare|models/shakespeare-dp.cfg|0.9,0.1,0|$TS_RECIPE
-ts-invertible|invertible|tinyshakespeare|models/shakespeare-invertible.cfg|0.9,0.1,0|$TS_RECIPE
-enwik8-invertible|invertible|enwik8|models/enwik8-small-invertible.cfg|0.9,0.05,0.05|--steps 6500 --lr 4e-3 $E8_RECIPE
-enwik8-dp|dp|enwik8|models/enwik8-small-dp.cfg|0.9,0.05,0.05|--steps 6500 --lr 4e-3 $E8_RECIPE
+ptb-invertible|invertible|ptb|models/ptb8-invertible.cfg|auto|-|--steps 6500 --lr 4e-3 $PTB_RECIPE
+ptb-dp|dp|ptb|models/ptb8-dp.cfg|auto|-|--steps 6500 --lr 4e-3 $PTB_RECIPE
+ptb-l2-tied|l2-tied|ptb|models/ptb8-l2-tied.cfg|auto|-|--steps 6500 --lr 4e-3 $PTB_RECIPE
+ptb-invertible-c2|invertible|ptb|models/ptb8-invertible.cfg|auto|ptb-invertible|--steps 21000 --lr 3e-3 $PTB_RECIPE
+ptb-dp-c2|dp|ptb|models/ptb8-dp.cfg|auto|ptb-dp|--steps 21000 --lr 3e-3 $PTB_RECIPE
+ptb-l2-tied-c2|l2-tied|ptb|models/ptb8-l2-tied.cfg|auto|ptb-l2-tied|--steps 21000 --lr 3e-3 $PTB_RECIPE
+ts-dp|dp|tinyshakespeare|models/shakespeare-dp.cfg|0.9,0.1,0|-|$TS_RECIPE
+ts-invertible|invertible|tinyshakespeare|models/shakespeare-invertible.cfg|0.9,0.1,0|-|$TS_RECIPE
+enwik8-invertible|invertible|enwik8|models/enwik8-small-invertible.cfg|0.9,0.05,0.05|-|--steps 6500 --lr 4e-3 $E8_RECIPE
+enwik8-dp|dp|enwik8|models/enwik8-small-dp.cfg|0.9,0.05,0.05|-|--steps 6500 --lr 4e-3 $E8_RECIPE
 EOF
 }
 
@@ -47,7 +52,7 @@ while [ $# -gt 0 ]; do
     --precision) PRECISION="$2"; shift 2 ;;
     --train-only) TRAIN_ONLY=1; shift ;;
     --no-csv) CSV=""; shift ;;
-    --list) plan | cut -d'|' -f1,2,3,4; exit 0 ;;
+    --list) plan | cut -d'|' -f1,2,3,4,6; exit 0 ;;
     -h|--help) sed -n 2,13p "$0"; exit 0 ;;
     -*) echo "converged.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) NAMES+=("$1"); shift ;;
@@ -63,11 +68,20 @@ run_one() { # name
   local line
   line=$(plan | awk -F'|' -v n="$1" '$1 == n') || true
   [ -n "$line" ] || { echo "converged.sh: no run named $1 (--list shows the plan)" >&2; exit 2; }
-  local name model corpus cfg split flags
-  IFS='|' read -r name model corpus cfg split flags <<<"$line"
+  local name model corpus cfg split from flags
+  IFS='|' read -r name model corpus cfg split from flags <<<"$line"
   local dir="$OUT/$name" prec=()
   [ -n "$PRECISION" ] && prec=(--precision "$PRECISION")
   mkdir -p "$OUT"
+  if [ "$from" != - ] && [ ! -f "$dir/last.ckpt" ]; then
+    # finish the first cycle (training only), then start this run from a copy of its final state
+    [ -f "$OUT/$from/result.json" ] || ( TRAIN_ONLY=1; run_one "$from" )
+    echo "== $name: continuing $OUT/$from/last.ckpt"
+    mkdir -p "$dir"
+    cp "$OUT/$from/metrics.jsonl" "$OUT/$from/run.cfg" "$dir/"
+    [ -f "$OUT/$from/best.ckpt" ] && cp "$OUT/$from/best.ckpt" "$dir/"
+    cp "$OUT/$from/last.ckpt" "$dir/last.ckpt.tmp" && mv "$dir/last.ckpt.tmp" "$dir/last.ckpt"
+  fi
   if [ ! -f "$dir/result.json" ] || [ "$TRAIN_ONLY" = 1 ]; then
     local src=(--config "$cfg" --force)      # a run cut off before its first checkpoint starts over
     [ -f "$dir/last.ckpt" ] && src=(--resume --ckpt "$dir/last.ckpt")
