@@ -132,14 +132,22 @@ with open(os.path.join(d, "run.cfg")) as f:
         if "=" in line:
             k, v = (s.strip() for s in line.split("=", 1))
             cfg[k.replace("-", "_")] = v
-wall = 0.0
+# elapsed_s counts from the start of each training process: a drop marks a resume, so the wall time is the sum
+# of each segment's last value
+wall, seg = 0.0, 0.0
 with open(os.path.join(d, "metrics.jsonl")) as f:
     for line in f:
         try:
             r = json.loads(line)
         except ValueError:
             continue
-        wall = max(wall, float(r.get("elapsed_s", 0)))
+        if "elapsed_s" not in r:
+            continue
+        e = float(r["elapsed_s"])
+        if e < seg:
+            wall += seg
+        seg = e
+wall += seg
 ck = ev.get("ckpt", "")
 step = ev.get("step")
 batch, seq = int(cfg.get("batch", 0)), int(cfg.get("seq_len", 0))
