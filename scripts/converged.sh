@@ -28,6 +28,10 @@ PTB_RECIPE="--batch 32 --schedule cosine --warmup 200 --min-lr 2e-5 --beta1 0.9 
 --weight-decay 0.1 --clip 1 --seed 0 --eval-every 500 --eval-symbols 200000 --save-every 100"
 TS_RECIPE="--batch 12 --steps 2000 --lr 1e-3 --schedule cosine --warmup 100 --min-lr 1e-4 --beta1 0.9 --beta2 0.99 \
 --weight-decay 0.1 --clip 1 --seed 0 --eval-every 250 --eval-symbols 0 --save-every 250"
+# nanoGPT's recipe run five times longer, stopped early when the whole validation split's BPC has not improved
+# for 8 evaluations (4,000 steps): the budget where the model stops improving
+TS_LONG="${TS_RECIPE/--steps 2000/--steps 10000} --patience 8"
+TS_LONG="${TS_LONG/--eval-every 250/--eval-every 500}"
 E8_RECIPE="--batch 16 --schedule cosine --warmup 200 --min-lr 2e-5 --beta1 0.9 --beta2 0.98 --weight-decay 0.1 \
 --clip 1 --seed 0 --eval-every 500 --eval-symbols 100000 --save-every 100"
 plan() {
@@ -40,6 +44,8 @@ ptb-dp-c2|dp|ptb|models/ptb8-dp.cfg|auto|ptb-dp|--steps 21000 --lr 3e-3 $PTB_REC
 ptb-l2-tied-c2|l2-tied|ptb|models/ptb8-l2-tied.cfg|auto|ptb-l2-tied|--steps 21000 --lr 3e-3 $PTB_RECIPE
 ts-dp|dp|tinyshakespeare|models/shakespeare-dp.cfg|0.9,0.1,0|-|$TS_RECIPE
 ts-invertible|invertible|tinyshakespeare|models/shakespeare-invertible.cfg|0.9,0.1,0|-|$TS_RECIPE
+ts-dp-long|dp|tinyshakespeare|models/shakespeare-dp.cfg|0.9,0.1,0|-|$TS_LONG
+ts-invertible-long|invertible|tinyshakespeare|models/shakespeare-invertible.cfg|0.9,0.1,0|-|$TS_LONG
 enwik8-invertible|invertible|enwik8|models/enwik8-small-invertible.cfg|0.9,0.05,0.05|-|--steps 6500 --lr 4e-3 $E8_RECIPE
 enwik8-dp|dp|enwik8|models/enwik8-small-dp.cfg|0.9,0.05,0.05|-|--steps 6500 --lr 4e-3 $E8_RECIPE
 EOF
