@@ -12,7 +12,7 @@
 #include "lipt/model.h"
 #include "lipt/optim.h"
 #include "lipt/train.h"
-#include "ops/gemm.h"
+#include "kernels/kernels.h"
 #include "sysinfo.h"
 
 static const cli_opt bench_opts[] = {
@@ -186,7 +186,7 @@ static double sgemm_lib_rate(int lib, int N, int reps, const float *A, const flo
     return 2.0 * N * N * (double)N * reps / (cli_now() - t0) * 1e-9;
 }
 
-/* The SGEMM reference is the faster of the two libraries lipt's products run on (src/ops/gemm.c): each runs the
+/* The SGEMM reference is the faster of the two libraries lipt's products run on (src/kernels/gemm.c): each runs the
  * product in turn and the larger rate counts, so that a fraction of SGEMM is never flattered by the slower one. */
 static double sgemm_probe_run(const sgemm_probe *g, double lib_rate[2]) { /* GFLOP/s of one run */
     double best = 0;

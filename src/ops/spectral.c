@@ -9,9 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/gemm.h"
+#include "kernels/kernels.h"
 #include "ops/spectral_impl.h"
-#include "ops/vmath.h"
 
 /* Work (multiply-adds) above which a loop is worth a thread team. */
 #define SPEC_PAR_WORK ((size_t)1 << 17)

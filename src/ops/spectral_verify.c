@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "ops/spectral_impl.h"
-#include "ops/vmath.h"
+#include "kernels/kernels.h"
 
 
 /* Σ a_i b_i in LIPT_VDW lanes, the tail last (an estimate's arithmetic: any fixed order will do). */
