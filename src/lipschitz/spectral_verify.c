@@ -27,7 +27,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "ops/spectral_impl.h"
+#include "lipschitz/spectral_impl.h"
 #include "kernels/kernels.h"
 
 

@@ -1,8 +1,8 @@
 /* Private: power iteration on many matrices at once, for lipt_model_refresh_norms (src/nn/model.c); the rounding
  * helpers of the certified bounds (spectral.c, spectral_verify.c) and the Cholesky-verified bound of a Gram matrix's
  * largest eigenvalue (spectral_verify.c). */
-#ifndef LIPT_OPS_SPECTRAL_IMPL_H
-#define LIPT_OPS_SPECTRAL_IMPL_H
+#ifndef LIPT_LIPSCHITZ_SPECTRAL_IMPL_H
+#define LIPT_LIPSCHITZ_SPECTRAL_IMPL_H
 
 #include <math.h>
 #include <stddef.h>

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "ops/spectral_impl.h"
+#include "lipschitz/spectral_impl.h"
 
 /* Work (multiply-adds) above which a loop is worth a thread team. */
 #define SPEC_PAR_WORK ((size_t)1 << 17)
