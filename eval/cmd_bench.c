@@ -1,6 +1,5 @@
 /* lipt bench: training, evaluation and sampling speed of any model config on synthetic tokens, the achieved
  * GFLOP/s against this machine's SGEMM rate measured in the same run, and peak resident memory. */
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,11 +7,11 @@
 #include <sys/resource.h>
 
 #include "cli.h"
+#include "gemm_ref.h"
 #include "lipt/decode.h"
 #include "lipt/model.h"
 #include "lipt/optim.h"
 #include "lipt/train.h"
-#include "kernels/kernels.h"
 #include "sysinfo.h"
 
 static const cli_opt bench_opts[] = {
@@ -177,12 +176,12 @@ typedef struct {
     int N, reps;
 } sgemm_probe;
 
-/* GFLOP/s of `reps` products C = A B through library lib (lipt_sgemm_lib: 0 OpenBLAS, 1 oneDNN); NaN when the
+/* GFLOP/s of `reps` products C = A B through library lib (gemm_ref_lib: 0 OpenBLAS, 1 oneDNN); NaN when the
  * build has no such library. */
 static double sgemm_lib_rate(int lib, int N, int reps, const float *A, const float *B, float *C) {
     const double t0 = cli_now();
     for (int k = 0; k < reps; k++)
-        if (lipt_sgemm_lib(lib, 0, 0, N, N, N, 1.0f, A, N, B, N, 0.0f, C, N) != 0) return NAN;
+        if (gemm_ref_lib(lib, N, A, B, C) != 0) return NAN;
     return 2.0 * N * N * (double)N * reps / (cli_now() - t0) * 1e-9;
 }
 
@@ -410,7 +409,7 @@ static lipt_status bench_sample(bench *b, int cached, lipt_error *err) {
 
 /* SGEMM C = A B on N x N matrices with the same thread setting, by each library lipt's products run on in turn
  * (OpenBLAS, and oneDNN where the build has it; the faster one's rate per run into ph[PH_GEMM], each library's median
- * into gemm_lib); with ctx, the same product through lipt_gemm_p at ctx's precision instead (into ph[PH_GEMM_P]: the
+ * into gemm_lib); with ctx, the same product through the model's product (gemm_ref_at_precision) at ctx's precision instead (into ph[PH_GEMM_P]: the
  * model's products at that precision, the operands' conversion included). A run repeats the call so that it lasts at
  * least about 50 ms (calibrated on the warm-up), which keeps small sizes above the timer's resolution. */
 static void bench_gemm(bench *b, lipt_ctx *ctx) {
@@ -432,8 +431,8 @@ static void bench_gemm(bench *b, lipt_ctx *ctx) {
             double t0 = cli_now();
             int ok = 1;
             for (int k = 0; k < reps && ok; k++) {
-                if (ctx) lipt_gemm_p(ctx, 0, 0, N, N, N, 1.0f, A, N, Bm, N, 0.0f, Cm, N);
-                else ok = lipt_sgemm_lib(lib, 0, 0, N, N, N, 1.0f, A, N, Bm, N, 0.0f, Cm, N) == 0;
+                if (ctx) gemm_ref_at_precision(ctx, N, A, Bm, Cm);
+                else ok = gemm_ref_lib(lib, N, A, Bm, Cm) == 0;
             }
             double dt = ok ? cli_now() - t0 : NAN; /* NaN: no such library in this build */
             if (run < 0 && lib == 0) {
