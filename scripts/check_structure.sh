@@ -19,7 +19,7 @@
 set -euo pipefail
 ROOT=${1:-"$(dirname "$0")/.."}
 exec python3 - "$ROOT" <<'PY'
-import os, re, sys
+import bisect, os, re, sys
 
 root = sys.argv[1]
 MAX_FILE, MAX_FUNC = 600, 100
@@ -27,56 +27,25 @@ PRODUCT = ("src", "include", "train", "eval")
 KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "do", "else", "case", "defined", "_Static_assert",
             "_Generic", "__attribute__", "alignof", "_Alignof", "typeof", "__typeof__"}
 
+LEXEME = re.compile(r'//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|^[ \t]*#(?:[^\n]*\\\n)*[^\n]*',
+                    re.S | re.M)
+
 def blank(text):
-    """Comments, string / char literals and preprocessor lines replaced by spaces (newlines kept)."""
-    out, i, n = [], 0, len(text)
-    line_start = True
-    while i < n:
-        c = text[i]
-        if line_start and c == "#" or (line_start and c in " \t" and text[i:].lstrip(" \t").startswith("#")):
-            # a preprocessor line, with its continuations
-            j = i
-            while j < n:
-                if text[j] == "\n" and (j == 0 or text[j - 1] != "\\"):
-                    break
-                j += 1
-            out.append(re.sub(r"[^\n]", " ", text[i:j]))
-            i = j
-            continue
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out.append(" " * (j - i))
-            i = j
-            continue
-        if text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(re.sub(r"[^\n]", " ", text[i:j]))
-            i = j
-            continue
-        if c in "\"'":
-            j = i + 1
-            while j < n and text[j] != c:
-                j += 2 if text[j] == "\\" else 1
-            out.append(c + re.sub(r"[^\n]", " ", text[i + 1:j]) + c)
-            i = j + 1
-            line_start = False
-            continue
-        out.append(c)
-        if c == "\n":
-            line_start = True
-        elif c not in " \t":
-            line_start = False
-        i += 1
-    return "".join(out)
+    """Comments, string / char literals and preprocessor lines replaced by spaces (newlines and quotes kept)."""
+    def space(m):
+        t = m.group(0)
+        if t[0] in "\"'":
+            return t[0] + re.sub(r"[^\n]", " ", t[1:-1]) + t[-1]
+        return re.sub(r"[^\n]", " ", t)
+    return LEXEME.sub(space, text)
 
 def functions(code):
     """(name, first line, last line, static) of each function defined at file scope in blanked code."""
-    found, depth, i, n = [], 0, 0, len(code)
-    head_start = 0  # where the current file-scope declaration began
-    while i < n:
-        c = code[i]
+    newlines = [i for i, c in enumerate(code) if c == "\n"]
+    line_of = lambda pos: bisect.bisect_left(newlines, pos) + 1
+    found, depth, head_start, m, start_line, body_start = [], 0, 0, None, 0, 0
+    for tok in re.finditer(r"[{};]", code):
+        c, i = tok.group(0), tok.start()
         if c == "{":
             if depth == 0:
                 head = code[head_start:i]
@@ -87,21 +56,20 @@ def functions(code):
                         m = None
                     if m and m.group(1) in KEYWORDS:
                         m = None
-                start_line = code.count("\n", 0, head_start + (m.start(1) if m else 0)) + 1
+                start_line = line_of(head_start + (m.start(1) if m else 0))
                 body_start = i
             depth += 1
         elif c == "}":
             depth -= 1
             if depth < 0:
-                raise ValueError("unbalanced '}' at line %d" % (code.count("\n", 0, i) + 1))
+                raise ValueError("unbalanced '}' at line %d" % line_of(i))
             if depth == 0:
                 if m:
                     static = re.search(r"\bstatic\b", code[head_start:body_start]) is not None
-                    found.append((m.group(1), start_line, code.count("\n", 0, i) + 1, static))
+                    found.append((m.group(1), start_line, line_of(i), static))
                 head_start = i + 1
-        elif c == ";" and depth == 0:
+        elif depth == 0:
             head_start = i + 1
-        i += 1
     if depth != 0:
         raise ValueError("unbalanced braces (%d open at the end)" % depth)
     return found
