@@ -12,6 +12,7 @@ JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 bash scripts/deps.sh openmpi-bin libopenmpi-dev python3 libdnnl-dev
 
 start=$(date +%s)
+echo "== structure (file and function sizes, no cycle between src/ folders)"; bash scripts/check_structure.sh
 echo "== release build (build/)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLIPT_TESTS=ON -DLIPT_MPI=ON -DLIPT_DNNL=ON >/dev/null
 build_clean() { # dir [cmake --build options]: build, fail on errors or on any compiler warning

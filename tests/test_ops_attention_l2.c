@@ -225,8 +225,8 @@ START_TEST(test_threads) {
 }
 END_TEST
 
-/* Heads as wide as the model's (d = 32, 64, 128: the float32 products take src/ops/gemm_small.c's kernels, which the
- * small shapes above never reach): forward against the SPEC formula, gradcheck, and 1 vs 2 threads bit for bit. */
+/* Heads as wide as the model's (d = 32, 64, 128: the float32 products take src/kernels/gemm_small.c's kernels, which
+ * the small shapes above never reach): forward against the SPEC formula, gradcheck, and 1 vs 2 threads bit for bit. */
 START_TEST(test_tied_wide_heads) {
     static const int shapes[][4] = {{2, 33, 64, 2}, {1, 19, 128, 2}, {1, 9, 256, 2}};
     double worst_fwd = 0, worst_grad = 0;

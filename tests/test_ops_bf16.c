@@ -17,9 +17,7 @@
 
 #include "lipt/decode.h"
 #include "lipt/model.h"
-#include "ops/bf16.h"
-#include "ops/gemm.h"
-#include "ops/lowp.h"
+#include "kernels/kernels.h"
 
 static uint32_t bits_of(float x) {
     uint32_t u;

@@ -1,4 +1,4 @@
-/* src/ops/gemm.c, lipt_gemm: the product every float32 matmul in lipt runs on. Against a double reference within
+/* src/kernels/gemm.c, lipt_gemm: the product every float32 matmul in lipt runs on. Against a double reference within
  * the float32 bound (K + 2) u (|alpha| Σ|a b| + |beta c|), u = 2^-24, on shapes on both sides of the size from which
  * oneDNN takes over (in builds with it), cut by rows and by columns, all four transposes, padded row strides, alpha 1
  * and 1/8, beta 0 (C not read: it starts as NaN), 1 and -0.5, with the columns past N untouched; the same bits on 1
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/gemm.h"
+#include "kernels/kernels.h"
 
 typedef struct { int M, N, K; } shape;
 

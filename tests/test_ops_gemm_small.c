@@ -1,4 +1,4 @@
-/* src/ops/gemm_small.c, the register-tiled products of the tied L2 attention's heads: NN, NT and TN against a
+/* src/kernels/gemm_small.c, the register-tiled products of the tied L2 attention's heads: NN, NT and TN against a
  * double reference over d = 32, 64, 128 (and the vector width itself), odd M and K, row strides other than d, alpha
  * 1 and 1/8, beta 0 (C not read: it starts as NaN), 1 and 0.5; which shapes lipt_gemm_small_ok takes; that rows
  * computed in two parts (as threads would split them) give the same bits as in one call; and that
@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/gemm_small.h"
-#include "ops/vmath.h"
+#include "kernels/kernels.h"
 
 static float *filled(lipt_rng *rng, size_t n) {
     float *p = malloc(n * sizeof(float));

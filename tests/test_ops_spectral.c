@@ -6,7 +6,7 @@
  * Cholesky-verified bound on the same cases, and its proof step against spectra known exactly. */
 #include "testutil.h"
 
-#include "ops/spectral_impl.h"
+#include "lipschitz/spectral_impl.h"
 
 #include <math.h>
 #include <stdlib.h>

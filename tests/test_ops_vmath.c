@@ -1,4 +1,4 @@
-/* src/ops/vmath.h, the vectorised exp, sigmoid, normal CDF, GELU (and its saved derivative), LipSwish and softmax
+/* src/kernels/vmath.h, the vectorised exp, sigmoid, normal CDF, GELU (and its saved derivative), LipSwish and softmax
  * row: accuracy against double references over dense sweeps, GELU's table lanes against a scalar evaluation, the
  * special values (0, under/overflow, ±inf, NaN), loop tails of every length (the zero- or -inf-padded copies must
  * not leak into the results), in-place use, and that lipt_gelu and lipt_lipswish (with its β gradient) give the
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/vmath.h"
+#include "kernels/kernels.h"
 
 static float vexp1(float x) { return lipt_vexp(lipt_vset1(x))[0]; }
 static float vcdf1(float x) { return lipt_vnormal_cdf(lipt_vset1(x))[0]; }

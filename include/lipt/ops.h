@@ -107,14 +107,14 @@ lipt_tensor *lipt_spectral_norm(lipt_ctx *ctx, lipt_tensor *w, float *u, float *
  * power-of-two rescaling, and sigma <= ‖G^(2^t)‖_F^(1/2^(t+1)).  As ‖G^(2^t)‖_F = (Σ_j sigma_j^(2^(t+2)))^(1/2), in
  * exact arithmetic the bound is >= sigma always and <= r^(1/2^(t+2)) sigma for a block of rank r.  The returned value
  * also carries an argued margin for the rounding (γ_n bounds per product, double for G and float for the squarings,
- * propagated through the squarings and roots; spectral.c), so it is >= the exact sigma of the stored float block
+ * propagated through the squarings and roots; spectral_gram.c), so it is >= the exact sigma of the stored float block
  * (IEEE round-to-nearest assumed).  The margin is that of the float squarings, about γ_f,n min(r_s, κ²) / 4 relative
  * (γ_f,n = n 2^-24, r_s the stable rank and κ = ‖|G|‖_∞ / ‖G‖₂ of the normalised Gram matrix): measured 3e-6 on
  * rank-one blocks, 3e-5 on the 1024 identity, 1e-4 on Gaussian 256×1024 blocks.  +inf if the block has a non-finite
  * entry, 0 if it is all zero.  Scratch about (R·cb / 2 + 16 max(R, cb) + 2 n²) doubles, n = min(R, cb), from ctx's
  * arena, released before returning; cost about max(R, cb) n² / 2 multiply-adds in double for G (register tiles
- * straight from the float block, src/ops/spectral.c) and t n³ / 2 through cblas_ssyrk (from n = 128 on: two ssyrk
- * and an sgemm side by side).
+ * straight from the float block, src/lipschitz/spectral_gram.c) and t n³ / 2 through cblas_ssyrk (from n = 128 on: two
+ * ssyrk and an sgemm side by side).
  * With LIPT_SPECTRAL_CHOLESKY or'd into gram_iters the bound is first sought the faster, tighter way: a Lanczos
  * estimate θ of λ_max(G), then μ = θ (1 + δ), δ = 2^-20 (2^-13, 2^-6 if that fails), proven >= λ_max(G) by a
  * floating-point Cholesky factorisation of μ I - G (the argument in spectral_verify.c): sigma <= sqrt(μ + margins),

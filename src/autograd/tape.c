@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/lowp.h"
+#include "kernels/kernels.h"
 
 void lipt_ctx_init(lipt_ctx *ctx, size_t arena_bytes, uint64_t seed) {
     memset(ctx, 0, sizeof *ctx);

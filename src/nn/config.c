@@ -31,7 +31,6 @@ static const char *const ffn_names[] = {"standard", "contractive"};
 static const char *const act_names[] = {"gelu", "relu", "elu", "lipswish", "maxmin"};
 static const char *const lipnorm_names[] = {"inf", "2", "inf2"};
 static const char *const norm_names[] = {"pre", "post"};
-static const char *const precision_names[] = {"float32", "bf16", "bf16-emulated"};
 static const char *const specb_names[] = {"gram", "cholesky"};
 #define NAMES(a) (int)(sizeof(a) / sizeof((a)[0]))
 /* one name per enum value (a new value without its name fails to compile; attention names: attn_variants.c) */
@@ -39,7 +38,6 @@ _Static_assert(NAMES(ffn_names) == LIPT_FFN_CONTRACTIVE + 1, "ffn_names matches 
 _Static_assert(NAMES(act_names) == LIPT_ACT_MAXMIN + 1, "act_names matches lipt_act_kind");
 _Static_assert(NAMES(lipnorm_names) == LIPT_LIPNORM_INF2 + 1, "lipnorm_names matches lipt_lipnorm_kind");
 _Static_assert(NAMES(norm_names) == LIPT_NORM_POST + 1, "norm_names matches lipt_norm_kind");
-_Static_assert(NAMES(precision_names) == LIPT_PRECISION_COUNT, "precision_names matches lipt_precision");
 _Static_assert(NAMES(specb_names) == LIPT_SPECTRAL_BOUND_CHOLESKY + 1, "specb_names matches lipt_spectral_bound_kind");
 
 const char *lipt_ffn_name(lipt_ffn_kind k) { return (unsigned)k < NAMES(ffn_names) ? ffn_names[k] : "?"; }
@@ -51,13 +49,6 @@ const char *lipt_spectral_bound_name(lipt_spectral_bound_kind k) {
 }
 int lipt_config_gram_arg(const lipt_config *cfg) {
     return cfg->gram_iters | (cfg->spectral_bound == LIPT_SPECTRAL_BOUND_CHOLESKY ? LIPT_SPECTRAL_CHOLESKY : 0);
-}
-const char *lipt_precision_name(lipt_precision p) {
-    return (unsigned)p < NAMES(precision_names) ? precision_names[p] : "?";
-}
-
-float lipt_config_clip_radius(const lipt_config *cfg) {
-    return cfg->clip_radius > 0 ? cfg->clip_radius : (float)sqrt((double)cfg->d_model);
 }
 
 void lipt_config_default(lipt_config *cfg) {
@@ -181,10 +172,13 @@ static lipt_status set_key(lipt_config *cfg, int k, const char *v, const char *w
         if ((st = parse_enum(where, key, v, norm_names, NAMES(norm_names), &e, err)) == LIPT_OK)
             cfg->norm = (lipt_norm_kind)e;
         return st;
-    case K_PRECISION:
-        if ((st = parse_enum(where, key, v, precision_names, NAMES(precision_names), &e, err)) == LIPT_OK)
+    case K_PRECISION: {
+        const char *precision_names[LIPT_PRECISION_COUNT]; /* core's names (src/core/precision.c) */
+        for (int k = 0; k < LIPT_PRECISION_COUNT; k++) precision_names[k] = lipt_precision_name((lipt_precision)k);
+        if ((st = parse_enum(where, key, v, precision_names, LIPT_PRECISION_COUNT, &e, err)) == LIPT_OK)
             cfg->precision = (lipt_precision)e;
         return st;
+    }
     case K_SPECB:
         if ((st = parse_enum(where, key, v, specb_names, NAMES(specb_names), &e, err)) == LIPT_OK)
             cfg->spectral_bound = (lipt_spectral_bound_kind)e;

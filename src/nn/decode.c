@@ -9,9 +9,7 @@
 #include <string.h>
 
 #include "ops/attention_impl.h"
-#include "ops/bf16.h"
-#include "ops/gemm.h"
-#include "ops/vmath.h"
+#include "kernels/kernels.h"
 
 /* Work (B*H*T*d) above which the one-token attention runs its (sequence, head) loop in parallel. */
 #define DEC_ATTN_PAR_MIN 65536.0

@@ -19,8 +19,9 @@ void lipt_model_invert_result_free(lipt_model_invert_result *res) {
 
 static const char *branch_name(int which) { return which == LIPT_BRANCH_ATTN ? "attention" : "feed-forward"; }
 
-lipt_status lipt_model_invert(lipt_ctx *ctx, const lipt_model *m, const int *ids, int T, const lipt_fp_opts *opts,
-                              lipt_model_invert_result *res, lipt_error *err) {
+/* The inversion's options for model m (o from opts or the defaults), and res's arrays for T tokens. */
+static lipt_status invert_setup(const lipt_model *m, const int *ids, int T, const lipt_fp_opts *opts, lipt_fp_opts *o,
+                                lipt_model_invert_result *res, lipt_error *err) {
     memset(res, 0, sizeof *res);
     res->failed_layer = res->failed_branch = -1;
     if (!m->invertible && !m->cfg.coupling)
@@ -31,21 +32,112 @@ lipt_status lipt_model_invert(lipt_ctx *ctx, const lipt_model *m, const int *ids
                          lipt_attn_name(m->cfg.attention), lipt_ffn_name(m->cfg.ffn));
     lipt_status st = lipt_model_check_ids(m, ids, 1, T, err);
     if (st != LIPT_OK) return st;
-    lipt_fp_opts o = {1e-6, 100, 0};
-    if (opts) o = *opts;
+    *o = (lipt_fp_opts){1e-6, 100, 0};
+    if (opts) *o = *opts;
     /* maps certified in the token-wise norm stop on the change in that norm */
-    if (m->cfg.lip_norm == LIPT_LIPNORM_INF2) o.row_width = m->cfg.d_model;
-    if (o.max_iter < 1 || !(o.tol > 0)) return lipt_fail(err, LIPT_ERR_ARG, "inversion: need tol > 0 and max_iter >= 1");
-
-    const int L = m->cfg.n_layers, D = m->cfg.d_model, V = m->cfg.vocab_size;
-    const size_t n = (size_t)T * D;
+    if (m->cfg.lip_norm == LIPT_LIPNORM_INF2) o->row_width = m->cfg.d_model;
+    if (o->max_iter < 1 || !(o->tol > 0))
+        return lipt_fail(err, LIPT_ERR_ARG, "inversion: need tol > 0 and max_iter >= 1");
+    const int L = m->cfg.n_layers;
     res->n_layers = L;
     res->T = T;
-    res->max_iter = o.max_iter;
+    res->max_iter = o->max_iter;
     res->iters = lipt_xcalloc((size_t)(2 * L + 1), sizeof(int));
     res->converged = lipt_xcalloc((size_t)(2 * L + 1), sizeof(int));
-    res->err = lipt_xcalloc((size_t)(2 * L + 1) * (size_t)o.max_iter, sizeof(double));
+    res->err = lipt_xcalloc((size_t)(2 * L + 1) * (size_t)o->max_iter, sizeof(double));
     res->tokens = lipt_xcalloc((size_t)T, sizeof(int));
+    return LIPT_OK;
+}
+
+/* The blocks undone from the top: y [T, D] is the last block's output on entry and the recovered embedding input on
+ * success (x [T, D] scratch; the two may trade buffers, so both are passed by address). */
+static lipt_status invert_blocks(lipt_ctx *ctx, const lipt_model *m, int T, const lipt_fp_opts *o, float **py,
+                                 float **px, lipt_model_invert_result *res, lipt_error *err) {
+    const int L = m->cfg.n_layers, D = m->cfg.d_model;
+    const size_t n = (size_t)T * D;
+    float *y = *py, *x = *px;
+    lipt_status st = LIPT_OK;
+    for (int l = L - 1; l >= 0 && st == LIPT_OK; l--) {
+        const lipt_layer *Ly = &m->layers[l];
+        if (Ly->an_s) /* ActNorm y = x exp(s) + b, undone exactly */
+            for (size_t i = 0; i < n; i++) {
+                const size_t c = i % (size_t)D;
+                y[i] = (float)(((double)y[i] - Ly->an_b->data[c]) * exp(-(double)Ly->an_s->data[c]));
+            }
+        /* the block is x -> x + g_attn(x) -> . + g_ffn(.): undo the feed-forward map first */
+        for (int which = LIPT_BRANCH_FFN; which >= LIPT_BRANCH_ATTN; which--) {
+            const int k = 2 * l + which;
+            lipt_branch_ref ref = {m, l, which, NULL};
+            lipt_fp_result fr = {0, 0, res->err + (size_t)k * o->max_iter, 0};
+            lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
+            lipt_tensor *yt = lipt_tensor_wrap(ctx, y, 3, (int[]){1, T, D});
+            lipt_error inner = {LIPT_OK, ""};
+            st = lipt_fixed_point_invert(ctx, lipt_model_branch_fn, &ref, yt, x, o, &fr, &inner);
+            lipt_arena_release(&ctx->arena, mark);
+            res->iters[k] = fr.iters;
+            res->converged[k] = fr.converged && st == LIPT_OK;
+            res->total_iters += fr.iters;
+            if (st != LIPT_OK) {
+                res->failed_layer = l;
+                res->failed_branch = which;
+                res->failed_err = fr.final_err;
+                st = lipt_fail(err, LIPT_ERR_NUMERIC,
+                               "inversion of layer %d %s map did not converge: %d iterations, last change %.3e "
+                               "(tol %.1e relative): %.300s",
+                               l, branch_name(which), fr.iters, fr.final_err, o->tol, inner.msg);
+                break;
+            }
+            float *t = y; /* this map's input is the next map's output */
+            y = x;
+            x = t;
+        }
+    }
+    *py = y;
+    *px = x;
+    return st;
+}
+
+/* The recovered embedding input y [T, D] against the true one x0: the largest entry error, and each position's
+ * nearest token (token + position embedding, squared distance, ties to the lowest id). */
+static lipt_status invert_tokens(const lipt_model *m, const int *ids, int T, const float *y, const float *x0,
+                                 lipt_model_invert_result *res, lipt_error *err) {
+    const int D = m->cfg.d_model, V = m->cfg.vocab_size;
+    const size_t n = (size_t)T * D;
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)y[i] - x0[i]);
+        if (!(e <= worst)) worst = e; /* NaN shows */
+    }
+    res->max_abs_input_err = worst;
+    const float *tok = m->tok_emb->data, *pos = m->pos_emb->data;
+    for (int t = 0; t < T; t++) {
+        const float *row = y + (size_t)t * D, *p = pos + (size_t)t * D;
+        double best = DBL_MAX;
+        int arg = -1;
+        for (int v = 0; v < V; v++) {
+            const float *e = tok + (size_t)v * D;
+            double d2 = 0;
+            for (int j = 0; j < D; j++) {
+                double dj = (double)row[j] - p[j] - e[j];
+                d2 += dj * dj;
+            }
+            if (d2 < best) best = d2, arg = v;
+        }
+        res->tokens[t] = arg;
+        res->tokens_correct += arg == ids[t];
+    }
+    res->exact = res->tokens_correct == T;
+    if (!isfinite(worst)) return lipt_fail(err, LIPT_ERR_NUMERIC, "inversion produced non-finite inputs");
+    return LIPT_OK;
+}
+
+lipt_status lipt_model_invert(lipt_ctx *ctx, const lipt_model *m, const int *ids, int T, const lipt_fp_opts *opts,
+                              lipt_model_invert_result *res, lipt_error *err) {
+    lipt_fp_opts o;
+    lipt_status st = invert_setup(m, ids, T, opts, &o, res, err);
+    if (st != LIPT_OK) return st;
+    const int L = m->cfg.n_layers, D = m->cfg.d_model;
+    const size_t n = (size_t)T * D;
     float *x0 = lipt_xmalloc(n * sizeof(float)); /* the true input: embeddings of ids */
     float *y = lipt_xmalloc(n * sizeof(float));
     float *x = lipt_xmalloc(n * sizeof(float));
@@ -61,74 +153,11 @@ lipt_status lipt_model_invert(lipt_ctx *ctx, const lipt_model *m, const int *ids
     memcpy(y, h->data, n * sizeof(float));
     lipt_arena_release(&ctx->arena, mark);
 
-    st = LIPT_OK;
-    for (int l = L - 1; l >= 0 && st == LIPT_OK; l--) {
-        const lipt_layer *Ly = &m->layers[l];
-        if (Ly->an_s) /* ActNorm y = x exp(s) + b, undone exactly */
-            for (size_t i = 0; i < n; i++) {
-                const size_t c = i % (size_t)D;
-                y[i] = (float)(((double)y[i] - Ly->an_b->data[c]) * exp(-(double)Ly->an_s->data[c]));
-            }
-        /* the block is x -> x + g_attn(x) -> . + g_ffn(.): undo the feed-forward map first */
-        for (int which = LIPT_BRANCH_FFN; which >= LIPT_BRANCH_ATTN; which--) {
-            const int k = 2 * l + which;
-            lipt_branch_ref ref = {m, l, which, NULL};
-            lipt_fp_result fr = {0, 0, res->err + (size_t)k * o.max_iter, 0};
-            mark = lipt_arena_get_mark(&ctx->arena);
-            lipt_tensor *yt = lipt_tensor_wrap(ctx, y, 3, (int[]){1, T, D});
-            lipt_error inner = {LIPT_OK, ""};
-            st = lipt_fixed_point_invert(ctx, lipt_model_branch_fn, &ref, yt, x, &o, &fr, &inner);
-            lipt_arena_release(&ctx->arena, mark);
-            res->iters[k] = fr.iters;
-            res->converged[k] = fr.converged && st == LIPT_OK;
-            res->total_iters += fr.iters;
-            if (st != LIPT_OK) {
-                res->failed_layer = l;
-                res->failed_branch = which;
-                res->failed_err = fr.final_err;
-                st = lipt_fail(err, LIPT_ERR_NUMERIC,
-                               "inversion of layer %d %s map did not converge: %d iterations, last change %.3e "
-                               "(tol %.1e relative): %.300s",
-                               l, branch_name(which), fr.iters, fr.final_err, o.tol, inner.msg);
-                break;
-            }
-            float *t = y; /* this map's input is the next map's output */
-            y = x;
-            x = t;
-        }
-    }
+    st = invert_blocks(ctx, m, T, &o, &y, &x, res, err);
     lipt_no_grad_pop(ctx);
     ctx->training = training;
 
-    if (st == LIPT_OK) {
-        /* y is the recovered embedding input */
-        double worst = 0;
-        for (size_t i = 0; i < n; i++) {
-            double e = fabs((double)y[i] - x0[i]);
-            if (!(e <= worst)) worst = e; /* NaN shows */
-        }
-        res->max_abs_input_err = worst;
-        const float *tok = m->tok_emb->data, *pos = m->pos_emb->data;
-        for (int t = 0; t < T; t++) {
-            const float *row = y + (size_t)t * D, *p = pos + (size_t)t * D;
-            double best = DBL_MAX;
-            int arg = -1;
-            for (int v = 0; v < V; v++) {
-                const float *e = tok + (size_t)v * D;
-                double d2 = 0;
-                for (int j = 0; j < D; j++) {
-                    double dj = (double)row[j] - p[j] - e[j];
-                    d2 += dj * dj;
-                }
-                if (d2 < best) best = d2, arg = v;
-            }
-            res->tokens[t] = arg;
-            res->tokens_correct += arg == ids[t];
-        }
-        res->exact = res->tokens_correct == T;
-        if (!isfinite(worst))
-            st = lipt_fail(err, LIPT_ERR_NUMERIC, "inversion produced non-finite inputs");
-    }
+    if (st == LIPT_OK) st = invert_tokens(m, ids, T, y, x0, res, err); /* y is the recovered embedding input */
     free(x0);
     free(x);
     free(y);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "lipt/bounds.h"
-#include "ops/spectral_impl.h"
+#include "lipschitz/spectral_impl.h"
 
 static lipt_tensor *add_param(lipt_params *p, int layer, const char *field, int ndim, const int *shape, int flags) {
     char name[96];

@@ -5,9 +5,8 @@
 #include <string.h>
 
 #include "ops/activation_impl.h"
-#include "ops/lowp.h"
+#include "kernels/kernels.h"
 #include "ops/reduce_impl.h"
-#include "ops/vmath.h"
 
 /* Below this many elements a loop runs on one thread (exp/erf make these loops heavier than add). */
 #define ACT_PAR_MIN ((size_t)1 << 14)
@@ -82,7 +81,7 @@ void lipt_gelu_pass_pk(const lipt_ctx *ctx, const float *x, float *y, float *der
 
 void lipt_gelu_pass(const float *x, float *y, float *der, size_t n) { lipt_gelu_pass_pk(NULL, x, y, der, n, NULL); }
 
-/* The exact-erf GELU x Φ(x), with Φ from src/ops/vmath.h (vectorised; a third of an evaluation step was the
+/* The exact-erf GELU x Φ(x), with Φ from src/kernels/vmath.h (vectorised; a third of an evaluation step was the
  * scalar GELU and its expf). */
 lipt_tensor *lipt_gelu(lipt_ctx *ctx, lipt_tensor *x) {
     lipt_tensor *out = lipt_tensor_like(ctx, x);

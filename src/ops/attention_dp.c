@@ -6,8 +6,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "ops/gemm.h"
-#include "ops/vmath.h"
+#include "kernels/kernels.h"
 
 /* Work (T*T*d summed over heads) above which the (batch, head) loop runs in parallel, and the
  * number of row elements above which a softmax block is split over threads in the serial case. */

@@ -6,7 +6,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "ops/gemm_small.h"
+#include "kernels/kernels.h"
 
 /* ---------------------------------------------------------------- L2 logit kernels */
 

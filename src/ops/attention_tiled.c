@@ -8,8 +8,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "ops/gemm.h"
-#include "ops/vmath.h"
+#include "kernels/kernels.h"
 
 /* TILE_C is a multiple of TILE_R: then a causal column block that starts before a row block's end starts at or
  * before its first row, so every row of a tile has at least one unmasked column. 64 × 512 was the fastest of

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/vmath.h"
+#include "kernels/kernels.h"
 
 #define CLIP_PAR_WORK ((size_t)1 << 15)
 

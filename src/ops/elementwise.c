@@ -6,9 +6,8 @@
 #include <omp.h>
 #include <string.h>
 
-#include "ops/lowp.h"
+#include "kernels/kernels.h"
 #include "ops/reduce_impl.h"
-#include "ops/vmath.h"
 
 /* Below this many elements a loop runs on one thread: a parallel region costs more than it saves. */
 #define EW_PAR_MIN ((size_t)1 << 15)

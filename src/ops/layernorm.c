@@ -8,8 +8,7 @@
 /* Elements below which a single thread is faster. */
 #define LN_PAR_MIN 16384
 
-#include "ops/lowp.h"
-#include "ops/vmath.h"
+#include "kernels/kernels.h"
 
 /* Row sums in double with LN_LANES independent partial sums, added in a fixed order at the end: the same
  * accuracy as one running double sum, but the lanes live in vector registers (a single accumulator is a serial

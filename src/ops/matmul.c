@@ -1,12 +1,12 @@
 /* matmul: 2-D, batched and linear (rows of an N-D tensor times a matrix), the fused linear layer x w + b and the
- * fused GELU(x w + b), forward and backward, every product through lipt_gemm_p (ops/gemm.h) at the context's
+ * fused GELU(x w + b), forward and backward, every product through lipt_gemm_p (kernels/gemm.h) at the context's
  * precision. */
 #include "lipt/ops.h"
 
 #include <string.h>
 
 #include "ops/activation_impl.h"
-#include "ops/gemm.h"
+#include "kernels/kernels.h"
 #include "ops/reduce_impl.h"
 
 /* At a low precision, x [M,K] packed for the product x w and kept for the backward's dw = xᵀ G when w trains and the

@@ -5,7 +5,7 @@
 
 #include "ops/activation_impl.h"
 #include "ops/reduce_impl.h"
-#include "ops/vmath.h"
+#include "kernels/kernels.h"
 
 /* Both directions work on vectors of LIPT_VW floats, whole pairs (LIPT_VW is even; a vector starts at a multiple of
  * LIPT_VW, so at a pair's first element): a lane's partner is the lane next to it, and a lane keeps its own value

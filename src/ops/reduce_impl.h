@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #include "lipt/autograd.h"
-#include "ops/vmath.h"
+#include "kernels/kernels.h"
 
 /* db[j] += sign * sum_r g[r*P + j] (* w[r*P + j] when w is given), in double: the sums run over every row. */
 void lipt_reduce_rows_acc(float *db, const float *g, const float *w, size_t rows, size_t P, double sign);

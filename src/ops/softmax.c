@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-#include "ops/vmath.h"
+#include "kernels/kernels.h"
 
 #define SM_PAR_MIN 16384
 

@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-#include "ops/vmath.h"
+#include "kernels/kernels.h"
 
 lipt_adamw_config lipt_adamw_defaults(void) {
     return (lipt_adamw_config){.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2};

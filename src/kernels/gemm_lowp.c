@@ -1,14 +1,14 @@
-/* The low-precision products of ops/lowp.h: per-thread scratch in the context, bf16 rounding of the operands,
+/* The low-precision products of kernels/lowp.h: per-thread scratch in the context, bf16 rounding of the operands,
  * bf16-emulated through sgemm and bf16 through oneDNN; lipt_ctx_set_precision and the precision checks (cpuid, a
  * oneDNN probe). */
-#include "ops/lowp.h"
+#include "kernels/lowp.h"
 
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/bf16.h"
-#include "ops/gemm.h"
+#include "kernels/bf16.h"
+#include "kernels/gemm.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

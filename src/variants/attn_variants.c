@@ -1,5 +1,8 @@
-/* The one description of the attention kinds: a row per lipt_attn_kind (fields in include/lipt/variants.h). */
+/* The one description of the attention kinds: a row per lipt_attn_kind (fields in include/lipt/variants.h), and
+ * the radius of the kinds that clip their input rows. */
 #include "lipt/config.h"
+
+#include <math.h>
 
 static const lipt_attn_info attn_table[] = {
     [LIPT_ATTN_DP] = {
@@ -38,4 +41,10 @@ const lipt_attn_info *lipt_attn_info_of(lipt_attn_kind k) {
 
 const char *lipt_attn_name(lipt_attn_kind k) {
     return (unsigned)k < LIPT_ATTN_KIND_COUNT && attn_table[k].name ? attn_table[k].name : "?";
+}
+
+/* The ball the clip_rows kinds project their input rows on; with the table because the forward pass, the decoder and
+ * the bounds all read it. */
+float lipt_config_clip_radius(const lipt_config *cfg) {
+    return cfg->clip_radius > 0 ? cfg->clip_radius : (float)sqrt((double)cfg->d_model);
 }

@@ -1,7 +1,7 @@
 /* Private: bfloat16 rounding, the one conversion behind --precision bf16 and bf16-emulated (the operands of the
  * model's products); no BLAS or oneDNN header needed, so the tests use it directly. */
-#ifndef LIPT_OPS_BF16_H
-#define LIPT_OPS_BF16_H
+#ifndef LIPT_KERNELS_BF16_H
+#define LIPT_KERNELS_BF16_H
 
 #include <stdint.h>
 #include <string.h>

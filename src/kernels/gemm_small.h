@@ -5,10 +5,10 @@
  * the operands in place. Each element of C is one running sum over k in increasing order with fused multiply-adds,
  * then alpha and beta as BLAS applies them: the result does not depend on tiling or on how rows are split among
  * threads. */
-#ifndef LIPT_OPS_GEMM_SMALL_H
-#define LIPT_OPS_GEMM_SMALL_H
+#ifndef LIPT_KERNELS_GEMM_SMALL_H
+#define LIPT_KERNELS_GEMM_SMALL_H
 
-#include "ops/gemm.h"
+#include "kernels/gemm.h"
 
 /* The widest small operand: N (and, transposed, its other side) up to this. */
 #define LIPT_GS_MAX 128

@@ -1,11 +1,11 @@
-/* Register-tiled float32 products with one small operand (ops/gemm_small.h): a tile of GS_R rows x GS_CV vectors of
+/* Register-tiled float32 products with one small operand (kernels/gemm_small.h): a tile of GS_R rows x GS_CV vectors of
  * C stays in registers while k runs over the whole reduction, each step one broadcast of A per row and one load of
  * B per vector. Nothing is packed: B (d x d, in L1) and the rows of A are read where they are. */
-#include "ops/gemm_small.h"
+#include "kernels/gemm_small.h"
 
 #include <stddef.h>
 
-#include "ops/vmath.h"
+#include "kernels/vmath.h"
 
 /* Tile shape: GS_R x GS_CV accumulators, plus GS_CV vectors of B and a broadcast, within the register file (32
  * registers with AVX-512, 16 otherwise). With AVX-512, 6 x 4 measured 5-20 % faster than 4 x 4 and than OpenBLAS

@@ -1,7 +1,7 @@
-/* Private: the low-precision matrix products behind lipt_gemm_p (ops/gemm.h) and the oneDNN matmul wrapper they use
+/* Private: the low-precision matrix products behind lipt_gemm_p (kernels/gemm.h) and the oneDNN matmul wrapper they use
  * for --precision bf16. No BLAS or oneDNN header needed (the tests include it). */
-#ifndef LIPT_OPS_LOWP_H
-#define LIPT_OPS_LOWP_H
+#ifndef LIPT_KERNELS_LOWP_H
+#define LIPT_KERNELS_LOWP_H
 
 #include <stdint.h>
 
@@ -60,7 +60,7 @@ void lipt_lowp_pack(lipt_pack_mode mode, const float *src, int rows, int cols, i
  * scratch settles after a few products), its old contents dropped; returns *buf. */
 void *lipt_lowp_reserve(void **buf, size_t *cap, size_t bytes);
 
-/* ---- the oneDNN matmul wrapper (src/ops/dnnl_gemm.c) ----
+/* ---- the oneDNN matmul wrapper (src/kernels/dnnl_gemm.c) ----
  * One lipt_dnnl per thread (engine, stream, conversion scratch and a bounded cache of matmul primitives keyed by
  * data type, transposes, shape, the destination's row stride, alpha and beta; least recently used evicted). The data
  * type of the operands is a parameter so that the identical code runs with float32 operands on any CPU (the tests

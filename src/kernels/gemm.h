@@ -1,20 +1,20 @@
 /* Private: the one way lipt calls single-precision GEMM (row-major; OpenBLAS, or oneDNN's sgemm for large
- * products: src/ops/gemm.c), for the kernels in src/ops/ and the decoder; and lipt_gemm_p, the same product at the
- * precision of a context (--precision), which the model's own products (matmul, linear, attention, the decoder) go
- * through. Bounds, spectral norms, Jacobians and inversion call lipt_gemm (or BLAS on one thread: lipt_blas_serial)
+ * products: src/kernels/gemm.c), for the ops in src/ops/, the certificates and the decoder; and lipt_gemm_p, the same
+ * product at the precision of a context (--precision), which the model's own products (matmul, linear, attention,
+ * the decoder) go through. Bounds, spectral norms, Jacobians and inversion call lipt_gemm (or BLAS on one thread: lipt_blas_serial)
  * directly: they never see bf16. */
-#ifndef LIPT_OPS_GEMM_H
-#define LIPT_OPS_GEMM_H
+#ifndef LIPT_KERNELS_GEMM_H
+#define LIPT_KERNELS_GEMM_H
 
 #include <cblas.h>
 #include <omp.h>
 
-#include "ops/lowp.h"
+#include "kernels/lowp.h"
 
 /* C = alpha op(A) op(B) + beta C with op(A) [M,K], op(B) [K,N], C [M,N] and row strides lda, ldb, ldc; op
  * transposes when ta / tb. An empty product (M or N <= 0) returns at once: BLAS would reject its strides.
- * Which library computes it depends on the shape only (src/ops/gemm.c): OpenBLAS's sgemm, or, in builds with oneDNN,
- * oneDNN's for products from LIPT_GEMM_DNNL_MIN multiply-adds; either way in blocks fixed by the shape
+ * Which library computes it depends on the shape only (src/kernels/gemm.c): OpenBLAS's sgemm, or, in builds with
+ * oneDNN, oneDNN's for products from LIPT_GEMM_DNNL_MIN multiply-adds; either way in blocks fixed by the shape
  * (lipt_gemm_cut_fixed), each one single-thread call. The results are the same bits on any --threads, whichever
  * kernels the libraries picked for the CPU (OPENBLAS_CORETYPE, oneDNN's ISA); on another kernel set they differ
  * within the float32 bound. */
@@ -124,7 +124,7 @@ static inline void lipt_blas_serial_end(int nt) {
     if (nt > 1) omp_set_num_threads(nt);
 }
 
-/* lipt_gemm at ctx->precision: float32 is lipt_gemm itself (one branch), the others lipt_gemm_lowp (ops/lowp.h). */
+/* lipt_gemm at ctx->precision: float32 is lipt_gemm itself (one branch), the others lipt_gemm_lowp (kernels/lowp.h). */
 static inline void lipt_gemm_p(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A,
                                int lda, const float *B, int ldb, float beta, float *C, int ldc) {
     if (ctx->precision == LIPT_PRECISION_FLOAT32) lipt_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -16,7 +16,7 @@
  * depend on the thread count whatever kernels the libraries pick for the CPU. test_ops_gemm checks 1, 2 and 3 threads
  * and calls from inside a parallel region; tests/kernels_test.sh runs it under OpenBLAS's Prescott, Haswell and
  * SkylakeX kernels and oneDNN's AVX2 ones. */
-#include "ops/gemm.h"
+#include "kernels/gemm.h"
 
 #include <omp.h>
 

@@ -1,8 +1,8 @@
-/* The oneDNN matmul wrapper of ops/lowp.h (the C API of oneDNN 2.x, dnnl.h): operands converted to the requested
+/* The oneDNN matmul wrapper of kernels/lowp.h (the C API of oneDNN 2.x, dnnl.h): operands converted to the requested
  * data type in packed scratch, transposes as memory-descriptor strides, float32 destination in place, alpha as output
  * scales, beta as a sum post-op, primitives cached by everything that shapes them. Without LIPT_HAVE_DNNL
  * (LIPT_DNNL=OFF or no libdnnl) every entry point fails with LIPT_NO_DNNL_MSG. */
-#include "ops/lowp.h"
+#include "kernels/lowp.h"
 
 #include <omp.h>
 #include <stdlib.h>

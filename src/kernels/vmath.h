@@ -6,8 +6,8 @@
  * AVX2 / AVX-512 code with -march=native and SSE pairs in a portable build, every select is a bitwise blend, and
  * no flag of the library changes. Results are deterministic and the same on every path, including loop tails
  * (which go through the same vector code on a zero-padded copy). */
-#ifndef LIPT_OPS_VMATH_H
-#define LIPT_OPS_VMATH_H
+#ifndef LIPT_KERNELS_VMATH_H
+#define LIPT_KERNELS_VMATH_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -325,7 +325,7 @@ LIPT_VINLINE void lipt_vgelu_wide_n(const lipt_vf *x, lipt_vf *c, lipt_vf *der, 
     }
 }
 
-#include "ops/gelu_tables.h"
+#include "kernels/gelu_tables.h"
 
 /* |x| below this (8|x| < 31.5: the last interval's centre + 1/2) takes the tables. */
 #define LIPT_GELU_TABLE_MAX 3.9375f
@@ -340,7 +340,7 @@ LIPT_VINLINE void lipt_vgelu_wide_n(const lipt_vf *x, lipt_vf *c, lipt_vf *der, 
  * rounded to an integer by the 1.5·2^23 trick, whose low mantissa bits are then the table index; u = 8|x| - i in
  * [-1/2, 1/2], exact), and on each interval s is a degree-5 polynomial in u (relative error 9e-8 as evaluated in
  * float; the constant term a float pair) and d one of degree 4 (error 1.2e-7 of Φ(-|x|) + |x| φ(x)), fitted by
- * scripts/fit_gelu.py into src/ops/gelu_tables.h: about half the instructions (one permute per coefficient), no
+ * scripts/fit_gelu.py into src/kernels/gelu_tables.h: about half the instructions (one permute per coefficient), no
  * division or exp, and the small side of Φ keeps its relative accuracy (Zen 4, one core: GELU 0.88 -> 0.32 ns per
  * element, with GELU' 0.51). */
 LIPT_VINLINE int lipt_vgelu_table_n(const lipt_vf *x, lipt_vf *s, lipt_vf *d, int n) {

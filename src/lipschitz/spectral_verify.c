@@ -27,8 +27,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "ops/spectral_impl.h"
-#include "ops/vmath.h"
+#include "lipschitz/spectral_impl.h"
+#include "kernels/kernels.h"
 
 
 /* Σ a_i b_i in LIPT_VDW lanes, the tail last (an estimate's arithmetic: any fixed order will do). */

@@ -1,5 +1,6 @@
-/* spectral_norm: per-column-block spectral norms of a matrix by power iteration on persistent vectors, and backward.
- * spectral_ub / spectral_norm_ub: certified upper bounds of the same norms by Gram iteration. */
+/* The certified upper bound of a block's spectral norm by Gram iteration (lipt_spectral_ub), with the argument for
+ * its rounding margin: the Gram matrix in double from register tiles, the squarings in float with rescaling, and the
+ * Cholesky-verified bound (spectral_verify.c) tried first when asked for. */
 #include "lipt/ops.h"
 
 #include <cblas.h>
@@ -9,279 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/gemm.h"
-#include "ops/spectral_impl.h"
-#include "ops/vmath.h"
-
-/* Work (multiply-adds) above which a loop is worth a thread team. */
-#define SPEC_PAR_WORK ((size_t)1 << 17)
-
-/* Deterministic dense start in [-1, 1) (splitmix64 of the index): a generic direction is very unlikely to be
- * orthogonal to the top singular vector, unlike a basis vector. */
-static double reseed_val(int which, int b, int j) {
-    uint64_t z = ((uint64_t)(unsigned)(2 * b + which) << 32 | (uint64_t)(unsigned)j) + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * 0x1.0p-52 - 1.0;
-}
-
-/* Scales x to unit length; returns 0 (leaving x alone) when the norm is zero or not finite. */
-static int normalise(double *x, int n) {
-    double s = 0;
-    for (int i = 0; i < n; i++) s += x[i] * x[i];
-    double nrm = sqrt(s);
-    if (!(nrm > 0) || !isfinite(nrm)) return 0;
-    for (int i = 0; i < n; i++) x[i] /= nrm;
-    return 1;
-}
-
-/* The products of power iteration, in double. Each output element is summed in the order of the plain loop (so
- * the bits are those of one running sum), but the loops work on several independent sums at a time: a single
- * running sum in double waits one addition latency per element (gcc may not reorder it), which made these
- * products latency-bound. */
-#define MV_ROWS 4 /* the loops below are written out for four rows */
-_Static_assert(MV_ROWS == 4, "block_mv and block_sigma spell out four rows");
-
-/* y[R] = W_b x, W_b the R×cb block at column offset c0 of a row-major [R, C] matrix: MV_ROWS rows at a time,
- * each row's dot product in column order. */
-static void block_mv(const float *w, int R, int C, int c0, int cb, const double *x, double *y, int par) {
-    const int ng = (R + MV_ROWS - 1) / MV_ROWS;
-#pragma omp parallel for schedule(static) if (par && (size_t)R * cb >= SPEC_PAR_WORK)
-    for (int gi = 0; gi < ng; gi++) {
-        const int i0 = gi * MV_ROWS;
-        if (i0 + MV_ROWS <= R) {
-            const float *r0 = w + (size_t)i0 * C + c0, *r1 = r0 + C, *r2 = r1 + C, *r3 = r2 + C;
-            double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-            for (int j = 0; j < cb; j++) {
-                s0 += (double)r0[j] * x[j];
-                s1 += (double)r1[j] * x[j];
-                s2 += (double)r2[j] * x[j];
-                s3 += (double)r3[j] * x[j];
-            }
-            y[i0] = s0, y[i0 + 1] = s1, y[i0 + 2] = s2, y[i0 + 3] = s3;
-        } else {
-            for (int i = i0; i < R; i++) {
-                const float *row = w + (size_t)i * C + c0;
-                double s = 0;
-                for (int j = 0; j < cb; j++) s += (double)row[j] * x[j];
-                y[i] = s;
-            }
-        }
-    }
-}
-
-/* Columns per chunk of block_mtv: the chunk's sums (4 KiB of doubles) stay in L1 while the rows stream through. */
-#define MTV_CHUNK 512
-
-/* y[cb] = W_bᵀ x, streaming rows (each y[j] summed in row order, one fused multiply-add per row as before: the same
- * bits as register-held sums of 32 columns); threads take column chunks so each writes its own slice of y. Chunks of
- * 32 columns read each row's 128 bytes at a stride of the row length (4 KiB for W1), which made this product about
- * three times slower than the row-wise block_mv on the same matrix. */
-static void block_mtv(const float *w, int R, int C, int c0, int cb, const double *x, double *y, int par) {
-    const int n_chunks = (cb + MTV_CHUNK - 1) / MTV_CHUNK;
-#pragma omp parallel for schedule(static) if (par && n_chunks > 1 && (size_t)R * cb >= SPEC_PAR_WORK)
-    for (int k = 0; k < n_chunks; k++) {
-        const int j0 = k * MTV_CHUNK, j1 = j0 + MTV_CHUNK < cb ? j0 + MTV_CHUNK : cb;
-        const int jv = j0 + (j1 - j0) / LIPT_VDW * LIPT_VDW;
-        for (int j = j0; j < j1; j++) y[j] = 0;
-        for (int i = 0; i < R; i++) {
-            const float *row = w + (size_t)i * C + c0;
-            const double ui = x[i];
-            for (int j = j0; j < jv; j += LIPT_VDW) {
-                lipt_vdh a;
-                memcpy(&a, y + j, sizeof a);
-                a += lipt_vdh_loadf(row + j) * ui;
-                memcpy(y + j, &a, sizeof a);
-            }
-            for (int j = jv; j < j1; j++) y[j] += (double)row[j] * ui;
-        }
-    }
-}
-
-/* `iters` rounds v ← W_bᵀu/|.|, u ← W_b v/|.| for block b, in double, written back to the float vectors. */
-static void power_block(const float *w, int R, int C, int b, int cb, float *u, float *v, int iters, double *du,
-                        double *dv, int par) {
-    int c0 = b * cb;
-    for (int i = 0; i < R; i++) du[i] = u[i];
-    for (int it = 0; it < iters; it++) {
-        block_mtv(w, R, C, c0, cb, du, dv, par);
-        if (!normalise(dv, cb)) {
-            /* u is zero (fresh buffers) or orthogonal to W_b's range: restart from a fixed dense vector */
-            for (int j = 0; j < cb; j++) dv[j] = reseed_val(0, b, j);
-            normalise(dv, cb);
-        }
-        block_mv(w, R, C, c0, cb, dv, du, par);
-        if (!normalise(du, R)) {
-            /* v in W_b's null space, or W_b = 0: restart u from a fixed dense vector (the next round's
-             * v = W_bᵀu is then generic); for W_b = 0 any unit pair is a valid subgradient */
-            for (int i = 0; i < R; i++) du[i] = reseed_val(1, b, i);
-            normalise(du, R);
-        }
-    }
-    if (iters > 0) {
-        for (int i = 0; i < R; i++) u[i] = (float)du[i];
-        for (int j = 0; j < cb; j++) v[j] = (float)dv[j];
-    }
-}
-
-/* sigma_b = u_bᵀ W_b v_b with the stored float vectors, so that d sigma / dW = u vᵀ holds exactly (the row dot
- * products MV_ROWS at a time, each in column order, then summed in row order). */
-static double block_sigma(const float *w, int R, int C, int c0, int cb, const float *u, const float *v) {
-    double s = 0;
-    int i = 0;
-    for (; i + MV_ROWS <= R; i += MV_ROWS) {
-        const float *r0 = w + (size_t)i * C + c0, *r1 = r0 + C, *r2 = r1 + C, *r3 = r2 + C;
-        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-        for (int j = 0; j < cb; j++) {
-            a0 += (double)r0[j] * v[j];
-            a1 += (double)r1[j] * v[j];
-            a2 += (double)r2[j] * v[j];
-            a3 += (double)r3[j] * v[j];
-        }
-        s += (double)u[i] * a0;
-        s += (double)u[i + 1] * a1;
-        s += (double)u[i + 2] * a2;
-        s += (double)u[i + 3] * a3;
-    }
-    for (; i < R; i++) {
-        const float *row = w + (size_t)i * C + c0;
-        double r = 0;
-        for (int j = 0; j < cb; j++) r += (double)row[j] * v[j];
-        s += (double)u[i] * r;
-    }
-    return s;
-}
-
-/* Shape and argument checks shared by spectral_norm and spectral_norm_ub (`op` names the caller in messages). */
-static void check_args(const char *op, lipt_tensor *w, const float *u, const float *v, int n_blocks, int iters) {
-    char sw[64];
-    LIPT_CHECK(w->ndim == 2, "%s: w must be 2-D, got %s", op, lipt_shape_str(w, sw, 64));
-    int R = w->shape[0], C = w->shape[1];
-    LIPT_CHECK(R > 0 && C > 0, "%s: empty w %s", op, lipt_shape_str(w, sw, 64));
-    LIPT_CHECK(n_blocks >= 1 && C % n_blocks == 0, "%s: %d blocks do not divide the %d columns of %s", op, n_blocks,
-               C, lipt_shape_str(w, sw, 64));
-    LIPT_CHECK(iters >= 0, "%s: iters %d < 0", op, iters);
-    LIPT_CHECK(u && v, "%s: NULL power-iteration vector", op);
-}
-
-/* `iters` power rounds on every block's persistent vectors (threads over blocks when there are several). */
-static void power_all(lipt_ctx *ctx, const float *w, int R, int C, int n_blocks, float *u, float *v, int iters) {
-    if (iters <= 0) return;
-    int cb = C / n_blocks;
-    lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
-    double *du = lipt_arena_alloc(&ctx->arena, (size_t)n_blocks * R * sizeof(double));
-    double *dv = lipt_arena_alloc(&ctx->arena, (size_t)C * sizeof(double));
-    int par_blocks = n_blocks > 1 && (size_t)R * C * (size_t)iters >= SPEC_PAR_WORK;
-    if (par_blocks) {
-#pragma omp parallel for schedule(static)
-        for (int b = 0; b < n_blocks; b++)
-            power_block(w, R, C, b, cb, u + (size_t)b * R, v + (size_t)b * cb, iters, du + (size_t)b * R,
-                        dv + (size_t)b * cb, 0);
-    } else {
-        /* not inside a (one-thread) parallel region: the products' own loops then run on the thread pool, where
-         * from a nested region libgomp would start and end fresh threads for every one of them */
-        for (int b = 0; b < n_blocks; b++)
-            power_block(w, R, C, b, cb, u + (size_t)b * R, v + (size_t)b * cb, iters, du + (size_t)b * R,
-                        dv + (size_t)b * cb, 1);
-    }
-    lipt_arena_release(&ctx->arena, mk);
-}
-
-static size_t job_block_size(const lipt_power_job *J) { return (size_t)J->R * (size_t)(J->C / J->n_blocks); }
-
-void lipt_spectral_power_jobs(const lipt_power_job *jobs, int n_jobs, int iters) {
-    if (iters <= 0 || n_jobs <= 0) return;
-    int n_tasks = 0, max_r = 0, max_cb = 0;
-    size_t work = 0;
-    for (int k = 0; k < n_jobs; k++) {
-        const lipt_power_job *J = &jobs[k];
-        LIPT_CHECK(J->w && J->u && J->v && J->R > 0 && J->C > 0 && J->n_blocks >= 1 && J->C % J->n_blocks == 0,
-                   "spectral_power_jobs: job %d: [%d, %d] in %d blocks", k, J->R, J->C, J->n_blocks);
-        n_tasks += J->n_blocks;
-        max_r = J->R > max_r ? J->R : max_r;
-        max_cb = J->C / J->n_blocks > max_cb ? J->C / J->n_blocks : max_cb;
-        work += (size_t)J->R * J->C;
-    }
-    /* (job, block) pairs, largest blocks first so that a dynamic schedule ends evenly */
-    int *task = lipt_xmalloc(sizeof(int) * 2 * (size_t)n_tasks);
-    int t = 0;
-    for (int k = 0; k < n_jobs; k++)
-        for (int b = 0; b < jobs[k].n_blocks; b++, t++) task[2 * t] = k, task[2 * t + 1] = b;
-    for (int a = 1; a < n_tasks; a++) { /* insertion sort by block size, descending; stable */
-        const int k = task[2 * a], b = task[2 * a + 1];
-        const size_t sz = job_block_size(&jobs[k]);
-        int c = a;
-        while (c > 0 && job_block_size(&jobs[task[2 * c - 2]]) < sz) {
-            task[2 * c] = task[2 * c - 2], task[2 * c + 1] = task[2 * c - 1];
-            c--;
-        }
-        task[2 * c] = k, task[2 * c + 1] = b;
-    }
-#pragma omp parallel if (n_tasks > 1 && work * (size_t)iters >= SPEC_PAR_WORK)
-    {
-        double *du = lipt_xmalloc(sizeof(double) * ((size_t)max_r + (size_t)max_cb)), *dv = du + max_r;
-#pragma omp for schedule(dynamic, 1)
-        for (int a = 0; a < n_tasks; a++) {
-            const lipt_power_job *J = &jobs[task[2 * a]];
-            const int b = task[2 * a + 1], cb = J->C / J->n_blocks;
-            power_block(J->w, J->R, J->C, b, cb, J->u + (size_t)b * J->R, J->v + (size_t)b * cb, iters, du, dv, 0);
-        }
-        free(du);
-    }
-    free(task);
-}
-
-/* Backward state of both ops: the persistent vectors move on at the next call, and backward needs the ones used
- * here.  iarg: 0 n_blocks, 1 R, 2 C.  saved: u copy [n_blocks*R], saved2: v copy [C]. */
-static void save_uv(lipt_ctx *ctx, lipt_node *node, const float *u, const float *v, int n_blocks, int R, int C) {
-    float *su = lipt_arena_alloc(&ctx->arena, (size_t)n_blocks * R * sizeof(float));
-    float *sv = lipt_arena_alloc(&ctx->arena, (size_t)C * sizeof(float));
-    memcpy(su, u, (size_t)n_blocks * R * sizeof(float));
-    memcpy(sv, v, (size_t)C * sizeof(float));
-    node->saved = su;
-    node->saved2 = sv;
-    node->iarg[0] = n_blocks;
-    node->iarg[1] = R;
-    node->iarg[2] = C;
-}
-
-/* dW_b += dsigma_b u_b v_bᵀ with the saved vectors. */
-static void uv_backward(lipt_ctx *ctx, lipt_node *node) {
-    float *dw = lipt_grad_of(ctx, node->in[0]);
-    if (!dw) return;
-    int n_blocks = node->iarg[0], R = node->iarg[1], C = node->iarg[2], cb = C / n_blocks;
-    const float *su = node->saved, *sv = node->saved2, *g = node->out->grad;
-#pragma omp parallel for schedule(static) if ((size_t)R * C >= SPEC_PAR_WORK)
-    for (int i = 0; i < R; i++) {
-        float *row = dw + (size_t)i * C;
-        for (int b = 0; b < n_blocks; b++) {
-            float gu = g[b] * su[(size_t)b * R + i];
-            if (gu == 0) continue;
-            const float *vb = sv + (size_t)b * cb;
-            float *rb = row + (size_t)b * cb;
-            for (int j = 0; j < cb; j++) rb[j] += gu * vb[j];
-        }
-    }
-}
-
-lipt_tensor *lipt_spectral_norm(lipt_ctx *ctx, lipt_tensor *w, float *u, float *v, int n_blocks, int iters) {
-    check_args("spectral_norm", w, u, v, n_blocks, iters);
-    int R = w->shape[0], C = w->shape[1], cb = C / n_blocks;
-
-    lipt_tensor *out = lipt_tensor_1d(ctx, n_blocks);
-    lipt_node *node = lipt_record(ctx, LIPT_OP_SPECTRAL_NORM, out, 1, (lipt_tensor *[]){w});
-
-    power_all(ctx, w->data, R, C, n_blocks, u, v, iters);
-#pragma omp parallel for schedule(static) if (n_blocks > 1 && (size_t)R * C >= SPEC_PAR_WORK)
-    for (int b = 0; b < n_blocks; b++)
-        out->data[b] = (float)block_sigma(w->data, R, C, b * cb, cb, u + (size_t)b * R, v + (size_t)b * cb);
-
-    if (node) save_uv(ctx, node, u, v, n_blocks, R, C);
-    return out;
-}
-
-void lipt_spectral_norm_backward(lipt_ctx *ctx, lipt_node *node) { uv_backward(ctx, node); }
+#include "kernels/kernels.h"
+#include "lipschitz/spectral_impl.h"
 
 /* ---- Certified upper bound by Gram iteration ----
  *
@@ -598,19 +328,10 @@ static void gram_upper(int trans, int n, int m, const float *a, int lda, float *
 #undef GRAM_ZERO
 }
 
-/* lipt_spectral_ub's scratch: lipt_spectral_gram's slabs, the double Gram matrix g, the two float levels in h's storage
- * (2 n² floats), the exponents and error terms of each level. */
-typedef struct {
-    double *xs, *g, *h, *fk, *dk;
-    int *ek;
-    double *vw; /* lipt_spectral_verify_top's scratch (LIPT_SPECTRAL_CHOLESKY), else NULL */
-    double *pv; /* a steered block's pair in double (steer_block): 3 m doubles, or NULL when none steers */
-} ub_scratch;
-
 /* Scratch for any block whose larger side is at most m and whose Gram matrix has order at most n, with t squarings
  * at most and (chol) the Cholesky-verified bound. */
-static ub_scratch ub_scratch_alloc_for(lipt_arena *ar, size_t m, size_t n, int t, int chol, int steer) {
-    ub_scratch s;
+lipt_ub_scratch lipt_ub_scratch_alloc_for(lipt_arena *ar, size_t m, size_t n, int t, int chol, int steer) {
+    lipt_ub_scratch s;
     const size_t vw_doubles = chol ? lipt_spectral_verify_scratch((int)n) : 0;
     s.vw = vw_doubles ? lipt_arena_alloc(ar, vw_doubles * sizeof(double)) : NULL;
     s.pv = steer ? lipt_arena_alloc(ar, 3 * m * sizeof(double)) : NULL;
@@ -623,8 +344,8 @@ static ub_scratch ub_scratch_alloc_for(lipt_arena *ar, size_t m, size_t n, int t
     return s;
 }
 
-static ub_scratch ub_scratch_alloc(lipt_arena *ar, int R, int cb, int gram_arg) {
-    return ub_scratch_alloc_for(ar, (size_t)(cb > R ? cb : R), (size_t)(cb > R ? R : cb),
+static lipt_ub_scratch ub_scratch_alloc(lipt_arena *ar, int R, int cb, int gram_arg) {
+    return lipt_ub_scratch_alloc_for(ar, (size_t)(cb > R ? cb : R), (size_t)(cb > R ? R : cb),
                                 gram_arg & ~LIPT_SPECTRAL_CHOLESKY, (gram_arg & LIPT_SPECTRAL_CHOLESKY) != 0, 0);
 }
 
@@ -637,7 +358,7 @@ static int frob_exponent(double s) {
 
 /* An upper bound of rho(H_0) for the mirrored n×n double Gram matrix g (scaled in place), by t Gram-iteration
  * squarings in float (t = 0: ‖H_0‖_F) with the error terms of the argument above; scratch from sc_. */
-static double gram_rho_bound(double *g, int n, int t, ub_scratch sc_) {
+static double gram_rho_bound(double *g, int n, int t, lipt_ub_scratch sc_) {
     const size_t nn = (size_t)n * n;
     if (t == 0) return lipt_ub_up(sqrt(lipt_ub_sum_bound(scale_sumsq(g, nn, 1.0), nn)));
     double *fk = sc_.fk, *dk = sc_.dk;
@@ -678,8 +399,8 @@ static double gram_rho_bound(double *g, int n, int t, ub_scratch sc_) {
 /* start: the block's power-iteration vector of the Gram side's order (u_b for a wide block, v_b otherwise), a
  * start for Lanczos (LIPT_SPECTRAL_CHOLESKY), or NULL. ritz (n doubles or NULL): lipt_spectral_verify_top's, NaN in
  * ritz[0] when the bound did not come from it. */
-static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int gram_arg, const float *start,
-                               ub_scratch sc_, double *ritz) {
+double lipt_spectral_ub_core(const float *w, int R, int C, int c0, int cb, int gram_arg, const float *start,
+                               lipt_ub_scratch sc_, double *ritz) {
     if (ritz) ritz[0] = NAN;
     const int rows = cb > R; /* Gram matrix of the smaller side: W_b W_bᵀ when the block is wide */
     const int n = rows ? R : cb, m = rows ? cb : R;
@@ -705,7 +426,7 @@ static double spectral_ub_core(const float *w, int R, int C, int c0, int cb, int
     return isnan(result) ? INFINITY : result;
 }
 
-static void check_ub_args(int R, int C, int c0, int cb, int gram_iters) {
+void lipt_spectral_ub_check(int R, int C, int c0, int cb, int gram_iters) {
     LIPT_CHECK(R > 0 && cb > 0 && c0 >= 0 && c0 + cb <= C, "spectral_ub: block [%d, %d) x %d rows outside [%d, %d]",
                c0, c0 + cb, R, R, C);
     LIPT_CHECK(gram_iters >= 0 && (gram_iters & ~LIPT_SPECTRAL_CHOLESKY) < LIPT_SPECTRAL_CHOLESKY,
@@ -713,169 +434,11 @@ static void check_ub_args(int R, int C, int c0, int cb, int gram_iters) {
 }
 
 double lipt_spectral_ub(lipt_ctx *ctx, const float *w, int R, int C, int c0, int cb, int gram_iters) {
-    check_ub_args(R, C, c0, cb, gram_iters);
+    lipt_spectral_ub_check(R, C, c0, cb, gram_iters);
     lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
-    const double r =
-        spectral_ub_core(w, R, C, c0, cb, gram_iters, NULL, ub_scratch_alloc(&ctx->arena, R, cb, gram_iters), NULL);
+    const lipt_ub_scratch sc = ub_scratch_alloc(&ctx->arena, R, cb, gram_iters);
+    const double r = lipt_spectral_ub_core(w, R, C, c0, cb, gram_iters, NULL, sc, NULL);
     lipt_arena_release(&ctx->arena, mk);
     return r;
 }
 
-/* Upper bound for a float output: the nearest float may lie below. */
-static float float_up(double x) {
-    float f = (float)x;
-    return (double)f < x ? nextafterf(f, INFINITY) : f;
-}
-
-/* One certificate of a batch: block b of request k, and its work (for the schedule). */
-typedef struct {
-    int k, b;
-    size_t work;
-} cert_task;
-
-static int cert_task_cmp(const void *x, const void *y) { /* larger work first; ties in request, block order */
-    const cert_task *p = x, *q = y;
-    if (p->work != q->work) return p->work < q->work ? 1 : -1;
-    return p->k != q->k ? (p->k > q->k) - (p->k < q->k) : (p->b > q->b) - (p->b < q->b);
-}
-
-/* y[R] = W_b x as block_mv, but each row's sum in LIPT_VDW lanes with FMA (widened floats times double), the lanes
- * then added and the tail last: an order of its own, for the steered pair only (a direction for gradients, where
- * block_mv keeps the power iteration's bits); a quarter of the time of block_mv's one running sum per row. */
-static void block_mv_lanes(const float *w, int R, int C, int c0, int cb, const double *x, double *y) {
-    const int jv = cb / LIPT_VDW * LIPT_VDW;
-    int i = 0;
-    for (; i + MV_ROWS <= R; i += MV_ROWS) {
-        const float *r0 = w + (size_t)i * C + c0, *r1 = r0 + C, *r2 = r1 + C, *r3 = r2 + C;
-        lipt_vdh s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
-        for (int j = 0; j < jv; j += LIPT_VDW) {
-            lipt_vdh xv;
-            memcpy(&xv, x + j, sizeof xv);
-            s0 = lipt_vdh_fma(lipt_vdh_loadf(r0 + j), xv, s0);
-            s1 = lipt_vdh_fma(lipt_vdh_loadf(r1 + j), xv, s1);
-            s2 = lipt_vdh_fma(lipt_vdh_loadf(r2 + j), xv, s2);
-            s3 = lipt_vdh_fma(lipt_vdh_loadf(r3 + j), xv, s3);
-        }
-        double t0 = 0, t1 = 0, t2 = 0, t3 = 0;
-        for (int l = 0; l < LIPT_VDW; l++) t0 += s0[l], t1 += s1[l], t2 += s2[l], t3 += s3[l];
-        for (int j = jv; j < cb; j++)
-            t0 += (double)r0[j] * x[j], t1 += (double)r1[j] * x[j], t2 += (double)r2[j] * x[j], t3 += (double)r3[j] * x[j];
-        y[i] = t0, y[i + 1] = t1, y[i + 2] = t2, y[i + 3] = t3;
-    }
-    for (; i < R; i++) {
-        const float *row = w + (size_t)i * C + c0;
-        double t = 0;
-        for (int j = 0; j < cb; j++) t += (double)row[j] * x[j];
-        y[i] = t;
-    }
-}
-
-/* A steered block's pair (lipt_spectral_req.steer): the Ritz vector y (unit, of the Gram side) and the other side
- * W_b v or W_bᵀ u by one product, normalised, into the block's float u_b and v_b; without a Ritz vector (the proof
- * came from Gram iteration, or the block is zero or not finite) one power round from the stored pair. */
-static void steer_block(const float *w, int R, int C, int b, int cb, double *y, double *x, float *u, float *v) {
-    const int wide = cb > R, nx = wide ? cb : R, ny = wide ? R : cb;
-    if (isfinite(y[0])) {
-        if (wide) block_mtv(w, R, C, b * cb, cb, y, x, 0); /* y = u_b: v_b = W_bᵀ u_b / |.| */
-        else block_mv_lanes(w, R, C, b * cb, cb, y, x);   /* y = v_b: u_b = W_b v_b / |.| */
-        if (normalise(x, nx)) {
-            float *fy = wide ? u : v, *fx = wide ? v : u;
-            for (int i = 0; i < ny; i++) fy[i] = (float)y[i];
-            for (int i = 0; i < nx; i++) fx[i] = (float)x[i];
-            return;
-        }
-    }
-    power_block(w, R, C, b, cb, u, v, 1, x, x + R, 0);
-}
-
-static void cert_task_run(const lipt_spectral_req *req, const cert_task *t, ub_scratch s, lipt_tensor **out) {
-    const lipt_spectral_req *r = &req[t->k];
-    const int R = r->w->shape[0], C = r->w->shape[1], cb = C / r->n_blocks;
-    float *u = r->u + (size_t)t->b * R, *v = r->v + (size_t)t->b * cb;
-    const float *start = cb > R ? u : v;
-    double *ritz = r->steer ? s.pv : NULL;
-    out[t->k]->data[t->b] = float_up(spectral_ub_core(r->w->data, R, C, t->b * cb, cb, r->gram_iters, start, s, ritz));
-    if (ritz) steer_block(r->w->data, R, C, t->b, cb, ritz, ritz + (cb > R ? cb : R), u, v);
-}
-
-void lipt_spectral_norm_ub_batch(lipt_ctx *ctx, int n, const lipt_spectral_req *req, lipt_tensor **out) {
-    LIPT_CHECK(n >= 0, "spectral_norm_ub_batch: %d requests", n);
-    lipt_node **node = lipt_arena_alloc(&ctx->arena, (size_t)(n > 0 ? n : 1) * sizeof *node);
-    int n_tasks = 0;
-    for (int k = 0; k < n; k++) {
-        const lipt_spectral_req *r = &req[k];
-        check_args("spectral_norm_ub", r->w, r->u, r->v, r->n_blocks, 0);
-        check_ub_args(r->w->shape[0], r->w->shape[1], 0, r->w->shape[1] / r->n_blocks, r->gram_iters);
-        out[k] = lipt_tensor_1d(ctx, r->n_blocks);
-        node[k] = lipt_record(ctx, LIPT_OP_SPECTRAL_NORM_UB, out[k], 1, (lipt_tensor *[]){r->w});
-        n_tasks += r->n_blocks;
-    }
-    lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
-    cert_task *task = lipt_arena_alloc(&ctx->arena, (size_t)(n_tasks > 0 ? n_tasks : 1) * sizeof *task);
-    size_t max_m = 0, max_n = 0, work = 0;
-    int max_t = 0, chol = 0, steer = 0;
-    for (int k = 0, t = 0; k < n; k++) {
-        const int R = req[k].w->shape[0], cb = req[k].w->shape[1] / req[k].n_blocks, g = req[k].gram_iters;
-        const size_t nn = (size_t)(cb > R ? R : cb), mm = (size_t)(cb > R ? cb : R), rc = (size_t)R * cb;
-        max_m = mm > max_m ? mm : max_m;
-        max_n = nn > max_n ? nn : max_n;
-        max_t = (g & ~LIPT_SPECTRAL_CHOLESKY) > max_t ? (g & ~LIPT_SPECTRAL_CHOLESKY) : max_t;
-        chol |= (g & LIPT_SPECTRAL_CHOLESKY) != 0;
-        steer |= req[k].steer != 0;
-        for (int b = 0; b < req[k].n_blocks; b++, t++) task[t] = (cert_task){k, b, rc * nn};
-        work += (size_t)req[k].n_blocks * rc * nn;
-    }
-    /* The certificates side by side, one per thread, largest first from a dynamic schedule: a model's weights give
-     * a few large ones (W1, W2, W^O) and many small head blocks, and one after the other the large ones' serial
-     * steps (scaling, mirroring, Lanczos, the factorisation) idled the second thread. Inside the region gram_upper
-     * runs its two products one after the other, which gives the bits of its two-thread split (which product forms
-     * an entry depends only on the order), and lipt_spectral_gram runs on one thread (its entries do not depend on
-     * the split): each bound is the one lipt_spectral_ub returns for its block. */
-    qsort(task, (size_t)n_tasks, sizeof *task, cert_task_cmp);
-    const int par = n_tasks > 1 && lipt_blas_nests_safely() && work >= SPEC_PAR_WORK && !omp_in_parallel();
-    const int nt = par ? omp_get_max_threads() : 1;
-    ub_scratch *sc = lipt_arena_alloc(&ctx->arena, (size_t)nt * sizeof *sc);
-    for (int i = 0; i < nt; i++) sc[i] = ub_scratch_alloc_for(&ctx->arena, max_m, max_n, max_t, chol, steer);
-    if (par) {
-#pragma omp parallel num_threads(nt)
-        {
-            const ub_scratch s = sc[omp_get_thread_num()];
-#pragma omp for schedule(dynamic, 1)
-            for (int t = 0; t < n_tasks; t++) cert_task_run(req, &task[t], s, out);
-        }
-    } else { /* not in a region: gram_upper's two-thread split would be a nested one, for which libgomp starts and
-              * ends fresh threads every time (15 times slower for one 256×1024 block) */
-        for (int t = 0; t < n_tasks; t++) cert_task_run(req, &task[t], sc[0], out);
-    }
-    lipt_arena_release(&ctx->arena, mk);
-    for (int k = 0; k < n; k++)
-        if (node[k]) save_uv(ctx, node[k], req[k].u, req[k].v, req[k].n_blocks, req[k].w->shape[0], req[k].w->shape[1]);
-}
-
-/* iarg, saved, saved2: as spectral_norm (save_uv). */
-lipt_tensor *lipt_spectral_norm_ub(lipt_ctx *ctx, lipt_tensor *w, float *u, float *v, int n_blocks, int power_iters,
-                                   int gram_iters) {
-    check_args("spectral_norm_ub", w, u, v, n_blocks, power_iters);
-    LIPT_CHECK(gram_iters >= 0, "spectral_norm_ub: gram_iters %d < 0", gram_iters);
-    power_all(ctx, w->data, w->shape[0], w->shape[1], n_blocks, u, v, power_iters);
-    lipt_tensor *out;
-    lipt_spectral_norm_ub_batch(ctx, 1, &(lipt_spectral_req){w, u, v, n_blocks, gram_iters, 0}, &out);
-    return out;
-}
-
-void lipt_spectral_norm_ub_many(lipt_ctx *ctx, int n, lipt_tensor *const *w, float *const *u, float *const *v,
-                                int power_iters, int gram_iters, lipt_tensor **out) {
-    LIPT_CHECK(n >= 0 && n <= LIPT_SPECTRAL_MANY_MAX, "spectral_norm_ub_many: %d matrices (at most %d)", n,
-               LIPT_SPECTRAL_MANY_MAX);
-    LIPT_CHECK(gram_iters >= 0, "spectral_norm_ub_many: gram_iters %d < 0", gram_iters);
-    lipt_spectral_req req[LIPT_SPECTRAL_MANY_MAX];
-    for (int i = 0; i < n; i++) {
-        check_args("spectral_norm_ub_many", w[i], u[i], v[i], 1, power_iters);
-        power_all(ctx, w[i]->data, w[i]->shape[0], w[i]->shape[1], 1, u[i], v[i], power_iters);
-        req[i] = (lipt_spectral_req){w[i], u[i], v[i], 1, gram_iters, 0};
-    }
-    lipt_spectral_norm_ub_batch(ctx, n, req, out);
-}
-
-/* The gradient of sigma_b with the power vectors held fixed (u_bᵀ W_b v_b -> sigma_b), not of the bound itself. */
-void lipt_spectral_norm_ub_backward(lipt_ctx *ctx, lipt_node *node) { uv_backward(ctx, node); }

@@ -1,11 +1,14 @@
 /* Private: power iteration on many matrices at once, for lipt_model_refresh_norms (src/nn/model.c); the rounding
- * helpers of the certified bounds (spectral.c, spectral_verify.c) and the Cholesky-verified bound of a Gram matrix's
- * largest eigenvalue (spectral_verify.c). */
-#ifndef LIPT_OPS_SPECTRAL_IMPL_H
-#define LIPT_OPS_SPECTRAL_IMPL_H
+ * helpers of the certified bounds (spectral_gram.c, spectral_verify.c), the Cholesky-verified bound of a Gram
+ * matrix's largest eigenvalue (spectral_verify.c), and what the power iteration (spectral.c), the Gram-iteration bound
+ * (spectral_gram.c) and the batch of certificates (spectral_cert.c) share. */
+#ifndef LIPT_LIPSCHITZ_SPECTRAL_IMPL_H
+#define LIPT_LIPSCHITZ_SPECTRAL_IMPL_H
 
 #include <math.h>
 #include <stddef.h>
+
+#include "lipt/ops.h"
 
 /* A row-major [R, C] matrix split into n_blocks column blocks, with its persistent power-iteration vectors
  * u [n_blocks*R] and v [C] (as lipt_spectral_norm takes them). */
@@ -75,5 +78,37 @@ double lipt_spectral_verify_top(const double *H, int n, const float *start, doub
  * upper triangle read) runs to completion with positive pivots, returns 1 and *bound >= λ_max(H); else 0. B: n²
  * doubles of scratch (overwritten by the factor). The argument is in spectral_verify.c. */
 int lipt_spectral_chol_certify(const double *H, int n, double mu, double *B, double *bound);
+
+/* ---- shared by spectral.c, spectral_gram.c and spectral_cert.c ---- */
+
+/* Work (multiply-adds) above which a loop is worth a thread team. */
+#define LIPT_SPECTRAL_PAR_WORK ((size_t)1 << 17)
+
+/* Shape and argument checks shared by spectral_norm and spectral_norm_ub (`op` names the caller in messages). */
+void lipt_spectral_check_args(const char *op, lipt_tensor *w, const float *u, const float *v, int n_blocks, int iters);
+/* Backward state of both ops: the persistent vectors move on at the next call, and backward needs the ones used
+ * here.  iarg: 0 n_blocks, 1 R, 2 C.  saved: u copy [n_blocks*R], saved2: v copy [C]. */
+void lipt_spectral_save_uv(lipt_ctx *ctx, lipt_node *node, const float *u, const float *v, int n_blocks, int R, int C);
+/* A steered block's pair (lipt_spectral_req.steer) from the Ritz vector y into the block's u_b and v_b (spectral.c);
+ * x: scratch of the other side's length. */
+void lipt_spectral_steer_block(const float *w, int R, int C, int b, int cb, double *y, double *x, float *u, float *v);
+
+/* lipt_spectral_ub's scratch: lipt_spectral_gram's slabs, the double Gram matrix g, the two float levels in h's storage
+ * (2 n² floats), the exponents and error terms of each level. */
+typedef struct {
+    double *xs, *g, *h, *fk, *dk;
+    int *ek;
+    double *vw; /* lipt_spectral_verify_top's scratch (LIPT_SPECTRAL_CHOLESKY), else NULL */
+    double *pv; /* a steered block's pair in double (lipt_spectral_steer_block): 3 m doubles, or NULL: none steers */
+} lipt_ub_scratch;
+/* Scratch from ar for any block whose larger side is at most m and whose Gram matrix has order at most n, with t
+ * squarings at most, (chol) the Cholesky-verified bound and (steer) a steered pair. */
+lipt_ub_scratch lipt_ub_scratch_alloc_for(lipt_arena *ar, size_t m, size_t n, int t, int chol, int steer);
+/* The certified bound of the R×cb block at column c0 of the row-major [R, C] w (lipt_spectral_ub without the arena):
+ * start, a Lanczos start or NULL; ritz (or NULL), the Ritz vector of a Cholesky proof, NaN in ritz[0] without one. */
+double lipt_spectral_ub_core(const float *w, int R, int C, int c0, int cb, int gram_arg, const float *start,
+                             lipt_ub_scratch sc_, double *ritz);
+/* lipt_spectral_ub's argument checks. */
+void lipt_spectral_ub_check(int R, int C, int c0, int cb, int gram_iters);
 
 #endif

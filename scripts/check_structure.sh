@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# The house rules that a script can check (issue 36, item 5); scripts/test.sh runs it before the builds:
+#   1. no source file of the product (*.c, *.h under src/, include/, train/, eval/; tests/ is not the product) over
+#      600 lines;
+#   2. no C function in those files over 100 lines, counted from the line of its name to the line of its closing
+#      brace;
+#   3. no cycle between the library's folders (src/<folder>/), neither by includes nor by calls.
+# Method (source only, no build needed; approximate but conservative): comments, string and character literals and
+# preprocessor lines are blanked (line numbers kept); a function definition is a `name(...)` followed by `{` at file
+# scope. Includes: "<folder>/x.h" (resolved under src/) or a header in the including file's own folder; the public
+# headers (include/lipt/) belong to no folder. Calls: every function defined with external linkage in src/<folder>/*.c,
+# and every (static inline) function defined in a src/<folder>/*.h, belongs to that folder; any use of its name
+# (call, address taken, table entry) in a file of another folder that does not define the name itself is an edge
+# from that folder to the defining one. A cycle is a strongly connected set of more than one folder; the script
+# prints one reference per edge of it. Not seen: names a macro pastes together (the op table in src/autograd/optable.c
+# names every op's lipt_<op>_backward through LIPT_OP_LIST: the tape's dispatch to the ops' backward passes, the one
+# deliberate upward reference), and calls made inside macros of the public headers.
+#   scripts/check_structure.sh [ROOT]   (ROOT: the source tree, default this repository); exits 1 on any violation.
+set -euo pipefail
+ROOT=${1:-"$(dirname "$0")/.."}
+exec python3 - "$ROOT" <<'PY'
+import bisect, os, re, sys
+
+root = sys.argv[1]
+MAX_FILE, MAX_FUNC = 600, 100
+PRODUCT = ("src", "include", "train", "eval")
+KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "do", "else", "case", "defined", "_Static_assert",
+            "_Generic", "__attribute__", "alignof", "_Alignof", "typeof", "__typeof__"}
+
+LEXEME = re.compile(r'//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|^[ \t]*#(?:[^\n]*\\\n)*[^\n]*',
+                    re.S | re.M)
+
+def blank(text):
+    """Comments, string / char literals and preprocessor lines replaced by spaces (newlines and quotes kept)."""
+    def space(m):
+        t = m.group(0)
+        if t[0] in "\"'":
+            return t[0] + re.sub(r"[^\n]", " ", t[1:-1]) + t[-1]
+        return re.sub(r"[^\n]", " ", t)
+    return LEXEME.sub(space, text)
+
+def functions(code):
+    """(name, first line, last line, static) of each function defined at file scope in blanked code."""
+    newlines = [i for i, c in enumerate(code) if c == "\n"]
+    line_of = lambda pos: bisect.bisect_left(newlines, pos) + 1
+    found, depth, head_start, m, start_line, body_start = [], 0, 0, None, 0, 0
+    for tok in re.finditer(r"[{};]", code):
+        c, i = tok.group(0), tok.start()
+        if c == "{":
+            if depth == 0:
+                head = code[head_start:i]
+                m = None
+                if "=" not in head and not re.search(r"\b(struct|union|enum)\s*\w*\s*$", head):
+                    m = re.search(r"\b([A-Za-z_]\w*)\s*\(", head)
+                    if m and not re.search(r"\)\s*(__attribute__\s*\(\(.*\)\)\s*)?$", head, re.S):
+                        m = None
+                    if m and m.group(1) in KEYWORDS:
+                        m = None
+                start_line = line_of(head_start + (m.start(1) if m else 0))
+                body_start = i
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth < 0:
+                raise ValueError("unbalanced '}' at line %d" % line_of(i))
+            if depth == 0:
+                if m:
+                    static = re.search(r"\bstatic\b", code[head_start:body_start]) is not None
+                    found.append((m.group(1), start_line, line_of(i), static))
+                head_start = i + 1
+        elif depth == 0:
+            head_start = i + 1
+    if depth != 0:
+        raise ValueError("unbalanced braces (%d open at the end)" % depth)
+    return found
+
+def product_files():
+    for top in PRODUCT:
+        for d, _, names in os.walk(os.path.join(root, top)):
+            for name in sorted(names):
+                if name.endswith((".c", ".h")):
+                    yield os.path.relpath(os.path.join(d, name), root)
+
+problems = []
+parsed = {}
+for rel in sorted(product_files()):
+    with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    if lines > MAX_FILE:
+        problems.append("%s: %d lines (at most %d: split it by responsibility)" % (rel, lines, MAX_FILE))
+    code = blank(text)
+    try:
+        funcs = functions(code)
+    except ValueError as e:
+        problems.append("%s: cannot parse: %s" % (rel, e))
+        continue
+    for name, a, b, _ in funcs:
+        if b - a + 1 > MAX_FUNC:
+            problems.append("%s:%d: function %s is %d lines (at most %d)" % (rel, a, name, b - a + 1, MAX_FUNC))
+    parsed[rel] = (text, code, funcs)
+
+# ---- cycles between the library's folders ----
+def folder_of(rel):
+    parts = rel.split(os.sep)
+    return parts[1] if parts[0] == "src" and len(parts) > 2 else None
+
+edges = {}  # (from, to) -> first evidence
+def edge(a, b, why):
+    if a and b and a != b:
+        edges.setdefault((a, b), why)
+
+owner, local = {}, {}
+for rel, (_, _, funcs) in parsed.items():
+    fol = folder_of(rel)
+    if not fol:
+        continue
+    for name, line, _, static in funcs:
+        local.setdefault(fol, set()).add(name)
+        if rel.endswith(".h") or not static:
+            owner.setdefault(name, (fol, "%s:%d" % (rel, line)))
+for rel, (text, code, _) in parsed.items():
+    fol = folder_of(rel)
+    if not fol:
+        continue
+    for no, line in enumerate(text.split("\n"), 1):
+        m = re.match(r'\s*#\s*include\s*"([^"]+)"', line)
+        if not m:
+            continue
+        inc = m.group(1)
+        if "/" in inc and os.path.isfile(os.path.join(root, "src", inc)):
+            edge(fol, inc.split("/")[0], "%s:%d includes %s" % (rel, no, inc))
+    for no, line in enumerate(code.split("\n"), 1):
+        for ident in re.findall(r"[A-Za-z_]\w*", line):
+            o = owner.get(ident)
+            if o and o[0] != fol and ident not in local.get(fol, ()):
+                edge(fol, o[0], "%s:%d uses %s (%s)" % (rel, no, ident, o[1]))
+
+graph = {}
+for a, b in edges:
+    graph.setdefault(a, set()).add(b)
+    graph.setdefault(b, set())
+index, low, stack, on, sccs = {}, {}, [], set(), []
+def strong(v):  # Tarjan
+    index[v] = low[v] = len(index)
+    stack.append(v)
+    on.add(v)
+    for w in sorted(graph[v]):
+        if w not in index:
+            strong(w)
+            low[v] = min(low[v], low[w])
+        elif w in on:
+            low[v] = min(low[v], index[w])
+    if low[v] == index[v]:
+        comp = []
+        while True:
+            w = stack.pop()
+            on.discard(w)
+            comp.append(w)
+            if w == v:
+                break
+        sccs.append(sorted(comp))
+for v in sorted(graph):
+    if v not in index:
+        strong(v)
+for comp in sccs:
+    if len(comp) > 1:
+        problems.append("cycle between src/ folders %s:" % ", ".join(comp))
+        for (a, b), why in sorted(edges.items()):
+            if a in comp and b in comp:
+                problems.append("  %s -> %s: %s" % (a, b, why))
+
+if problems:
+    print("check_structure: %d problem(s) in %s" % (sum(not p.startswith("  ") for p in problems), root))
+    for p in problems:
+        print("  " + p)
+    sys.exit(1)
+print("check_structure: ok (%d files; folder order: %s)" % (len(parsed), " < ".join(
+    c[0] for c in sccs)))  # Tarjan emits sink components first: a valid bottom-to-top order
+PY

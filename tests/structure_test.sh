@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# scripts/check_structure.sh can pass and can fail: it passes on a small tree at the limits (a 600-line file, a
+# 100-line function, folders that call downwards only), and fails on each rule broken in a copy of this repository's
+# sources: a file over 600 lines, a function over 100 lines, an include cycle and a call cycle between src/ folders.
+# Each planted violation must be named in the output of the copy it was planted in, and not in the untouched copy's.
+#   bash tests/structure_test.sh [SOURCE_DIR]
+set -euo pipefail
+SRC=$(cd "${1:-$(dirname "$0")/..}" && pwd)
+GUARD="$SRC/scripts/check_structure.sh"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# ---- a tree at the limits passes
+mk() { mkdir -p "$(dirname "$1")"; cat >"$1"; }
+mk "$TMP/ok/src/low/low.c" <<'EOF'
+int low_fn(int x) { return x + 1; }
+static int shared_name(int x) { return x; }
+int low_use(int x) { return shared_name(x); }
+EOF
+mk "$TMP/ok/src/high/high.c" <<'EOF'
+#include "low/low.h"
+int low_fn(int x);
+static int shared_name(int x) { return low_fn(x); } /* a static of the same name is no edge to low */
+int high_fn(int x) { return shared_name(x) * 2; }
+EOF
+mk "$TMP/ok/src/low/low.h" <<'EOF'
+int low_fn(int x);
+EOF
+{ echo "int long_fn(int x) {"; for i in $(seq 98); do echo "    x += $i;"; done; echo "    return x; }"; } \
+  >"$TMP/ok/src/high/long_fn.c" # 100 lines, the limit
+mkdir -p "$TMP/ok/include" "$TMP/ok/train" "$TMP/ok/eval"
+for i in $(seq 600); do echo "/* line $i */"; done >"$TMP/ok/include/long.h" # 600 lines, the limit
+out=$(bash "$GUARD" "$TMP/ok") || fail "the guard fails on a tree at the limits: $out"
+echo "ok: a tree at the limits passes ($out)"
+
+# ---- each rule broken in a copy of the repository fails, naming the violation
+mkdir "$TMP/base"
+cp -r "$SRC/src" "$SRC/include" "$SRC/train" "$SRC/eval" "$TMP/base/"
+base=$(bash "$GUARD" "$TMP/base" || true)
+plant() { # name expected-text: copy base to $TMP/name, run the caller's planting command on it, then the guard
+  local name=$1 want=$2
+  shift 2
+  rm -rf "${TMP:?}/$name"
+  cp -r "$TMP/base" "$TMP/$name"
+  (cd "$TMP/$name" && eval "$*")
+  local rc=0 got
+  got=$(bash "$GUARD" "$TMP/$name") || rc=$?
+  [ "$rc" -eq 1 ] || fail "$name: the guard exited $rc, expected 1; output: $got"
+  grep -qF -- "$want" <<<"$got" || fail "$name: the guard does not report '$want'; output: $got"
+  ! grep -qF -- "$want" <<<"$base" || fail "$name: '$want' is reported before it was planted"
+  echo "ok: $name fails the guard: $(grep -F -- "$want" <<<"$got" | head -n 1 | sed 's/^ *//')"
+}
+plant long_file "src/core/planted_long.c: 601 lines" \
+  'for i in $(seq 601); do echo "/* $i */"; done > src/core/planted_long.c'
+plant long_function "function planted_fn is 101 lines" \
+  '{ echo "int planted_fn(int x) {"; for i in $(seq 99); do echo "    x += $i;"; done; echo "    return x; }"; } > src/core/planted_fn.c'
+plant include_cycle "src/core/planted_inc.c:1 includes nn/planted.h" \
+  'echo "/* planted */" > src/nn/planted.h; echo "#include \"nn/planted.h\"" > src/core/planted_inc.c'
+plant call_cycle "core -> nn: src/core/planted_call.c:1 uses lipt_model_free" \
+  'printf "void lipt_model_free(void *m);\nvoid planted(void *m) { lipt_model_free(m); }\n" > src/core/planted_call.c'
+grep -q "cycle between src/ folders" <<<"$(bash "$GUARD" "$TMP/call_cycle" || true)" || fail "call_cycle: no cycle line"
+echo "structure_test: all passed"
