@@ -29,7 +29,10 @@ typedef struct {
     const char *norm;            /* certifying norm: "inf", "2", "inf2" ("-" for no certificate) */
     double cert;                 /* certified bound of the branch map at N = seq_len (NaN: none) */
     double cert_tokens;          /* the same bound at N = --tokens (what the measurement must respect) */
-    double ub_seq, ub_tokens;    /* attention: UB of the unnormalised map at seq_len and at --tokens */
+    double ub_seq, ub_tokens;    /* invertible model's attention: UB of the unnormalised map in the certifying norm at
+                                  * N = seq_len and at N = --tokens */
+    double ub_inf, ub_2;         /* non-invertible tied L2: UB of the attention alone in the ∞- and 2-norm at
+                                  * N = --tokens (no certifying norm: both are reported) */
     double factor, factor2;      /* normalising factors the forward pass uses (ffn: of W1 and W2) */
     double sig[4];               /* certified spectral norms (attention: max_h ‖W^Q_h‖, max_h ‖W^K_h‖ or NaN, max_h
                                   * ‖W^V_h‖, ‖W^O‖; ffn: ‖W1‖, ‖W2‖) */
@@ -114,8 +117,8 @@ static void bounds_plain(lipt_model *m, int N, int g, branch_report *rep) {
         branch_report *ra = &rep[2 * l];
         const lipt_layer *Ly = &m->layers[l];
         if (lipt_attn_info_of(cfg->attention)->bound == LIPT_ATTN_BOUND_TIED_L2) {
-            ra->ub_tokens = lipt_bound_l2_inf(&ctx, Ly->wq, Ly->wv, Ly->wo, H, N)->data[0];
-            ra->ub_seq = lipt_bound_l2_2(&ctx, Ly->wq, Ly->wv, Ly->wo, H, N, &bv, 0)->data[0];
+            ra->ub_inf = lipt_bound_l2_inf(&ctx, Ly->wq, Ly->wv, Ly->wo, H, N)->data[0];
+            ra->ub_2 = lipt_bound_l2_2(&ctx, Ly->wq, Ly->wv, Ly->wo, H, N, &bv, 0)->data[0];
         }
         ra->note = lipt_attn_info_of(cfg->attention)->lipschitz_note;
         rep[2 * l + 1].note = "feed-forward after LayerNorm: no bound";
@@ -225,6 +228,8 @@ static void print_json(const cli_args *a, const lipt_model *m, long N, long K, i
         json_num(&j, "certificate_tokens", r->cert_tokens);
         json_num(&j, "ub_seq_len", r->ub_seq);
         json_num(&j, "ub_tokens", r->ub_tokens);
+        json_num(&j, "ub_inf", r->ub_inf);
+        json_num(&j, "ub_2", r->ub_2);
         json_num(&j, "factor", r->factor);
         json_num(&j, "factor2", r->factor2);
         json_num(&j, "sigma_q_or_w1", r->sig[0]);
@@ -259,8 +264,8 @@ static void print_text(const cli_args *a, const lipt_model *m, long N, long K, i
                asteps ? "   ascent_inf" : "");
         for (int k = 0; k < 2 * L; k++) {
             const branch_report *r = &rep[k];
-            printf("%-5d %-4s %12.4g %12.4g %12.4g %12.4g", k / 2, k % 2 ? "ffn" : "attn", r->ub_tokens, r->meas_inf,
-                   r->ub_seq, r->meas_2);
+            printf("%-5d %-4s %12.4g %12.4g %12.4g %12.4g", k / 2, k % 2 ? "ffn" : "attn", r->ub_inf, r->meas_inf,
+                   r->ub_2, r->meas_2);
             if (asteps) printf(" %12.4g", r->ascent);
             printf("\n");
         }
@@ -299,8 +304,11 @@ int cmd_lipschitz(int argc, char **argv) {
                        "The certificate of every residual branch of an invertible model: a true upper bound of its Lipschitz\n"
                        "constant in the norm it is certified in (recomputed from the weights with converged certified spectral\n"
                        "norms), with the normalising factors, and the exact Jacobian norms measured at data inputs (a lower\n"
-                       "bound; never above the certificate). Exit status 0 when every branch is certified < 1, 1 otherwise.\n"
-                       "For the other variants: the bounds of the attention alone (tied L2) next to measured norms.",
+                       "bound; never above the certificate). For the other variants (no certificate: their branches hold\n"
+                       "LayerNorm): the bounds of the attention alone (tied L2) next to measured norms.\n"
+                       "Exit status: 0 after the report when every branch of an invertible model is certified < 1; 1 when\n"
+                       "one is not (the report names it) or on an error; 2 for a usage error. The other variants have no\n"
+                       "certificate to fail: 0 after their report (their JSON has no \"certified\" field).",
                        lip_opts, (int)(sizeof lip_opts / sizeof lip_opts[0]), argc, argv, 0, 0);
     if (pr) return pr > 0 ? 0 : 2;
     if (!cli_has(&a, "ckpt")) return cli_error(C, "--ckpt FILE is required");
@@ -339,7 +347,7 @@ int cmd_lipschitz(int argc, char **argv) {
     rep = calloc((size_t)(2 * L > 0 ? 2 * L : 1), sizeof *rep);
     for (int k = 0; k < 2 * L; k++) {
         branch_report *r = &rep[k];
-        r->cert = r->cert_tokens = r->ub_seq = r->ub_tokens = r->factor = r->factor2 = NAN;
+        r->cert = r->cert_tokens = r->ub_seq = r->ub_tokens = r->ub_inf = r->ub_2 = r->factor = r->factor2 = NAN;
         r->sig[0] = r->sig[1] = r->sig[2] = r->sig[3] = NAN;
         r->meas = r->meas_upper = r->meas_inf = r->meas_2 = r->ascent = NAN;
     }

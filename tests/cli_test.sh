@@ -58,12 +58,51 @@ if "$LIPT" sample --help >/dev/null 2>&1; then
   echo "$out" | grep -q '"text"' && pass "sample --json" || fail "sample: $out"
 fi
 out=$("$LIPT" lipschitz --ckpt "$TMP/run/last.ckpt" --data "$DATA" --tokens 4 --windows 1 --json)
+rc=$?
+[ $rc -eq 0 ] && pass "lipschitz: exit 0 for a certified invertible model" || fail "lipschitz: exit $rc for a certified invertible model"
 if ! command -v python3 >/dev/null; then
   echo "$out" | grep -q '"branches"' && pass "lipschitz --json (no python3 to compare bounds)" || fail "lipschitz: $out"
 elif echo "$out" | python3 -c 'import json,sys; j=json.load(sys.stdin); b=j["branches"]; sys.exit(0 if j["certified"] and all(x["measured"] <= x["certificate_tokens"] < 1 for x in b) else 1)'; then
   pass "lipschitz: every branch certified < 1 and every measured Jacobian norm below its certificate"
 else
   fail "lipschitz: $out"
+fi
+# the invertible model's JSON: the attention's bounds in its certifying norm at seq_len and at --tokens, no ∞/2 pair
+if command -v python3 >/dev/null; then
+  echo "$out" | python3 -c 'import json,sys; a=json.load(sys.stdin)["branches"][0]
+sys.exit(0 if a["ub_seq_len"] > 0 and a["ub_tokens"] > 0 and a["ub_inf"] is None and a["ub_2"] is None else 1)' &&
+    pass "lipschitz --json, invertible: ub_seq_len and ub_tokens set, ub_inf and ub_2 null" || fail "lipschitz keys: $out"
+fi
+# a non-invertible tied-L2 model: no certificate, so exit 0 after the report; its JSON gives the ∞- and 2-norm bounds
+# of the attention alone at N = --tokens as ub_inf and ub_2. Which is which shows in how they grow from N = 1 to 4,
+# a ratio that does not depend on the weights: ∞-norm 1 + 4√d·W₀(3/e), 2-norm 2·(1 + 4·W₀(3/e)) (d = 32: head width)
+if "$LIPT" train "${COMMON[@]}" --attention l2-tied --ffn standard --activation gelu --lip-norm inf --steps 2 \
+     --out "$TMP/plain" >/dev/null 2>&1; then
+  for n in 1 4; do
+    "$LIPT" lipschitz --ckpt "$TMP/plain/last.ckpt" --data "$DATA" --tokens $n --windows 1 --json >"$TMP/plain$n.json"
+    rc=$?
+    [ $rc -eq 0 ] && pass "lipschitz --tokens $n: exit 0 for a non-invertible model" ||
+      fail "lipschitz --tokens $n: exit $rc for a non-invertible model: $(head -c 300 "$TMP/plain$n.json")"
+  done
+  if command -v python3 >/dev/null && python3 - "$TMP/plain1.json" "$TMP/plain4.json" <<'PY'
+import json, math, sys
+j1, j4 = (json.load(open(p)) for p in sys.argv[1:3])
+w = 1.0
+for _ in range(50): w -= (w * math.exp(w) - 3 / math.e) / (math.exp(w) * (1 + w))   # Newton: W0(3/e)
+ok = "certified" not in j4
+for b1, b4 in zip(j1["branches"], j4["branches"]):
+    if b1["branch"] == "ffn":
+        ok = ok and b4["ub_inf"] is None and b4["ub_2"] is None
+        continue
+    ok = ok and b4["ub_seq_len"] is None and b4["ub_tokens"] is None
+    ok = ok and math.isclose(b4["ub_inf"] / b1["ub_inf"], 1 + 4 * math.sqrt(32) * w, rel_tol=1e-4)
+    ok = ok and math.isclose(b4["ub_2"] / b1["ub_2"], 2 * (1 + 4 * w), rel_tol=1e-4)
+sys.exit(0 if ok else 1)
+PY
+  then pass "lipschitz --json, tied L2: ub_inf is the ∞-norm bound, ub_2 the 2-norm bound, no certificate fields"
+  elif command -v python3 >/dev/null; then fail "lipschitz --json, tied L2: $(cat "$TMP/plain4.json")"; fi
+else
+  fail "train a tied-L2 model for lipschitz"
 fi
 out=$("$LIPT" bench --config "$CFG" --runs 1 --warmup 0 --steps-per-run 1 --sample-tokens 4 --gemm-size 64 --threads 1 --json 2>/dev/null)
 echo "$out" | grep -q '"tokens_per_s"' && pass "bench --json" || fail "bench: $out"

@@ -11,4 +11,11 @@ const lipt_op_info lipt_ops[LIPT_OP_COUNT] = {
 #undef LIPT_X_ROW
 };
 
-_Static_assert(sizeof lipt_ops / sizeof lipt_ops[0] == LIPT_OP_COUNT, "op table size matches the op enum");
+/* The table is declared with LIPT_OP_COUNT rows, so its size says nothing: count the rows of LIPT_OP_LIST instead.
+ * An op added to the enum by hand, not through the list, has no name and no backward, and fails here. */
+enum {
+#define LIPT_X_ONE(E, n) +1
+    LIPT_OP_NAMED = 0 LIPT_OP_LIST(LIPT_X_ONE)
+#undef LIPT_X_ONE
+};
+_Static_assert((int)LIPT_OP_NAMED == (int)LIPT_OP_COUNT, "every op of lipt_op_id needs its row in LIPT_OP_LIST");
