@@ -217,5 +217,48 @@ if command -v strace >/dev/null; then
   else fail "eval opens the checkpoint $opens times (want 2: the model, the options)"; fi
 else echo "skip eval's checkpoint reads: no strace"; fi
 
+# ---- issue 37, item 2: a typo gets "did you mean", exit 2, and '_' = '-' for every option and key
+typo() { # NAME WANT COMMAND...: exit 2, one line on stderr with WANT, no list of every key
+  local name=$1 want=$2 rc
+  shift 2
+  "$@" >/dev/null 2>typo.err
+  rc=$?
+  if [ $rc -eq 2 ] && [ "$(wc -l < typo.err)" -eq 1 ] && grep -qF -- "$want" typo.err && ! grep -q "accepted:" typo.err
+  then pass "$name: $(cat typo.err)"
+  else fail "$name: exit $rc (want 2), want '$want' in: $(head -c 400 typo.err)"; fi
+}
+typo "train --stpes" "unknown option --stpes; did you mean --steps?" "$LIPT" train --data notes.txt --stpes 10 --out typo1
+typo "train --eval_evry" "did you mean --eval-every?" "$LIPT" train --data notes.txt --eval_evry 5 --out typo1
+typo "train --d_modle (a model key)" "did you mean --d_model?" "$LIPT" train --data notes.txt --d_modle 32 --out typo1
+typo "eval --splt" "did you mean --split?" "$LIPT" eval --ckpt run/last.ckpt --splt test
+typo "lipt trian" "did you mean 'lipt train'?" "$LIPT" trian --data notes.txt
+printf 'd_model = 32\nd_modle = 32\n' > typo_model.cfg
+typo "a misspelt model key in a --config file" "typo_model.cfg:2: unknown key 'd_modle'; did you mean 'd_model'?" \
+  "$LIPT" train --config typo_model.cfg --data notes.txt --out typo1
+printf 'd_model = 32\nstpes = 10\n' > typo_train.cfg
+typo "a misspelt training key in a --config file" "typo_train.cfg:2: unknown key 'stpes'; did you mean 'steps'?" \
+  "$LIPT" train --config typo_train.cfg --data notes.txt --out typo1
+printf 'd_model = 33\n' > badval.cfg
+"$LIPT" train --config badval.cfg --data notes.txt --out typo1 --quiet 2>/dev/null
+rc_file=$?
+"$LIPT" train --d_model 33 --data notes.txt --out typo1 --quiet 2>/dev/null
+rc_cli=$?
+if [ $rc_file -eq 2 ] && [ $rc_cli -eq 2 ]; then pass "a wrong model key value exits 2 in a file and on the command line"
+else fail "a wrong model key value: exit $rc_file in a file, $rc_cli on the command line (want 2 and 2)"; fi
+[ -e typo1 ] && fail "a refused command left a run folder typo1"
+mkdir -p corpora/mystories && cp notes.txt corpora/mystories/mystories.txt
+if ! LIPT_DATA=$PWD/corpora "$LIPT" data --data mystroies 2>corpus.err &&
+   grep -q "did you mean 'mystories'?" corpus.err && grep -q "Found: .*mystories" corpus.err; then
+  pass "a misspelt corpus name: $(head -c 200 corpus.err)"
+else fail "a misspelt corpus name: $(head -c 400 corpus.err)"; fi
+
+# '_' for '-' in training flags (nanoGPT's spelling)
+cp notes.txt own.txt
+NOUNK=(--d_model 32 --d_ff 64 --n_layers 1 --n_heads 2 --seq_len 32 --batch 8) # symbols outside the vocabulary: errors
+if "$LIPT" train --data own.txt --out us "${NOUNK[@]}" --steps 2 --eval_every 1 --final_eval none --log_every 1 \
+     2>us.err && grep -q "^eval-every = 1" us/run.cfg && grep -q "^final-eval = none" us/run.cfg; then
+  pass "train --eval_every 1 --final_eval none: the flags as --eval-every, --final-eval"
+else fail "train with '_' flags: $(head -c 300 us.err)"; fi
+
 echo "workflow tests: $FAILS failure(s)"
 [ "$FAILS" -eq 0 ]

@@ -175,11 +175,11 @@ static int load_run_config(cli_args *ap, const char *path, lipt_config *cfg) {
             if (k1 - k0 < (long)sizeof key && v1 - v0 < (long)sizeof val) {
                 memcpy(key, k0, (size_t)(k1 - k0));
                 memcpy(val, v0, (size_t)(v1 - v0));
-                const int t = training_key(key);
-                if (t >= 0 && first_line[t]) { /* as for model keys: a repeated key is a mistake, not an override */
+                const int t = training_key(key), bad = cli_check_file_key(C, path, lineno, key, persisted, N_PERSISTED);
+                if (bad || (t >= 0 && first_line[t])) { /* unknown (the nearest key named), or set twice: exit 2 */
                     free(text);
-                    return cli_error(C, "%s:%d: %s set twice (first at line %d)", path, lineno, persisted[t],
-                                     first_line[t]);
+                    return bad ? bad : cli_error(C, "%s:%d: %s set twice (first at line %d)", path, lineno,
+                                                 persisted[t], first_line[t]);
                 }
                 if (t >= 0) {
                     first_line[t] = lineno;
@@ -198,7 +198,7 @@ static int load_run_config(cli_args *ap, const char *path, lipt_config *cfg) {
     }
     const lipt_status st = lipt_config_parse(cfg, body, path, &err);
     free(text);
-    return st == LIPT_OK ? 0 : cli_fail(C, &err);
+    return st == LIPT_OK ? 0 : (cli_fail(C, &err), 2); /* a wrong key or value: a usage error, as on the command line */
 }
 
 /* The model config: from the checkpoint when resuming (its stored training options then fill in whatever was not
@@ -424,7 +424,7 @@ static int setup_model(trainer *t, train_settings *s, const char *data_spec, int
             fprintf(stderr, "note: vocab_size set to %d, the vocabulary of %s\n", t->vocab.size, data_spec);
         t->cfg.vocab_size = t->vocab.size;
     }
-    if (lipt_config_validate(&t->cfg, &err) != LIPT_OK) return cli_fail(C, &err);
+    if (lipt_config_validate(&t->cfg, &err) != LIPT_OK) return cli_fail(C, &err), 2; /* keys that do not fit: usage */
     if (t->ds.len[LIPT_TRAIN] < (size_t)t->cfg.seq_len + 1)
         return cli_error(C, "the training split has %zu symbols, fewer than seq_len + 1 = %d", t->ds.len[LIPT_TRAIN],
                          t->cfg.seq_len + 1);

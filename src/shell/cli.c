@@ -1,6 +1,8 @@
 /* Option parsing from one table, usage text, errors, JSON output and timing for the lipt subcommands. */
 #include "cli.h"
 
+#include "lipt/config.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -50,10 +52,51 @@ int cli_fail(const char *cmd, const lipt_error *err) {
     return 1;
 }
 
+/* The option named `name` ('_' and '-' alike: --eval_every is --eval-every), or -1. */
 static int find_opt(const cli_opt *opts, int n, const char *name) {
     for (int i = 0; i < n; i++)
-        if (strcmp(opts[i].name, name) == 0) return i;
+        if (lipt_name_eq(opts[i].name, name)) return i;
     return -1;
+}
+
+static int is_config_key(const char *name) {
+    for (int k = 0; lipt_config_key_name(k); k++)
+        if (lipt_name_eq(lipt_config_key_name(k), name)) return 1;
+    return 0;
+}
+
+/* "unknown option --x; did you mean --y?": the nearest of the options (and, where the command takes them, of the
+ * model config keys), else where to look; never the whole list. Returns -1. */
+static int unknown_option(const char *cmd, const cli_opt *opts, int n_opts, const char *name, int config_keys) {
+    const char *names[CLI_MAX_OPTS + 64];
+    int n = 0;
+    for (int i = 0; i < n_opts; i++) names[n++] = opts[i].name;
+    names[n++] = "help";
+    for (int k = 0; config_keys && lipt_config_key_name(k) && n < (int)(sizeof names / sizeof names[0]); k++)
+        names[n++] = lipt_config_key_name(k);
+    const char *near = lipt_nearest_name(name, names, n);
+    if (near)
+        cli_error(cmd, "unknown option --%s; did you mean --%s? (lipt %s --help lists the options)", name, near, cmd);
+    else
+        cli_error(cmd, "unknown option --%s (lipt %s --help lists the options%s)", name, cmd,
+                  config_keys ? ", lipt help config the model keys" : "");
+    return -1;
+}
+
+int cli_check_file_key(const char *cmd, const char *path, int line, const char *key, const char *const *keys, int n) {
+    const char *names[CLI_MAX_OPTS + 64];
+    int m = 0;
+    for (int i = 0; i < n && m < CLI_MAX_OPTS; i++) {
+        if (lipt_name_eq(keys[i], key)) return 0;
+        names[m++] = keys[i];
+    }
+    if (is_config_key(key)) return 0;
+    for (int k = 0; lipt_config_key_name(k) && m < (int)(sizeof names / sizeof names[0]); k++)
+        names[m++] = lipt_config_key_name(k);
+    const char *near = lipt_nearest_name(key, names, m);
+    if (near) return cli_error(cmd, "%s:%d: unknown key '%s'; did you mean '%s'?", path, line, key, near);
+    return cli_error(cmd, "%s:%d: unknown key '%s' (lipt help config lists the model and training keys)", path, line,
+                     key);
 }
 
 int cli_parse(cli_args *a, const char *cmd, const char *summary, const cli_opt *opts, int n_opts, int argc, char **argv,
@@ -89,10 +132,7 @@ int cli_parse(cli_args *a, const char *cmd, const char *summary, const cli_opt *
         }
         int k = find_opt(opts, n_opts, name);
         if (k < 0) {
-            if (!allow_extra) {
-                cli_error(cmd, "unknown option '--%s' (see lipt %s --help)", name, cmd);
-                return -1;
-            }
+            if (!allow_extra || !is_config_key(name)) return unknown_option(cmd, opts, n_opts, name, allow_extra);
             const char *v = inline_val;
             if (!v) {
                 if (i + 1 >= argc) { cli_error(cmd, "option '--%s' needs a value", name); return -1; }

@@ -38,10 +38,15 @@ typedef struct {
     char *owned[CLI_MAX_OPTS + CLI_MAX_EXTRA]; /* strings the parser or a caller allocated; freed by cli_free */
 } cli_args;
 
-/* Parse argv (after the subcommand name). Returns 0, 1 if --help was printed, or -1 with a one-line error
- * already printed. allow_extra: unknown --key value pairs are collected instead of rejected. */
+/* Parse argv (after the subcommand name); option names take '_' for '-' (--eval_every is --eval-every). Returns 0, 1
+ * if --help was printed, or -1 with a one-line error already printed (an unknown option names the nearest one).
+ * allow_extra: --key value pairs naming a model config key (lipt_config_key_name) are collected in extra_*. */
 int cli_parse(cli_args *a, const char *cmd, const char *summary, const cli_opt *opts, int n_opts, int argc, char **argv,
               int allow_extra, int max_pos);
+/* A key of a run config (`key = value`) that is neither one of the command's keys (keys[0..n)) nor a model config
+ * key: prints "FILE:LINE: unknown key 'x'; did you mean 'y'?" (the nearest of both kinds) and returns 2; returns 0
+ * for a known key. */
+int cli_check_file_key(const char *cmd, const char *path, int line, const char *key, const char *const *keys, int n);
 /* Duplicate n bytes of s as a string owned by a (freed by cli_free). */
 const char *cli_own(cli_args *a, const char *s, size_t n);
 void cli_free(cli_args *a);
