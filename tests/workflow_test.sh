@@ -217,6 +217,16 @@ if command -v strace >/dev/null; then
   else fail "eval opens the checkpoint $opens times (want 2: the model, the options)"; fi
 else echo "skip eval's checkpoint reads: no strace"; fi
 
+# ---- issue 38, low: info reads metrics.jsonl as every reader does (a FIFO is not waited on) and escapes what it prints
+if timeout 20 "$LIPT" info --ckpt fiforun/last.ckpt >/dev/null 2>info.err; then
+  pass "info beside a FIFO at metrics.jsonl: no hang"
+else fail "info beside a FIFO at metrics.jsonl: exit $? (124: it hung): $(head -c 200 info.err)"; fi
+cp -r run escrun && printf '{"step":61,"loss":1,"note":"\033]0;owned\007\033[31m"}\n' >> escrun/metrics.jsonl
+if "$LIPT" info --ckpt escrun/last.ckpt > esc.txt && ! LC_ALL=C grep -q "$(printf '[\033\007]')" esc.txt &&
+   grep -qF '\x1b]0;owned\x07' esc.txt; then
+  pass "info escapes control bytes read from the run's files"
+else fail "info prints control bytes raw: $(od -c esc.txt | grep -m1 '033')"; fi
+
 # ---- issue 37, item 2: a typo gets "did you mean", exit 2, and '_' = '-' for every option and key
 typo() { # NAME WANT COMMAND...: exit 2, one line on stderr with WANT, no list of every key
   local name=$1 want=$2 rc

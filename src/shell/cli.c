@@ -25,15 +25,22 @@ void cli_usage(FILE *f, const char *cmd, const char *summary, const cli_opt *opt
     fprintf(f, "  %-26s %s\n", "--help", "show this help");
 }
 
+/* s on f with control bytes shown as \xHH (the newline too unless keep_newline). */
+static void put_escaped(FILE *f, const char *s, int keep_newline) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if ((*p < 0x20 && !(keep_newline && *p == '\n')) || *p == 0x7f) fprintf(f, "\\x%02x", *p);
+        else fputc(*p, f);
+    }
+}
+
+void cli_print_text(FILE *f, const char *s) { put_escaped(f, s, 1); }
+
 /* One message line on stderr with every control byte shown as \xHH: text from a file (a crafted checkpoint, a
  * corpus) must not move the cursor, recolour or retitle the user's terminal, nor split the line. */
 static void put_message(const char *cmd, const char *msg) {
     if (cmd) fprintf(stderr, "lipt %s: ", cmd);
     else fputs("lipt: ", stderr);
-    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
-        if (*p < 0x20 || *p == 0x7f) fprintf(stderr, "\\x%02x", *p);
-        else fputc(*p, stderr);
-    }
+    put_escaped(stderr, msg, 0);
     fputc('\n', stderr);
 }
 

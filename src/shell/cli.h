@@ -95,6 +95,9 @@ void json_num(json_w *j, const char *k, double v);  /* NaN/inf written as null *
 void json_int(json_w *j, const char *k, long long v);
 void json_str(json_w *j, const char *k, const char *s);
 void json_bool(json_w *j, const char *k, int v);
+/* Text from a file (a checkpoint's config, a metrics line, a stored path) on f with every control byte but the
+ * newline shown as \xHH, as messages do: it must not move the cursor or retitle the user's terminal. */
+void cli_print_text(FILE *f, const char *s);
 
 /* Progress on stderr: \r-updated when stderr is a terminal, nothing otherwise (the JSONL log records all). */
 int cli_stderr_is_tty(void);
