@@ -131,10 +131,11 @@ int cmd_info(int argc, char **argv) {
         json_str(&j, "ckpt", path);
         json_int(&j, "step", ck.step);
         json_int(&j, "parameters", (long long)nparams);
-        json_str(&j, "config", ck.config_text);
+        static const char *const hex[] = {"data-crc32", NULL};
+        json_kv_lines(&j, "config", ck.config_text, NULL);
         json_int(&j, "vocab_size", vocab.size);
         json_str(&j, "vocab", vt);
-        json_str(&j, "training", has_run ? x.opts_text : "");
+        json_kv_lines(&j, "training", has_run ? x.opts_text : "", hex);
         json_num(&j, "best_valid_bpc", has_run && isfinite(x.best_bpc) ? x.best_bpc : NAN);
         json_int(&j, "best_step", has_run ? x.best_step : -1);
         json_str(&j, "last_train_metrics", mtrain);

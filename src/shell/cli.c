@@ -376,6 +376,94 @@ void json_bool(json_w *j, const char *k, int v) {
     fputs(v ? "true" : "false", j->f);
 }
 
+const char *cli_f32_text(float v, char *buf, size_t n) {
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(buf, n, "%.*g", digits, (double)v);
+        if (strtof(buf, NULL) == v) break; /* 9 digits always read back */
+    }
+    return buf;
+}
+
+void json_num_f32(json_w *j, const char *k, float v) {
+    char buf[32];
+    json_key(j, k);
+    fputs(isfinite(v) ? cli_f32_text(v, buf, sizeof buf) : "null", j->f);
+}
+
+/* 1 when s[0..n) is a JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+static int is_json_number(const char *s, size_t n) {
+    size_t i = 0;
+    if (i < n && s[i] == '-') i++;
+    if (i < n && s[i] == '0') i++;
+    else if (i < n && s[i] >= '1' && s[i] <= '9') while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    else return 0;
+    if (i < n && s[i] == '.') {
+        const size_t d = ++i;
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+        if (i == d) return 0;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+        const size_t d = i;
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+        if (i == d) return 0;
+    }
+    return i == n;
+}
+
+void json_kv_lines(json_w *j, const char *k, const char *text, const char *const *strings) {
+    json_obj_open(j, k);
+    for (const char *p = text ? text : ""; *p;) {
+        const size_t len = strcspn(p, "\n"), kl = strcspn(p, "=");
+        if (kl < len) {
+            size_t k0 = 0, k1 = kl, v0 = kl + 1, v1 = len;
+            while (k0 < k1 && (p[k0] == ' ' || p[k0] == '\t')) k0++;
+            while (k1 > k0 && (p[k1 - 1] == ' ' || p[k1 - 1] == '\t')) k1--;
+            while (v0 < v1 && (p[v0] == ' ' || p[v0] == '\t')) v0++;
+            while (v1 > v0 && (p[v1 - 1] == ' ' || p[v1 - 1] == '\t' || p[v1 - 1] == '\r')) v1--;
+            char key[256], val[1200];
+            snprintf(key, sizeof key, "%.*s", (int)(k1 - k0), p + k0);
+            snprintf(val, sizeof val, "%.*s", (int)(v1 - v0), p + v0);
+            int text_key = 0;
+            for (int i = 0; strings && strings[i]; i++) text_key |= strcmp(strings[i], key) == 0;
+            if (key[0] && !text_key && is_json_number(val, strlen(val))) {
+                json_key(j, key);
+                fputs(val, j->f);
+            } else if (key[0]) json_str(j, key, val);
+        }
+        p += len + (p[len] == '\n');
+    }
+    json_obj_close(j);
+}
+
+void cli_print_wrapped(FILE *f, const char *prefix, const char *text, int width) {
+    const int indent = (int)strlen(prefix);
+    int col = fprintf(f, "%s", prefix), fresh = 1; /* fresh: nothing after the prefix or indent yet */
+    for (const char *p = text; *p;) {
+        /* the next clause p[0..n), and its first word p[0..w) */
+        const char *semi = strstr(p, "; ");
+        const int n = semi ? (int)(semi - p) : (int)strlen(p);
+        if (!fresh && col + 2 + n <= width) { /* the whole clause fits after the previous one */
+            col += fprintf(f, "; %.*s", n, p);
+        } else {
+            if (!fresh) col = fprintf(f, "\n%*s", indent, "") - 1;
+            for (int i = 0; i < n;) { /* word by word */
+                int w = 0;
+                while (i + w < n && p[i + w] != ' ') w++;
+                if (col > indent && col + 1 + w > width) col = fprintf(f, "\n%*s", indent, "") - 1;
+                else if (col > indent) col += fprintf(f, " ");
+                col += fprintf(f, "%.*s", w, p + i);
+                i += w;
+                while (i < n && p[i] == ' ') i++;
+            }
+        }
+        fresh = 0;
+        p += n + (semi ? 2 : 0);
+    }
+    fputc('\n', f);
+}
+
 int cli_stderr_is_tty(void) { return isatty(2); }
 
 int cli_terminal_width(int fd) {
