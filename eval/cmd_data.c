@@ -8,8 +8,20 @@ static const cli_opt data_opts[] = {
     {"data", CLI_STRING, "NAME|PATH", "corpus: ptb, enwik8, text8, tinyshakespeare, warandpeace, a folder or a file", "ptb"},
     {"data-split", CLI_STRING, "HOW", "auto, standard (PTB files; enwik8/text8 90M/5M/5M) or fractions F0,F1,F2", "auto"},
     {"vocab", CLI_STRING, "KIND", "auto, bytes or built", "auto"},
-    {"json", CLI_FLAG, NULL, "one JSON object: name, kind, train/valid/test symbols, vocab_size, files, note", NULL},
+    {"json", CLI_FLAG, NULL, "one JSON object: name, kind (ptb, enwik8, text8 or text), train/valid/test symbols, vocab_size, "
+     "files, note", NULL},
 };
+
+/* The kind of corpus as --json names it. */
+static const char *kind_json(lipt_corpus_kind k) {
+    switch (k) {
+    case LIPT_CORPUS_PTB: return "ptb";
+    case LIPT_CORPUS_ENWIK8: return "enwik8";
+    case LIPT_CORPUS_TEXT8: return "text8";
+    case LIPT_CORPUS_TEXT: break;
+    }
+    return "text";
+}
 
 int cmd_data(int argc, char **argv) {
     const char *C = "data";
@@ -27,6 +39,7 @@ int cmd_data(int argc, char **argv) {
         json_w j;
         json_begin(&j, stdout);
         json_str(&j, "name", ds.loc.name);
+        json_str(&j, "kind", kind_json(ds.loc.kind));
         json_int(&j, "train", (long long)ds.len[LIPT_TRAIN]);
         json_int(&j, "valid", (long long)ds.len[LIPT_VALID]);
         json_int(&j, "test", (long long)ds.len[LIPT_TEST]);

@@ -40,7 +40,7 @@ static void last_metrics(const char *ckpt, char *train, char *eval, size_t n) {
     char path[1200];
     const char *slash = strrchr(ckpt, '/');
     snprintf(path, sizeof path, "%.*s%smetrics.jsonl", slash ? (int)(slash - ckpt) : 0, ckpt, slash ? "/" : "");
-    FILE *f = fopen(path, "r");
+    FILE *f = lipt_open_regular(path, NULL, NULL); /* a FIFO there is refused, never waited on */
     if (!f) return;
     char line[4096];
     while (fgets(line, sizeof line, f)) {
@@ -62,6 +62,33 @@ static void vocab_text(const lipt_vocab *v, char *out, size_t n) {
         else if (c < 0x20 || c >= 0x7f) k += (size_t)snprintf(out + k, n - k, "\\x%02x", c);
         else out[k++] = (char)c, out[k] = 0;
     }
+}
+
+/* The [training] and [data] sections of the text output, every stored byte escaped. */
+static void print_training(const run_extra *xp) {
+    printf("\n[training]\n");
+    for (const char *p = xp->opts_text; *p;) {
+        const char *nl = strchr(p, '\n');
+        const int len = nl ? (int)(nl - p) : (int)strlen(p);
+        char opt[1200];
+        snprintf(opt, sizeof opt, "%.*s\n", len, p);
+        if (strncmp(p, "data-", 5) != 0 || strncmp(p, "data-split", 10) == 0) cli_print_text(stdout, opt);
+        p += len + (nl ? 1 : 0);
+    }
+    char abs[1100], bytes[64], crc[32];
+    printf("\n[data]\n");
+    if (run_opt_get(xp->opts_text, "data-abs", abs, sizeof abs) == 0) {
+        run_opt_get(xp->opts_text, "data-bytes", bytes, sizeof bytes);
+        run_opt_get(xp->opts_text, "data-crc32", crc, sizeof crc);
+        printf("corpus ");
+        cli_print_text(stdout, abs);
+        printf(" (");
+        cli_print_text(stdout, bytes);
+        printf(" bytes, CRC-32 ");
+        cli_print_text(stdout, crc);
+        printf(")\n");
+    } else printf("corpus as given at training (no absolute path stored: an older checkpoint)\n");
+    if (isfinite(xp->best_bpc)) printf("best validation BPC %.4f at step %lld\n", xp->best_bpc, (long long)xp->best_step);
 }
 
 int cmd_info(int argc, char **argv) {
@@ -104,10 +131,11 @@ int cmd_info(int argc, char **argv) {
         json_str(&j, "ckpt", path);
         json_int(&j, "step", ck.step);
         json_int(&j, "parameters", (long long)nparams);
-        json_str(&j, "config", ck.config_text);
+        static const char *const hex[] = {"data-crc32", NULL};
+        json_kv_lines(&j, "config", ck.config_text, NULL);
         json_int(&j, "vocab_size", vocab.size);
         json_str(&j, "vocab", vt);
-        json_str(&j, "training", has_run ? x.opts_text : "");
+        json_kv_lines(&j, "training", has_run ? x.opts_text : "", hex);
         json_num(&j, "best_valid_bpc", has_run && isfinite(x.best_bpc) ? x.best_bpc : NAN);
         json_int(&j, "best_step", has_run ? x.best_step : -1);
         json_str(&j, "last_train_metrics", mtrain);
@@ -115,28 +143,23 @@ int cmd_info(int argc, char **argv) {
         json_end(&j);
         goto out;
     }
-    printf("checkpoint %s: step %lld, %zu parameters, %s\n", path, (long long)ck.step, nparams,
+    /* everything read from the checkpoint or its folder is printed with its control bytes escaped */
+    printf("checkpoint ");
+    cli_print_text(stdout, path);
+    printf(": step %lld, %zu parameters, %s\n", (long long)ck.step, nparams,
            ck.has_optimizer ? "with optimizer state (resumable)" : "weights only");
-    printf("\n[model]\n%s", ck.config_text);
+    printf("\n[model]\n");
+    cli_print_text(stdout, ck.config_text);
     printf("\n[vocabulary] %d ids%s: %s\n", vocab.size, vocab.unk_id >= 0 ? " (with an unknown-symbol id)" : "", vt);
-    if (has_run) {
-        printf("\n[training]\n");
-        for (const char *p = x.opts_text; *p;) {
-            const char *nl = strchr(p, '\n');
-            const int len = nl ? (int)(nl - p) : (int)strlen(p);
-            if (strncmp(p, "data-", 5) != 0 || strncmp(p, "data-split", 10) == 0) printf("%.*s\n", len, p);
-            p += len + (nl ? 1 : 0);
-        }
-        char abs[1100], bytes[64], crc[32];
-        printf("\n[data]\n");
-        if (run_opt_get(x.opts_text, "data-abs", abs, sizeof abs) == 0) {
-            run_opt_get(x.opts_text, "data-bytes", bytes, sizeof bytes);
-            run_opt_get(x.opts_text, "data-crc32", crc, sizeof crc);
-            printf("corpus %s (%s bytes, CRC-32 %s)\n", abs, bytes, crc);
-        } else printf("corpus as given at training (no absolute path stored: an older checkpoint)\n");
-        if (isfinite(x.best_bpc)) printf("best validation BPC %.4f at step %lld\n", x.best_bpc, (long long)x.best_step);
-    } else printf("\n[training] none stored (not written by lipt train)\n");
-    if (mtrain[0] || meval[0]) printf("\n[metrics.jsonl, last lines]\n%s%s%s\n", mtrain, mtrain[0] && meval[0] ? "\n" : "", meval);
+    if (has_run) print_training(&x);
+    else printf("\n[training] none stored (not written by lipt train)\n");
+    if (mtrain[0] || meval[0]) {
+        printf("\n[metrics.jsonl, last lines]\n");
+        cli_print_text(stdout, mtrain);
+        printf("%s", mtrain[0] && meval[0] ? "\n" : "");
+        cli_print_text(stdout, meval);
+        printf("\n");
+    }
 out:
     lipt_ckpt_close(&ck);
     return rc;

@@ -210,7 +210,7 @@ static void print_json(const cli_args *a, const lipt_model *m, long N, long K, i
     json_str(&j, "ckpt", cli_str(a, "ckpt"));
     json_str(&j, "attention", lipt_attn_name(cfg->attention));
     json_bool(&j, "invertible", m->invertible);
-    json_num(&j, "c", cfg->c);
+    json_num_f32(&j, "c", cfg->c); /* a float32 key: 0.9, not 0.899999976 */
     json_int(&j, "seq_len", cfg->seq_len);
     json_int(&j, "tokens", N);
     json_int(&j, "windows", K);
@@ -253,6 +253,14 @@ static void print_json(const cli_args *a, const lipt_model *m, long N, long K, i
     json_end(&j);
 }
 
+/* One column of the table: " " and v right-aligned in w characters, or "n/a" where the value does not apply (NaN:
+ * no bound exists for that map, or the branch has no such factor). */
+static void cell(int w, const char *fmt, double v) {
+    char b[48] = "n/a";
+    if (!isnan(v)) snprintf(b, sizeof b, fmt, v);
+    printf(" %*s", w, b);
+}
+
 static void print_text(const cli_args *a, const lipt_model *m, long N, long K, int g, const char *sn,
                        const branch_report *rep, long asteps) {
     const lipt_config *cfg = &m->cfg;
@@ -264,13 +272,14 @@ static void print_text(const cli_args *a, const lipt_model *m, long N, long K, i
                asteps ? "   ascent_inf" : "");
         for (int k = 0; k < 2 * L; k++) {
             const branch_report *r = &rep[k];
-            printf("%-5d %-4s %12.4g %12.4g %12.4g %12.4g", k / 2, k % 2 ? "ffn" : "attn", r->ub_inf, r->meas_inf,
-                   r->ub_2, r->meas_2);
-            if (asteps) printf(" %12.4g", r->ascent);
+            printf("%-5d %-4s", k / 2, k % 2 ? "ffn" : "attn");
+            cell(12, "%.4g", r->ub_inf), cell(12, "%.4g", r->meas_inf), cell(12, "%.4g", r->ub_2);
+            cell(12, "%.4g", r->meas_2);
+            if (asteps) cell(12, "%.4g", r->ascent);
             printf("\n");
         }
         for (int k = 0; k < 2 && k < 2 * L; k++) printf("note (%s): %s\n", k ? "ffn" : "attn", rep[k].note);
-        printf("(nan: no bound exists for that map; this model is not invertible, so it has no certificate)\n");
+        printf("(n/a: no bound exists for that map; this model is not invertible, so it has no certificate)\n");
         return;
     }
     if (cfg->spectral_bound == LIPT_SPECTRAL_BOUND_CHOLESKY)
@@ -286,10 +295,12 @@ static void print_text(const cli_args *a, const lipt_model *m, long N, long K, i
     for (int k = 0; k < 2 * L; k++) {
         const branch_report *r = &rep[k];
         const int ffn = k % 2;
-        printf("%-5d %-4s %-4s %11.6f %9.4g %10.4g %10.4g %9.4g %9.4g %9.4g %9.4g %11.4g %7.2f%%", k / 2,
-               ffn ? "ffn" : "attn", r->norm, r->cert, ffn ? r->factor * r->factor2 : r->factor, r->ub_seq,
-               r->ub_tokens, r->sig[0], r->sig[1], r->sig[2], r->sig[3], r->meas, 100.0 * r->meas / cfg->c);
-        if (asteps) printf(" %12.4g", r->ascent);
+        printf("%-5d %-4s %-4s", k / 2, ffn ? "ffn" : "attn", r->norm);
+        cell(11, "%.6f", r->cert), cell(9, "%.4g", ffn ? r->factor * r->factor2 : r->factor);
+        cell(10, "%.4g", r->ub_seq), cell(10, "%.4g", r->ub_tokens);
+        for (int q = 0; q < 4; q++) cell(9, "%.4g", r->sig[q]);
+        cell(11, "%.4g", r->meas), cell(8, "%.2f%%", 100.0 * r->meas / cfg->c);
+        if (asteps) cell(12, "%.4g", r->ascent);
         printf("\n");
     }
     for (int k = 0; k < 2 && k < 2 * L; k++) printf("note (%s): %s\n", k ? "ffn" : "attn", rep[k].note);

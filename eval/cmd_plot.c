@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "cli.h"
@@ -12,8 +13,9 @@
 #define MAX_RUNS 8 /* cli_args holds 8 positional arguments */
 
 static const cli_opt plot_opts[] = {
-    {"out", CLI_STRING, "FILE", "the SVG to write", "runs/plot.svg"},
-    {"smooth", CLI_INT, "N", "training BPC averaged over N logged steps (1: raw)", "10"},
+    {"out", CLI_STRING, "FILE.svg", "the SVG to write (SVG only: convert it for PNG, e.g. rsvg-convert)", "runs/plot.svg"},
+    {"smooth", CLI_INT, "N", "training BPC: the mean of N logged steps centred on each (no lag behind the raw values, "
+     "which are drawn faint behind it; 1: raw only)", "10"},
     {"title", CLI_STRING, "TEXT", "figure title", NULL},
     {"labels", CLI_STRING, "LIST", "comma-separated legend names, one per run (default: the run folders' names)", NULL},
     {"x", CLI_STRING, "AXIS", "horizontal axis: step, or symbols (training symbols seen: step x batch x seq_len from the run's run.cfg)", "step"},
@@ -47,7 +49,7 @@ static void run_label(const char *labels, int i, const char *run, char *out, siz
 }
 
 typedef struct {
-    double *step, *bpc, *vstep, *vbpc;
+    double *step, *bpc, *raw, *vstep, *vbpc; /* bpc: raw smoothed (smooth_centred) */
     int n, nv, cap, vcap;
 } curve;
 
@@ -98,6 +100,20 @@ static double symbols_per_step(const char *metrics_path) {
     return batch > 0 && seq > 0 ? batch * seq : 0;
 }
 
+/* y[k] = the mean of raw over the window of `smooth` points centred on k (shrunk at both ends so it stays centred).
+ * A trailing mean lags a falling curve (early training BPC looked worse than validation); a centred one follows any
+ * straight stretch exactly. */
+static void smooth_centred(const double *raw, double *y, int n, int smooth) {
+    for (int k = 0; k < n; k++) {
+        int h = (smooth - 1) / 2;
+        if (h > k) h = k;
+        if (h > n - 1 - k) h = n - 1 - k;
+        double sum = 0;
+        for (int i = k - h; i <= k + h; i++) sum += raw[i];
+        y[k] = sum / (2 * h + 1);
+    }
+}
+
 /* A run folder (or its metrics.jsonl) -> its curves; the training BPC smoothed over `smooth` lines. 0, or -1 with
  * the reason in err (missing, not a regular file: a FIFO is refused, never waited on). */
 static int read_run(const char *run, int smooth, curve *c, char *path, size_t n, lipt_error *err) {
@@ -107,8 +123,6 @@ static int read_run(const char *run, int smooth, curve *c, char *path, size_t n,
     FILE *f = lipt_open_regular(path, NULL, err);
     if (!f) return -1;
     char line[4096];
-    double *win = calloc((size_t)smooth, sizeof(double)), sum = 0;
-    long k = 0;
     while (fgets(line, sizeof line, f)) {
         const double step = jget(line, "step"), bpc = jget(line, "bpc");
         if (!isfinite(step) || !isfinite(bpc)) continue;
@@ -116,13 +130,12 @@ static int read_run(const char *run, int smooth, curve *c, char *path, size_t n,
             if (strstr(line, "\"valid\"") || strstr(line, "\"valid_full\"")) push(&c->vstep, &c->vbpc, &c->nv, &c->vcap, step, bpc);
             continue;
         }
-        sum += bpc - win[k % smooth];
-        win[k % smooth] = bpc;
-        k++;
-        push(&c->step, &c->bpc, &c->n, &c->cap, step, sum / (double)(k < smooth ? k : smooth));
+        push(&c->step, &c->raw, &c->n, &c->cap, step, bpc);
     }
-    free(win);
     fclose(f);
+    c->bpc = malloc(sizeof(double) * (size_t)(c->n ? c->n : 1));
+    if (!c->bpc) return lipt_fail(err, LIPT_ERR_NOMEM, "%s: out of memory", path), -1;
+    smooth_centred(c->raw, c->bpc, c->n, smooth);
     return 0;
 }
 
@@ -139,14 +152,19 @@ int cmd_plot(int argc, char **argv) {
     if (smooth < 1 || smooth > 100000) return cli_error(C, "--smooth must be in [1, 100000], got %ld", smooth);
     if (a.n_pos < 1) return cli_error(C, "give one or more run folders (or metrics.jsonl files)");
     if (a.n_pos > MAX_RUNS) return cli_error(C, "at most %d runs per figure, got %d", MAX_RUNS, a.n_pos);
+    const char *out = cli_str(&a, "out");
+    const size_t ol = strlen(out);
+    if (ol < 4 || strcasecmp(out + ol - 4, ".svg") != 0) /* SVG bytes in a .png would not open as one */
+        return cli_error(C, "--out %s: lipt plot writes SVG only; name the file *.svg (for PNG, convert it, e.g. "
+                         "rsvg-convert -o plot.png plot.svg)", out);
     const char *xaxis = cli_str(&a, "x");
     const int by_symbols = strcmp(xaxis, "symbols") == 0;
     if (!by_symbols && strcmp(xaxis, "step") != 0) return cli_error(C, "--x must be step or symbols, got '%s'", xaxis);
     const int valid_only = cli_has(&a, "valid-only");
     curve c[MAX_RUNS];
     memset(c, 0, sizeof c);
-    svg_series s[2 * MAX_RUNS];
-    char lab[2 * MAX_RUNS][300];
+    svg_series s[3 * MAX_RUNS];
+    char lab[3 * MAX_RUNS][300];
     int ns = 0, rc = 0;
     for (int i = 0; i < a.n_pos && !rc; i++) {
         char path[1200];
@@ -168,6 +186,8 @@ int cmd_plot(int argc, char **argv) {
         }
         char name[256];
         run_label(cli_has(&a, "labels") ? cli_str(&a, "labels") : NULL, i, a.pos[i], name, sizeof name);
+        if (!valid_only && smooth > 1) /* the raw values, faint behind their smoothing and out of the legend */
+            s[ns++] = (svg_series){NULL, c[i].step, c[i].raw, c[i].n, svg_color(i), SVG_MARK_NONE, 1, SVG_FAINT, 1.0};
         if (!valid_only) {
             snprintf(lab[ns], sizeof lab[0], "%s train", name);
             s[ns] = (svg_series){lab[ns], c[i].step, c[i].bpc, c[i].n, svg_color(i), SVG_MARK_NONE, 1, SVG_SOLID, 1.4};
@@ -185,13 +205,13 @@ int cmd_plot(int argc, char **argv) {
         snprintf(title, sizeof title, "%s", cli_has(&a, "title") ? cli_str(&a, "title") : "bits per character");
         p.title = title;
         p.xlabel = by_symbols ? "training symbols seen" : "step";
-        p.ylabel = valid_only ? "validation BPC" : "BPC (train: mean of the last logged steps)";
+        p.ylabel = valid_only ? "validation BPC" : smooth > 1 ? "BPC (train: centred mean, raw faint)" : "BPC";
         p.width = 960;
         lipt_error err = {0};
         if (svg_write_file(cli_str(&a, "out"), &p, s, ns, &err) != LIPT_OK) rc = cli_fail(C, &err);
         else fprintf(stderr, "wrote %s (%d run%s)\n", cli_str(&a, "out"), a.n_pos, a.n_pos > 1 ? "s" : "");
     }
-    for (int i = 0; i < MAX_RUNS; i++) free(c[i].step), free(c[i].bpc), free(c[i].vstep), free(c[i].vbpc);
+    for (int i = 0; i < MAX_RUNS; i++) free(c[i].step), free(c[i].bpc), free(c[i].raw), free(c[i].vstep), free(c[i].vbpc);
     cli_free(&a);
     return rc;
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -244,12 +245,17 @@ static void report(const sample_run *r) {
         json_end(&j);
     } else {
         const char last = length > 0 ? r->gen[length - 1] : r->ptext_out[r->plen ? r->plen - 1 : 0];
-        if (r->tty && last != '\n') fputc('\n', stdout);
+        /* the speed line below starts a line of its own wherever it lands after the text: on a terminal, and in a
+         * file or pipe that stderr shares (> out 2>&1); a text redirected alone keeps its exact bytes */
+        struct stat so, se;
+        const int shared = fstat(1, &so) == 0 && fstat(2, &se) == 0 && so.st_dev == se.st_dev && so.st_ino == se.st_ino;
+        if ((r->tty || shared) && last != '\n') fputc('\n', stdout);
         fflush(stdout);
     }
-    fprintf(stderr, "lipt sample: %ld symbols in %.3f s: %.1f symbols/s (%s, %d threads, %s; prompt %zu symbols, "
+    const int threads = lipt_get_threads();
+    fprintf(stderr, "lipt sample: %ld symbols in %.3f s: %.1f symbols/s (%s, %d thread%s, %s; prompt %zu symbols, "
                     "window %d, %ld slides)\n",
-            length, r->seconds, rate, o->cached ? "cached" : "no cache", lipt_get_threads(),
+            length, r->seconds, rate, o->cached ? "cached" : "no cache", threads, threads == 1 ? "" : "s",
             lipt_precision_name(r->m.cfg.precision), r->np, r->m.cfg.seq_len, r->slides);
 }
 

@@ -29,7 +29,7 @@ $LIPT train --config models/ptb-demo.cfg --data ptb --out runs/demo --steps "$ST
   --warmup 100 --eval-every 300 --eval-symbols 50000 --final-eval none --threads "$THREADS"
 
 echo "== 5. the certificate: every branch's Lipschitz bound (must be < 1) and its measured Jacobian norm"
-$LIPT lipschitz --ckpt runs/demo/last.ckpt --data ptb --tokens 8 --windows 1 --threads "$THREADS" | tail -n +2 | cut -c1-140
+$LIPT lipschitz --ckpt runs/demo/last.ckpt --data ptb --tokens 8 --windows 1 --threads "$THREADS" | tail -n +2
 
 echo "== 6. test bits per character (whole test split, non-overlapping windows of 64)"
 $LIPT eval --ckpt runs/demo/last.ckpt --split test --threads "$THREADS" --quiet

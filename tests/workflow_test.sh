@@ -127,9 +127,9 @@ before=$(cksum <"$TMP/metrics_victim")
 hostile "train --resume with metrics.jsonl a symlink" "is a symbolic link" "$LIPT" train --out linkrun --resume --steps 62 --quiet
 [ "$(cksum <"$TMP/metrics_victim")" = "$before" ] || fail "--resume appended through the metrics.jsonl symlink"
 # outputs onto a FIFO (as onto a device: refused, left as it was), and onto a symlink (replaced, its target untouched)
-mkfifo out.fifo
-hostile "plot --out onto a FIFO" "not a regular file (a FIFO)" "$LIPT" plot run --out out.fifo
-[ -p out.fifo ] || fail "plot --out replaced the FIFO"
+mkfifo fifo.svg
+hostile "plot --out onto a FIFO" "not a regular file (a FIFO)" "$LIPT" plot run --out fifo.svg
+[ -p fifo.svg ] || fail "plot --out replaced the FIFO"
 ln -s "$TMP/svg_victim" link.svg
 if "$LIPT" plot run --out link.svg 2>/dev/null && [ -f link.svg ] && [ ! -L link.svg ] && [ ! -e "$TMP/svg_victim" ]; then
   pass "plot --out onto a symlink replaces the link, never writes its target"
@@ -151,11 +151,11 @@ elif grep -q "is not the corpus crcrun/last.ckpt was trained on" crc.err && grep
   pass "--resume on a changed corpus is refused, the checkpoint untouched: $(head -c 200 crc.err)"
 else fail "--resume on a changed corpus: $(cat crc.err)"; fi
 if "$LIPT" train --out crcrun --resume --steps 6 --force --quiet 2>crc.err && grep -q "^warning: .*--force" crc.err &&
-   "$LIPT" info --ckpt crcrun/last.ckpt --json >crc.info && grep -q 'data-crc32-before=[0-9a-f]\{8\}@4\\n' crc.info &&
+   "$LIPT" info --ckpt crcrun/last.ckpt --json >crc.info && grep -q '"data-crc32-before":"[0-9a-f]\{8\}@4"' crc.info &&
    "$LIPT" train --out crcrun --resume --steps 8 --quiet 2>/dev/null &&
-   "$LIPT" info --ckpt crcrun/last.ckpt --json | grep -q 'data-crc32-before=[0-9a-f]\{8\}@4\\n'; then
-  pass "--resume --force on a changed corpus warns and records the earlier CRC ($(grep -o 'data-crc32-before=[^\]*' crc.info)), kept by later resumes"
-else fail "--resume --force on a changed corpus: $(cat crc.err) | $(grep -o 'data-[^\]*' crc.info 2>/dev/null | tr '\n' ' ')"; fi
+   "$LIPT" info --ckpt crcrun/last.ckpt --json | grep -q '"data-crc32-before":"[0-9a-f]\{8\}@4"'; then
+  pass "--resume --force on a changed corpus warns and records the earlier CRC ($(grep -o '"data-crc32-before":"[^"]*"' crc.info)), kept by later resumes"
+else fail "--resume --force on a changed corpus: $(cat crc.err) | $(grep -o '"data-[^,]*' crc.info 2>/dev/null | tr '\n' ' ')"; fi
 # a plain corpus above the size cap (LIPT_MAX_CORPUS_GB, as for compressed ones): refused before it is read
 head -c 2000000 /dev/zero | tr '\0' 'a' >big.txt
 if LIPT_MAX_CORPUS_GB=0.001 "$LIPT" train --data big.txt --out bigrun "${MODEL[@]}" --steps 1 --quiet 2>big.err; then
@@ -216,6 +216,116 @@ if command -v strace >/dev/null; then
   if [ "$opens" -le 2 ]; then pass "eval opens the checkpoint $opens times"
   else fail "eval opens the checkpoint $opens times (want 2: the model, the options)"; fi
 else echo "skip eval's checkpoint reads: no strace"; fi
+
+# ---- issue 38, low: info reads metrics.jsonl as every reader does (a FIFO is not waited on) and escapes what it prints
+if timeout 20 "$LIPT" info --ckpt fiforun/last.ckpt >/dev/null 2>info.err; then
+  pass "info beside a FIFO at metrics.jsonl: no hang"
+else fail "info beside a FIFO at metrics.jsonl: exit $? (124: it hung): $(head -c 200 info.err)"; fi
+cp -r run escrun && printf '{"step":61,"loss":1,"note":"\033]0;owned\007\033[31m"}\n' >> escrun/metrics.jsonl
+if "$LIPT" info --ckpt escrun/last.ckpt > esc.txt && ! LC_ALL=C grep -q "$(printf '[\033\007]')" esc.txt &&
+   grep -qF '\x1b]0;owned\x07' esc.txt; then
+  pass "info escapes control bytes read from the run's files"
+else fail "info prints control bytes raw: $(od -c esc.txt | grep -m1 '033')"; fi
+
+# ---- issue 37, item 2: a typo gets "did you mean", exit 2, and '_' = '-' for every option and key
+typo() { # NAME WANT COMMAND...: exit 2, one line on stderr with WANT, no list of every key
+  local name=$1 want=$2 rc
+  shift 2
+  "$@" >/dev/null 2>typo.err
+  rc=$?
+  if [ $rc -eq 2 ] && [ "$(wc -l < typo.err)" -eq 1 ] && grep -qF -- "$want" typo.err && ! grep -q "accepted:" typo.err
+  then pass "$name: $(cat typo.err)"
+  else fail "$name: exit $rc (want 2), want '$want' in: $(head -c 400 typo.err)"; fi
+}
+typo "train --stpes" "unknown option --stpes; did you mean --steps?" "$LIPT" train --data notes.txt --stpes 10 --out typo1
+typo "train --eval_evry" "did you mean --eval-every?" "$LIPT" train --data notes.txt --eval_evry 5 --out typo1
+typo "train --d_modle (a model key)" "did you mean --d_model?" "$LIPT" train --data notes.txt --d_modle 32 --out typo1
+typo "eval --splt" "did you mean --split?" "$LIPT" eval --ckpt run/last.ckpt --splt test
+typo "lipt trian" "did you mean 'lipt train'?" "$LIPT" trian --data notes.txt
+printf 'd_model = 32\nd_modle = 32\n' > typo_model.cfg
+typo "a misspelt model key in a --config file" "typo_model.cfg:2: unknown key 'd_modle'; did you mean 'd_model'?" \
+  "$LIPT" train --config typo_model.cfg --data notes.txt --out typo1
+printf 'd_model = 32\nstpes = 10\n' > typo_train.cfg
+typo "a misspelt training key in a --config file" "typo_train.cfg:2: unknown key 'stpes'; did you mean 'steps'?" \
+  "$LIPT" train --config typo_train.cfg --data notes.txt --out typo1
+printf 'd_model = 33\n' > badval.cfg
+"$LIPT" train --config badval.cfg --data notes.txt --out typo1 --quiet 2>/dev/null
+rc_file=$?
+"$LIPT" train --d_model 33 --data notes.txt --out typo1 --quiet 2>/dev/null
+rc_cli=$?
+if [ $rc_file -eq 2 ] && [ $rc_cli -eq 2 ]; then pass "a wrong model key value exits 2 in a file and on the command line"
+else fail "a wrong model key value: exit $rc_file in a file, $rc_cli on the command line (want 2 and 2)"; fi
+[ -e typo1 ] && fail "a refused command left a run folder typo1"
+mkdir -p corpora/mystories && cp notes.txt corpora/mystories/mystories.txt
+if ! LIPT_DATA=$PWD/corpora "$LIPT" data --data mystroies 2>corpus.err &&
+   grep -q "did you mean 'mystories'?" corpus.err && grep -q "Found: .*mystories" corpus.err; then
+  pass "a misspelt corpus name: $(head -c 200 corpus.err)"
+else fail "a misspelt corpus name: $(head -c 400 corpus.err)"; fi
+
+# '_' for '-' in training flags (nanoGPT's spelling)
+cp notes.txt own.txt
+NOUNK=(--d_model 32 --d_ff 64 --n_layers 1 --n_heads 2 --seq_len 32 --batch 8) # symbols outside the vocabulary: errors
+if "$LIPT" train --data own.txt --out us "${NOUNK[@]}" --steps 2 --eval_every 1 --final_eval none --log_every 1 \
+     2>us.err && grep -q "^eval-every = 1" us/run.cfg && grep -q "^final-eval = none" us/run.cfg; then
+  pass "train --eval_every 1 --final_eval none: the flags as --eval-every, --final-eval"
+else fail "train with '_' flags: $(head -c 300 us.err)"; fi
+
+# ---- issue 37, item 5
+# without --quiet (us.err): the lines before training fit in 80 columns; with --quiet the result line stays
+sed '/^step /,$d' us.err > before.err # the lines before the first evaluation's
+if [ -z "$(awk 'length > 80' before.err)" ] && grep -q "^model: " before.err && grep -q "^data: " before.err; then
+  pass "the model and data lines before training fit in 80 columns"
+else fail "lines over 80 columns: $(awk 'length > 80' before.err | head -c 400)"; fi
+"$LIPT" train --data own.txt --out usq "${NOUNK[@]}" --steps 2 --eval-every 0 --final-eval none --quiet 2>q.err
+if grep -q "^done: 2 steps" q.err && [ "$(wc -l < q.err)" -eq 1 ]; then pass "--quiet keeps the result line: $(cat q.err)"
+else fail "--quiet: $(head -c 300 q.err)"; fi
+if "$LIPT" plot run --out x.png 2>png.err; then fail "plot --out x.png accepted"
+elif [ ! -e x.png ] && grep -q "SVG only" png.err; then pass "plot --out x.png refused: $(cat png.err)"
+else fail "plot --out x.png: $(cat png.err)"; fi
+# a training BPC falling in a straight line: the smoothed curve has no lag (it is the raw line itself), the raw curve
+# is drawn faint behind it
+mkdir -p lin && for k in $(seq 1 60); do echo "{\"step\":$((10 * k)),\"loss\":1,\"bpc\":$(awk -v k="$k" 'BEGIN { print 8 - 0.05 * k }')}"; done > lin/metrics.jsonl
+if "$LIPT" plot lin --smooth 10 --out lin.svg 2>/dev/null; then
+  faint=$(grep 'stroke-opacity' lin.svg | sed 's/.* d="\([^"]*\)".*/\1/')
+  solid=$(grep '<path d="M' lin.svg | grep -v 'stroke-opacity' | head -n 1 | sed 's/.* d="\([^"]*\)".*/\1/')
+  if [ -n "$faint" ] && [ "$faint" = "$solid" ]; then pass "plot: the smoothing of a straight line is that line, raw curve faint behind"
+  else fail "plot smoothing: faint '${faint:0:80}' smoothed '${solid:0:80}'"; fi
+else fail "plot lin"; fi
+# eval on a corpus with a symbol the checkpoint's vocabulary lacks: names the corpus it was trained on
+{ head -c 3000 notes.txt; printf 'an \001 odd symbol\n'; head -c 3000 notes.txt; } > other.txt
+if ! "$LIPT" eval --ckpt us/last.ckpt --data other.txt --split valid 2>voc.err &&
+   grep -q "this checkpoint was trained on $TMP/work/own.txt" voc.err; then
+  pass "eval on a corpus of another vocabulary: $(head -c 300 voc.err)"
+else fail "eval on another vocabulary: $(cat voc.err)"; fi
+# the run's own corpus changed since training, in its test part: eval of the valid split warns that it changed
+printf 'a new \001 symbol at the end\n' >> own.txt
+"$LIPT" eval --ckpt us/last.ckpt --split valid >/dev/null 2>chg.err
+if grep -q "file changed since training" chg.err; then pass "eval of a changed corpus says it changed: $(head -n 1 chg.err)"
+else fail "eval of a changed corpus: $(cat chg.err)"; fi
+cp notes.txt own.txt
+# the sample's speed line on a line of its own in a shared output, "1 thread"
+"$LIPT" sample --ckpt us/last.ckpt --length 30 --seed 1 > sample.txt 2>&1
+if [ "$(grep -c '^lipt sample: 30 symbols' sample.txt)" -eq 1 ] && grep -q "(cached, 1 thread, " sample.txt; then
+  pass "sample: the speed line starts a line, 1 thread"
+else fail "sample output: $(head -c 400 sample.txt)"; fi
+# lipschitz's table says n/a where no bound exists (no "nan"), the demo does not cut its lines
+if ! grep -qw nan "$TMP/lip.txt" && grep -q "n/a" "$TMP/lip.txt" && ! grep -q 'cut -c' "$REPO/scripts/demo.sh"; then
+  pass "lipschitz: n/a for a bound that does not exist; the demo prints whole lines"
+else fail "lipschitz nan: $(grep -w nan "$TMP/lip.txt" | head -n 2)"; fi
+# --json: info's config and training as objects with numbers, data's kind, lipschitz's c as the float32 0.9
+"$LIPT" info --ckpt us/last.ckpt --json > info.json
+"$LIPT" data --data notes.txt --json > data.json
+"$LIPT" lipschitz --ckpt us/last.ckpt --tokens 4 --windows 1 --json > lip.json 2>/dev/null
+if /usr/bin/python3 - <<'PY'
+import json
+i, d = json.load(open("info.json")), json.load(open("data.json"))
+assert i["config"]["d_model"] == 32 and i["config"]["attention"] == "dp" and i["config"]["c"] == 0.9, i["config"]
+assert i["training"]["steps"] == 2 and i["training"]["final-eval"] == "none", i["training"]
+assert isinstance(i["training"]["data-crc32"], str)
+assert d["kind"] == "text", d
+PY
+then pass "info --json: config and training as objects; data --json: kind"; else fail "info/data --json: $(head -c 300 info.json)"; fi
+if grep -q '"c":0.9,' lip.json; then pass "lipschitz --json: c 0.9"; else fail "lipschitz --json c: $(head -c 200 lip.json)"; fi
 
 echo "workflow tests: $FAILS failure(s)"
 [ "$FAILS" -eq 0 ]

@@ -64,7 +64,7 @@ static const cli_opt train_opts[] = {
     {"ckpt", CLI_STRING, "FILE", "checkpoint to resume from", NULL},
     {"check-every", CLI_INT, "N", "under MPI: compare a parameter checksum across ranks every N steps (0: only at start and end)", "100"},
     {"json", CLI_FLAG, NULL, "print the final summary as one JSON object on stdout", NULL},
-    {"quiet", CLI_FLAG, NULL, "no progress output", NULL},
+    {"quiet", CLI_FLAG, NULL, "no progress output (the final result line, done: ..., stays)", NULL},
 };
 #define N_TRAIN_OPTS ((int)(sizeof train_opts / sizeof train_opts[0]))
 static const char *persisted[] = {"data", "steps", "batch", "lr", "schedule", "warmup", "min-lr", "beta1", "beta2",
@@ -175,11 +175,11 @@ static int load_run_config(cli_args *ap, const char *path, lipt_config *cfg) {
             if (k1 - k0 < (long)sizeof key && v1 - v0 < (long)sizeof val) {
                 memcpy(key, k0, (size_t)(k1 - k0));
                 memcpy(val, v0, (size_t)(v1 - v0));
-                const int t = training_key(key);
-                if (t >= 0 && first_line[t]) { /* as for model keys: a repeated key is a mistake, not an override */
+                const int t = training_key(key), bad = cli_check_file_key(C, path, lineno, key, persisted, N_PERSISTED);
+                if (bad || (t >= 0 && first_line[t])) { /* unknown (the nearest key named), or set twice: exit 2 */
                     free(text);
-                    return cli_error(C, "%s:%d: %s set twice (first at line %d)", path, lineno, persisted[t],
-                                     first_line[t]);
+                    return bad ? bad : cli_error(C, "%s:%d: %s set twice (first at line %d)", path, lineno,
+                                                 persisted[t], first_line[t]);
                 }
                 if (t >= 0) {
                     first_line[t] = lineno;
@@ -198,7 +198,7 @@ static int load_run_config(cli_args *ap, const char *path, lipt_config *cfg) {
     }
     const lipt_status st = lipt_config_parse(cfg, body, path, &err);
     free(text);
-    return st == LIPT_OK ? 0 : cli_fail(C, &err);
+    return st == LIPT_OK ? 0 : (cli_fail(C, &err), 2); /* a wrong key or value: a usage error, as on the command line */
 }
 
 /* The model config: from the checkpoint when resuming (its stored training options then fill in whatever was not
@@ -418,13 +418,13 @@ static int setup_model(trainer *t, train_settings *s, const char *data_spec, int
     }
     char desc[1024];
     lipt_dataset_describe(&t->ds, desc, sizeof desc);
-    if (!s->quiet) fprintf(stderr, "data: %s\n", desc);
+    if (!s->quiet) cli_print_wrapped(stderr, "data: ", desc, 80);
     if (!*resume) {
         if (t->cfg.vocab_size != t->vocab.size && !s->quiet)
             fprintf(stderr, "note: vocab_size set to %d, the vocabulary of %s\n", t->vocab.size, data_spec);
         t->cfg.vocab_size = t->vocab.size;
     }
-    if (lipt_config_validate(&t->cfg, &err) != LIPT_OK) return cli_fail(C, &err);
+    if (lipt_config_validate(&t->cfg, &err) != LIPT_OK) return cli_fail(C, &err), 2; /* keys that do not fit: usage */
     if (t->ds.len[LIPT_TRAIN] < (size_t)t->cfg.seq_len + 1)
         return cli_error(C, "the training split has %zu symbols, fewer than seq_len + 1 = %d", t->ds.len[LIPT_TRAIN],
                          t->cfg.seq_len + 1);
@@ -556,13 +556,15 @@ static int setup_files(trainer *t, int force) {
 /* The batch buffers and the validation split; the run described. 0, or the exit status. */
 static int setup_batches(trainer *t, train_settings *s) {
     const int K = t->K;
-    if (!s->quiet)
-        fprintf(stderr, "model: %s attention, %s ffn, %d layers, d_model %d, %d heads, d_ff %d, seq_len %d: %zu parameters; "
-                "%d threads%s%s%s\n", lipt_attn_name(t->cfg.attention), lipt_ffn_name(t->cfg.ffn), t->cfg.n_layers,
-                t->cfg.d_model, t->cfg.n_heads, t->cfg.d_ff, t->cfg.seq_len, lipt_params_count(&t->model.params),
-                lipt_get_threads(), s->recompute ? "; recomputing activations" : "",
-                t->cfg.precision != LIPT_PRECISION_FLOAT32 ? "; matrix products in " : "",
-                t->cfg.precision != LIPT_PRECISION_FLOAT32 ? lipt_precision_name(t->cfg.precision) : "");
+    char desc[512]; /* printed in lines of at most 80 columns */
+    const int nth = lipt_get_threads();
+    snprintf(desc, sizeof desc, "%s attention, %s ffn, %d layers, d_model %d, %d heads, d_ff %d, seq_len %d; %zu parameters; "
+             "%d thread%s%s%s%s", lipt_attn_name(t->cfg.attention), lipt_ffn_name(t->cfg.ffn), t->cfg.n_layers,
+             t->cfg.d_model, t->cfg.n_heads, t->cfg.d_ff, t->cfg.seq_len, lipt_params_count(&t->model.params),
+             nth, nth == 1 ? "" : "s", s->recompute ? "; recomputing activations" : "",
+             t->cfg.precision != LIPT_PRECISION_FLOAT32 ? "; matrix products in " : "",
+             t->cfg.precision != LIPT_PRECISION_FLOAT32 ? lipt_precision_name(t->cfg.precision) : "");
+    if (!s->quiet) cli_print_wrapped(stderr, "model: ", desc, 80);
     if (!s->quiet && K > 1)
         fprintf(stderr, "data parallel: %d ranks x batch %ld = global batch %ld; %d threads per rank\n", K, s->batch,
                 (long)K * s->batch, lipt_get_threads());

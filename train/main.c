@@ -14,6 +14,8 @@ static void usage(FILE *f) {
                "  LIPT_MAX_MODEL_GB (model memory cap, default 32),\n"
                "  LIPT_MAX_CORPUS_GB (cap on a corpus's size, plain or decompressed, default 4),\n"
                "  LIPT_ATTN_TILED (auto: attention without the T x T matrix from seq_len 1024 on; 0 never, 1 always)\n");
+    fprintf(f, "exit status: 0 done, 1 failed while running, 2 a usage error (an unknown command, option or key, a bad "
+               "value), 128+N stopped by signal N\n");
     fprintf(f, "data parallel: mpirun -np K lipt train ... (%s)\n", lipt_dist_available() ? "this build has MPI" : "this build has no MPI");
     fprintf(f, "bf16: --precision bf16 (%s, %s AVX512_BF16); --precision bf16-emulated: bf16's numerics, any CPU\n",
             lipt_have_dnnl() ? "this build has oneDNN" : "this build has no oneDNN",
@@ -52,6 +54,11 @@ int main(int argc, char **argv) {
             lipt_threads_init();
             return lipt_commands[i].run(argc - 2, argv + 2);
         }
-    fprintf(stderr, "lipt: unknown command '%s' (lipt --help lists them)\n", argv[1]);
+    const char *names[64];
+    int n = 0;
+    for (int i = 0; i < lipt_n_commands && n < 64; i++) names[n++] = lipt_commands[i].name;
+    const char *near = lipt_nearest_name(argv[1], names, n);
+    if (near) fprintf(stderr, "lipt: unknown command '%s'; did you mean 'lipt %s'? (lipt --help lists them)\n", argv[1], near);
+    else fprintf(stderr, "lipt: unknown command '%s' (lipt --help lists them)\n", argv[1]);
     return 2;
 }

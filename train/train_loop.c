@@ -303,7 +303,7 @@ static lipt_status load_best(trainer *t, int64_t *wstep, lipt_error *err) {
 static void summary(const trainer *t, const train_settings *s, int json, double train_s, const lipt_eval_result *ev,
                     const lipt_eval_result *et, const char *proto, int64_t wstep) {
     const int K = t->K;
-    if (!s->quiet) {
+    if (t->lead) { /* the result, not progress: --quiet keeps it */
         fprintf(stderr, "done: %lld steps in %.1f s", (long long)(t->step - t->first_step), train_s);
         if (t->early_stopped) fprintf(stderr, " (early stop)");
         if ((s->final_valid || s->final_test) && wstep != t->step)

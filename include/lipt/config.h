@@ -89,6 +89,9 @@ lipt_status lipt_config_parse(lipt_config *cfg, const char *text, const char *so
 /* Set one key from a string (command-line overrides `--key value`). Checks the value alone; call
  * lipt_config_validate after the last override for the checks that involve several keys. */
 lipt_status lipt_config_set(lipt_config *cfg, const char *key, const char *value, lipt_error *err);
+/* The name of config key k (file order, "vocab_size" first), NULL for k outside [0, count): the keys a command line or
+ * a run config accepts besides its own options. */
+const char *lipt_config_key_name(int k);
 
 /* Checks between keys: n_heads divides d_model; a contractive attention (clipped-dp, contractive-l2) and
  * ffn = contractive go together (the invertible model); ffn = contractive needs a 1-Lipschitz activation (not

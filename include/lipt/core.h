@@ -165,6 +165,13 @@ void lipt_cpuinfo_features(const lipt_cpuinfo *ci, char *out, size_t n);
  * hook). */
 void lipt_blas_coretype_startup(char *const *argv);
 
+/* Names a user types (options, config keys, commands, corpora): '_' and '-' are the same character. */
+int lipt_name_eq(const char *a, const char *b);
+/* The name among names[0..n) closest to word (edit distance with transpositions, case and '_'/'-' folded; at most a
+ * third of word's length away), else the first that word (3+ characters) is a prefix of, else NULL: the "did you
+ * mean" of a lookup that failed. NULL entries are skipped. */
+const char *lipt_nearest_name(const char *word, const char *const *names, int n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -282,6 +282,41 @@ static lipt_status locate_path(const char *spec, lipt_corpus_loc *loc, lipt_erro
     return LIPT_OK;
 }
 
+/* The corpora found in the roots ("ptb, tinyshakespeare"; folders that hold one, first root first) into out, and the
+ * one nearest to spec into near ("" if none): a typo names the corpus meant, and the message lists what is there. */
+static void found_corpora(char roots[][LIPT_PATH_MAX], const int *have_root, int n_roots, const char *spec, char *out,
+                          size_t cap, char *near, size_t near_cap) {
+    char names[16][64];
+    const char *list[16];
+    int n = 0;
+    out[0] = 0;
+    for (int r = 0; r < n_roots; r++) {
+        DIR *d = have_root[r] ? opendir(roots[r]) : NULL;
+        for (struct dirent *de; d && n < 16 && (de = readdir(d));) {
+            char dir[LIPT_PATH_MAX + 80], why[160];
+            lipt_corpus_loc tmp;
+            const lipt_corpus_kind k = kind_of_name(de->d_name);
+            path_fmt(dir, sizeof dir, "%s/%s", roots[r], de->d_name);
+            if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof names[0] || !is_dir(dir)) continue;
+            const int ok = k == LIPT_CORPUS_PTB ? ptb_in_dir(dir, &tmp)
+                           : k == LIPT_CORPUS_ENWIK8 || k == LIPT_CORPUS_TEXT8
+                               ? big_in_dir(dir, de->d_name, 0, &tmp) || big_in_dir(dir, de->d_name, 1, &tmp)
+                               : single_in_dir(dir, de->d_name, &tmp, why, sizeof why);
+            int dup = 0;
+            for (int i = 0; i < n; i++) dup |= strcmp(names[i], de->d_name) == 0;
+            if (!ok || dup) continue;
+            sfmt(names[n], sizeof names[n], "%s", de->d_name);
+            int i = n++; /* kept in alphabetical order: the message does not depend on the order of readdir */
+            for (; i > 0 && strcmp(list[i - 1], names[n - 1]) > 0; i--) list[i] = list[i - 1];
+            list[i] = names[n - 1];
+        }
+        if (d) closedir(d);
+    }
+    for (int i = 0; i < n; i++) append(out, cap, "%s%s", i ? ", " : "", list[i]);
+    const char *best = lipt_nearest_name(spec, list, n);
+    sfmt(near, near_cap, "%s", best ? best : "");
+}
+
 lipt_status lipt_corpus_locate(const char *spec, const char *repo_root, lipt_corpus_loc *loc, lipt_error *err) {
     memset(loc, 0, sizeof *loc);
     if (!spec || !*spec) return lipt_fail(err, LIPT_ERR_ARG, "--data: empty corpus name");
@@ -336,8 +371,12 @@ lipt_status lipt_corpus_locate(const char *spec, const char *repo_root, lipt_cor
                 append(tried, sizeof tried, "%s%s", item, "");
             }
         }
-    return lipt_fail(err, LIPT_ERR_IO, "corpus '%s' not found. Looked in: %s. Set LIPT_DATA, pass a path, or see data/README.md",
-                     spec, tried);
+    char found[600], near[64], hint[700];
+    found_corpora(roots, have_root, 3, spec, found, sizeof found, near, sizeof near);
+    if (near[0]) sfmt(hint, sizeof hint, "; did you mean '%s'? Found: %s", near, found);
+    else sfmt(hint, sizeof hint, ". Found: %s", found[0] ? found : "no corpus");
+    return lipt_fail(err, LIPT_ERR_IO, "corpus '%s' not found%s. Looked in: %s. Set LIPT_DATA, pass a path, or see "
+                     "data/README.md", spec, hint, tried);
 }
 
 /* ---- command-line helpers ---- */

@@ -200,9 +200,18 @@ static lipt_status set_key(lipt_config *cfg, int k, const char *v, const char *w
     return lipt_fail(err, LIPT_ERR_INTERNAL, "config key %d without a setter", k);
 }
 
+const char *lipt_config_key_name(int k) { return k >= 0 && k < K_COUNT ? key_names[k] : NULL; }
+
+/* "unknown key 'x'": with the nearest key when there is one, else the accepted keys. */
+static lipt_status unknown_key(const char *where, const char *what, const char *key, lipt_error *err) {
+    const char *near = lipt_nearest_name(key, key_names, K_COUNT);
+    if (near) return lipt_fail(err, LIPT_ERR_ARG, "%sunknown %s '%s'; did you mean '%s'?", where, what, key, near);
+    return lipt_fail(err, LIPT_ERR_ARG, "%sunknown %s '%s' (accepted: %s)", where, what, key, ACCEPTED_KEYS);
+}
+
 lipt_status lipt_config_set(lipt_config *cfg, const char *key, const char *value, lipt_error *err) {
     int k = key_index(key);
-    if (k < 0) return lipt_fail(err, LIPT_ERR_ARG, "unknown config key '%s' (accepted: %s)", key, ACCEPTED_KEYS);
+    if (k < 0) return unknown_key("", "config key", key, err);
     return set_key(cfg, k, value, "", err);
 }
 
@@ -360,8 +369,7 @@ lipt_status lipt_config_parse(lipt_config *cfg, const char *text, const char *so
         char *key = trim(s), *val = trim(eq + 1);
         if (!*key) return lipt_fail(err, LIPT_ERR_ARG, "%smissing key before '='", where);
         int k = key_index(key);
-        if (k < 0)
-            return lipt_fail(err, LIPT_ERR_ARG, "%sunknown key '%s' (accepted: %s)", where, key, ACCEPTED_KEYS);
+        if (k < 0) return unknown_key(where, "key", key, err);
         if (!*val) return lipt_fail(err, LIPT_ERR_ARG, "%s%s has no value", where, key_names[k]);
         if (line_of[k])
             return lipt_fail(err, LIPT_ERR_ARG, "%s%s set twice (first at line %d)", where, key_names[k], line_of[k]);

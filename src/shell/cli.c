@@ -1,6 +1,8 @@
 /* Option parsing from one table, usage text, errors, JSON output and timing for the lipt subcommands. */
 #include "cli.h"
 
+#include "lipt/config.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -23,15 +25,22 @@ void cli_usage(FILE *f, const char *cmd, const char *summary, const cli_opt *opt
     fprintf(f, "  %-26s %s\n", "--help", "show this help");
 }
 
+/* s on f with control bytes shown as \xHH (the newline too unless keep_newline). */
+static void put_escaped(FILE *f, const char *s, int keep_newline) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if ((*p < 0x20 && !(keep_newline && *p == '\n')) || *p == 0x7f) fprintf(f, "\\x%02x", *p);
+        else fputc(*p, f);
+    }
+}
+
+void cli_print_text(FILE *f, const char *s) { put_escaped(f, s, 1); }
+
 /* One message line on stderr with every control byte shown as \xHH: text from a file (a crafted checkpoint, a
  * corpus) must not move the cursor, recolour or retitle the user's terminal, nor split the line. */
 static void put_message(const char *cmd, const char *msg) {
     if (cmd) fprintf(stderr, "lipt %s: ", cmd);
     else fputs("lipt: ", stderr);
-    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
-        if (*p < 0x20 || *p == 0x7f) fprintf(stderr, "\\x%02x", *p);
-        else fputc(*p, stderr);
-    }
+    put_escaped(stderr, msg, 0);
     fputc('\n', stderr);
 }
 
@@ -50,10 +59,51 @@ int cli_fail(const char *cmd, const lipt_error *err) {
     return 1;
 }
 
+/* The option named `name` ('_' and '-' alike: --eval_every is --eval-every), or -1. */
 static int find_opt(const cli_opt *opts, int n, const char *name) {
     for (int i = 0; i < n; i++)
-        if (strcmp(opts[i].name, name) == 0) return i;
+        if (lipt_name_eq(opts[i].name, name)) return i;
     return -1;
+}
+
+static int is_config_key(const char *name) {
+    for (int k = 0; lipt_config_key_name(k); k++)
+        if (lipt_name_eq(lipt_config_key_name(k), name)) return 1;
+    return 0;
+}
+
+/* "unknown option --x; did you mean --y?": the nearest of the options (and, where the command takes them, of the
+ * model config keys), else where to look; never the whole list. Returns -1. */
+static int unknown_option(const char *cmd, const cli_opt *opts, int n_opts, const char *name, int config_keys) {
+    const char *names[CLI_MAX_OPTS + 64];
+    int n = 0;
+    for (int i = 0; i < n_opts; i++) names[n++] = opts[i].name;
+    names[n++] = "help";
+    for (int k = 0; config_keys && lipt_config_key_name(k) && n < (int)(sizeof names / sizeof names[0]); k++)
+        names[n++] = lipt_config_key_name(k);
+    const char *near = lipt_nearest_name(name, names, n);
+    if (near)
+        cli_error(cmd, "unknown option --%s; did you mean --%s? (lipt %s --help lists the options)", name, near, cmd);
+    else
+        cli_error(cmd, "unknown option --%s (lipt %s --help lists the options%s)", name, cmd,
+                  config_keys ? ", lipt help config the model keys" : "");
+    return -1;
+}
+
+int cli_check_file_key(const char *cmd, const char *path, int line, const char *key, const char *const *keys, int n) {
+    const char *names[CLI_MAX_OPTS + 64];
+    int m = 0;
+    for (int i = 0; i < n && m < CLI_MAX_OPTS; i++) {
+        if (lipt_name_eq(keys[i], key)) return 0;
+        names[m++] = keys[i];
+    }
+    if (is_config_key(key)) return 0;
+    for (int k = 0; lipt_config_key_name(k) && m < (int)(sizeof names / sizeof names[0]); k++)
+        names[m++] = lipt_config_key_name(k);
+    const char *near = lipt_nearest_name(key, names, m);
+    if (near) return cli_error(cmd, "%s:%d: unknown key '%s'; did you mean '%s'?", path, line, key, near);
+    return cli_error(cmd, "%s:%d: unknown key '%s' (lipt help config lists the model and training keys)", path, line,
+                     key);
 }
 
 int cli_parse(cli_args *a, const char *cmd, const char *summary, const cli_opt *opts, int n_opts, int argc, char **argv,
@@ -89,10 +139,7 @@ int cli_parse(cli_args *a, const char *cmd, const char *summary, const cli_opt *
         }
         int k = find_opt(opts, n_opts, name);
         if (k < 0) {
-            if (!allow_extra) {
-                cli_error(cmd, "unknown option '--%s' (see lipt %s --help)", name, cmd);
-                return -1;
-            }
+            if (!allow_extra || !is_config_key(name)) return unknown_option(cmd, opts, n_opts, name, allow_extra);
             const char *v = inline_val;
             if (!v) {
                 if (i + 1 >= argc) { cli_error(cmd, "option '--%s' needs a value", name); return -1; }
@@ -327,6 +374,94 @@ void json_str(json_w *j, const char *k, const char *s) {
 void json_bool(json_w *j, const char *k, int v) {
     json_key(j, k);
     fputs(v ? "true" : "false", j->f);
+}
+
+const char *cli_f32_text(float v, char *buf, size_t n) {
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(buf, n, "%.*g", digits, (double)v);
+        if (strtof(buf, NULL) == v) break; /* 9 digits always read back */
+    }
+    return buf;
+}
+
+void json_num_f32(json_w *j, const char *k, float v) {
+    char buf[32];
+    json_key(j, k);
+    fputs(isfinite(v) ? cli_f32_text(v, buf, sizeof buf) : "null", j->f);
+}
+
+/* 1 when s[0..n) is a JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+static int is_json_number(const char *s, size_t n) {
+    size_t i = 0;
+    if (i < n && s[i] == '-') i++;
+    if (i < n && s[i] == '0') i++;
+    else if (i < n && s[i] >= '1' && s[i] <= '9') while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    else return 0;
+    if (i < n && s[i] == '.') {
+        const size_t d = ++i;
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+        if (i == d) return 0;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+        const size_t d = i;
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+        if (i == d) return 0;
+    }
+    return i == n;
+}
+
+void json_kv_lines(json_w *j, const char *k, const char *text, const char *const *strings) {
+    json_obj_open(j, k);
+    for (const char *p = text ? text : ""; *p;) {
+        const size_t len = strcspn(p, "\n"), kl = strcspn(p, "=");
+        if (kl < len) {
+            size_t k0 = 0, k1 = kl, v0 = kl + 1, v1 = len;
+            while (k0 < k1 && (p[k0] == ' ' || p[k0] == '\t')) k0++;
+            while (k1 > k0 && (p[k1 - 1] == ' ' || p[k1 - 1] == '\t')) k1--;
+            while (v0 < v1 && (p[v0] == ' ' || p[v0] == '\t')) v0++;
+            while (v1 > v0 && (p[v1 - 1] == ' ' || p[v1 - 1] == '\t' || p[v1 - 1] == '\r')) v1--;
+            char key[256], val[1200];
+            snprintf(key, sizeof key, "%.*s", (int)(k1 - k0), p + k0);
+            snprintf(val, sizeof val, "%.*s", (int)(v1 - v0), p + v0);
+            int text_key = 0;
+            for (int i = 0; strings && strings[i]; i++) text_key |= strcmp(strings[i], key) == 0;
+            if (key[0] && !text_key && is_json_number(val, strlen(val))) {
+                json_key(j, key);
+                fputs(val, j->f);
+            } else if (key[0]) json_str(j, key, val);
+        }
+        p += len + (p[len] == '\n');
+    }
+    json_obj_close(j);
+}
+
+void cli_print_wrapped(FILE *f, const char *prefix, const char *text, int width) {
+    const int indent = (int)strlen(prefix);
+    int col = fprintf(f, "%s", prefix), fresh = 1; /* fresh: nothing after the prefix or indent yet */
+    for (const char *p = text; *p;) {
+        /* the next clause p[0..n), and its first word p[0..w) */
+        const char *semi = strstr(p, "; ");
+        const int n = semi ? (int)(semi - p) : (int)strlen(p);
+        if (!fresh && col + 2 + n <= width) { /* the whole clause fits after the previous one */
+            col += fprintf(f, "; %.*s", n, p);
+        } else {
+            if (!fresh) col = fprintf(f, "\n%*s", indent, "") - 1;
+            for (int i = 0; i < n;) { /* word by word */
+                int w = 0;
+                while (i + w < n && p[i + w] != ' ') w++;
+                if (col > indent && col + 1 + w > width) col = fprintf(f, "\n%*s", indent, "") - 1;
+                else if (col > indent) col += fprintf(f, " ");
+                col += fprintf(f, "%.*s", w, p + i);
+                i += w;
+                while (i < n && p[i] == ' ') i++;
+            }
+        }
+        fresh = 0;
+        p += n + (semi ? 2 : 0);
+    }
+    fputc('\n', f);
 }
 
 int cli_stderr_is_tty(void) { return isatty(2); }

@@ -38,10 +38,15 @@ typedef struct {
     char *owned[CLI_MAX_OPTS + CLI_MAX_EXTRA]; /* strings the parser or a caller allocated; freed by cli_free */
 } cli_args;
 
-/* Parse argv (after the subcommand name). Returns 0, 1 if --help was printed, or -1 with a one-line error
- * already printed. allow_extra: unknown --key value pairs are collected instead of rejected. */
+/* Parse argv (after the subcommand name); option names take '_' for '-' (--eval_every is --eval-every). Returns 0, 1
+ * if --help was printed, or -1 with a one-line error already printed (an unknown option names the nearest one).
+ * allow_extra: --key value pairs naming a model config key (lipt_config_key_name) are collected in extra_*. */
 int cli_parse(cli_args *a, const char *cmd, const char *summary, const cli_opt *opts, int n_opts, int argc, char **argv,
               int allow_extra, int max_pos);
+/* A key of a run config (`key = value`) that is neither one of the command's keys (keys[0..n)) nor a model config
+ * key: prints "FILE:LINE: unknown key 'x'; did you mean 'y'?" (the nearest of both kinds) and returns 2; returns 0
+ * for a known key. */
+int cli_check_file_key(const char *cmd, const char *path, int line, const char *key, const char *const *keys, int n);
 /* Duplicate n bytes of s as a string owned by a (freed by cli_free). */
 const char *cli_own(cli_args *a, const char *s, size_t n);
 void cli_free(cli_args *a);
@@ -90,6 +95,23 @@ void json_num(json_w *j, const char *k, double v);  /* NaN/inf written as null *
 void json_int(json_w *j, const char *k, long long v);
 void json_str(json_w *j, const char *k, const char *s);
 void json_bool(json_w *j, const char *k, int v);
+/* A float32 value (a model config key, a bound computed in float32) with the fewest digits (6 to 9) that read back
+ * as the same float32: 0.9f is 0.9, not 0.899999976. NaN/inf as null. */
+void json_num_f32(json_w *j, const char *k, float v);
+/* An object from `key = value` (or key=value) lines, as a config or a checkpoint's training options are stored: values
+ * that are JSON numbers as written stay numbers (digits kept exactly), the others strings, and so are the values of
+ * the keys in strings (NULL-terminated, or NULL: none), whose digits are not a quantity (a CRC-32 in hex). */
+void json_kv_lines(json_w *j, const char *k, const char *text, const char *const *strings);
+/* The float32 v with the fewest digits (6 to 9, %g) that read back as v, into buf; returns buf. */
+const char *cli_f32_text(float v, char *buf, size_t n);
+/* Text from a file (a checkpoint's config, a metrics line, a stored path) on f with every control byte but the
+ * newline shown as \xHH, as messages do: it must not move the cursor or retitle the user's terminal. */
+void cli_print_text(FILE *f, const char *s);
+
+/* prefix and text on f in lines of at most width columns: text's "; "-separated clauses packed greedily, a clause
+ * too long for a line broken at spaces (a word longer than a line stays whole); continuation lines indented by
+ * prefix's length. For the descriptions printed before a run (model, data), which used to wrap in a terminal. */
+void cli_print_wrapped(FILE *f, const char *prefix, const char *text, int width);
 
 /* Progress on stderr: \r-updated when stderr is a terminal, nothing otherwise (the JSONL log records all). */
 int cli_stderr_is_tty(void);

@@ -180,6 +180,33 @@ lipt_status run_load_corpus(const char *ckpt, const char *data, const char *spli
     return st;
 }
 
+/* Warns when `data`, the run's own corpus, no longer has the CRC-32 stored in the checkpoint. Called before the corpus
+ * is encoded: a changed file can hold a symbol the vocabulary lacks, and that error must not come without the reason. */
+static void warn_if_changed(const char *ckpt, const char *opts, const char *data) {
+    char now[PATH_MAX + 128], was_crc[32], crc_now[32] = "";
+    lipt_dataset at;
+    lipt_error e = {0};
+    memset(&at, 0, sizeof at);
+    if (run_opt_get(opts, "data-crc32", was_crc, sizeof was_crc) != 0 ||
+        lipt_corpus_locate(data, NULL, &at.loc, &e) != LIPT_OK || run_corpus_identity(&at, now, sizeof now) != 0)
+        return;
+    run_opt_get(now, "data-crc32", crc_now, sizeof crc_now);
+    if (strcmp(crc_now, was_crc) != 0)
+        fprintf(stderr, "warning: %s differs from the corpus %s was trained on (CRC-32 %s, trained on %s): the "
+                        "file changed since training\n", data, ckpt, crc_now, was_crc);
+}
+
+/* A symbol the checkpoint's vocabulary lacks: say which corpus the checkpoint was trained on (the data layer's hint,
+ * to train with --unk or bytes, is for a new run, not for a trained model). */
+static void vocab_note(lipt_error *err, const char *ckpt, const char *trained_on, const lipt_vocab *v) {
+    const char *p = v ? strstr(err->msg, " is not in the vocabulary") : NULL;
+    if (!p) return;
+    char head[LIPT_ERRMSG_LEN];
+    snprintf(head, sizeof head, "%.*s", (int)(p - err->msg), err->msg);
+    lipt_fail(err, err->status, "%s is not in the vocabulary of %s (%d symbols): this checkpoint was trained on %s; "
+              "evaluate it on that corpus or on text made of the same symbols", head, ckpt, v->n_sym, trained_on);
+}
+
 lipt_status run_load_corpus_opts(const char *ckpt, const char *opts, const char *data, const char *split,
                                  const lipt_vocab *vocab, int quiet, lipt_dataset *ds, lipt_error *err) {
     char stored_abs[PATH_MAX] = "", stored_spec[PATH_MAX] = "", stored_split[256] = "";
@@ -198,8 +225,11 @@ lipt_status run_load_corpus_opts(const char *ckpt, const char *opts, const char 
         run_opt_get(opts, "data-split", stored_split, sizeof stored_split) == 0)
         split = stored_split;
     lipt_status st = split ? lipt_data_parse_split(split, &o, err) : LIPT_OK;
+    const int same_corpus = own || (has_abs && strcmp(data, stored_abs) == 0);
+    if (st == LIPT_OK && same_corpus) warn_if_changed(ckpt, opts, data);
     if (st == LIPT_OK) st = lipt_dataset_load(data, &o, ds, err);
     if (st != LIPT_OK) {
+        vocab_note(err, ckpt, has_abs ? stored_abs : has_spec ? stored_spec : "another corpus", vocab);
         if (own) {
             char why[LIPT_ERRMSG_LEN + 64];
             snprintf(why, sizeof why, " (the corpus stored in %s; --data names another)", ckpt);
@@ -208,15 +238,6 @@ lipt_status run_load_corpus_opts(const char *ckpt, const char *opts, const char 
         return st;
     }
     if (own && !quiet) fprintf(stderr, "data: the run's own corpus, %s\n", data);
-    char now[PATH_MAX + 128], was_crc[32];
-    if (run_opt_get(opts, "data-crc32", was_crc, sizeof was_crc) == 0 && run_corpus_identity(ds, now, sizeof now) == 0) {
-        char crc_now[32] = "";
-        run_opt_get(now, "data-crc32", crc_now, sizeof crc_now);
-        const int same_corpus = own || (has_abs && strcmp(data, stored_abs) == 0);
-        if (same_corpus && strcmp(crc_now, was_crc) != 0)
-            fprintf(stderr, "warning: %s differs from the corpus %s was trained on (CRC-32 %s, trained on %s): the "
-                            "file changed since training\n", data, ckpt, crc_now, was_crc);
-    }
     return LIPT_OK;
 }
 

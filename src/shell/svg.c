@@ -198,6 +198,7 @@ static void put_marker(FILE *f, svg_marker mk, double x, double y, const char *c
 static void put_stroke_style(FILE *f, const svg_series *s, const char *col) {
     fprintf(f, "fill=\"none\" stroke=\"%s\" stroke-width=\"%.2f\" stroke-linejoin=\"round\"", col,
             s->stroke > 0 ? s->stroke : 1.6);
+    if (s->line == SVG_FAINT) fputs(" stroke-opacity=\"0.25\"", f);
     if (s->line == SVG_DASHED) fputs(" stroke-dasharray=\"7,4\"", f);
     if (s->line == SVG_DOTTED) fputs(" stroke-dasharray=\"1.5,3.5\" stroke-linecap=\"round\"", f);
 }

@@ -8,7 +8,8 @@
 #include "lipt/core.h"
 
 typedef enum { SVG_MARK_NONE, SVG_MARK_CIRCLE, SVG_MARK_SQUARE, SVG_MARK_TRIANGLE, SVG_MARK_DIAMOND, SVG_MARK_CROSS } svg_marker;
-typedef enum { SVG_SOLID, SVG_DASHED, SVG_DOTTED, SVG_NO_LINE } svg_line;
+/* SVG_FAINT: solid at a quarter opacity (raw values drawn behind their smoothing) */
+typedef enum { SVG_SOLID, SVG_DASHED, SVG_DOTTED, SVG_NO_LINE, SVG_FAINT } svg_line;
 
 typedef struct {
     const char *label;   /* legend text; NULL keeps the series out of the legend */
