@@ -10,7 +10,8 @@
 
 static const cli_opt eval_opts_table[] = {
     {"ckpt", CLI_STRING, "FILE", "checkpoint to evaluate (required)", NULL},
-    {"data", CLI_STRING, "NAME|PATH", "corpus (default: the one the checkpoint was trained on)", NULL},
+    {"data", CLI_STRING, "NAME|PATH",
+     "corpus (default: the one the checkpoint was trained on); a PTB model reads a space in plain text as '_'", NULL},
     {"split", CLI_STRING, "SPLIT", "train, valid or test", "valid"},
     {"data-split", CLI_STRING, "HOW", "how the corpus is split: auto, standard or F0,F1,F2 (default: as in training)", NULL},
     {"window", CLI_INT, "T", "context window (default: the model's seq_len)", NULL},

@@ -17,7 +17,8 @@ int cmd_export(int argc, char **argv) {
     cli_args a;
     int pr = cli_parse(&a, C,
                        "Export a checkpoint's parameters and buffers as safetensors (F32; metadata: config, format, step, vocab\n"
-                       "(a JSON list: id i is byte vocab[i]), unk_id (-1: none), training (the run's options)).\n"
+                       "(a JSON list: id i is byte vocab[i]), unk_id (-1: none), ptb_form (1: a PTB-style vocabulary, which reads a\n"
+                       "space as '_'), training (the run's options)).\n"
                        "Load with safetensors.torch.load_file or json + numpy.frombuffer.",
                        export_opts, 2, argc, argv, 0, 0);
     if (pr) return pr > 0 ? 0 : 2;
@@ -48,7 +49,7 @@ int cmd_export(int argc, char **argv) {
     }
     lipt_st_meta meta[] = {{"format", "lipt"},        {"config", cfg},   {"step", stepbuf},
                            {"layout", "y = x W, W [in, out]"}, {"vocab", vocab_json}, {"unk_id", unk},
-                           {"training", training}};
+                           {"ptb_form", vocab.ptb_form ? "1" : "0"}, {"training", training}};
     int rc = 0;
     const char *out = cli_str(&a, "out");
     struct stat so, sc;

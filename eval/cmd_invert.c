@@ -13,7 +13,7 @@ static const cli_opt invert_opts[] = {
     {"ckpt", CLI_STRING, "FILE",
      "checkpoint of an invertible model (attention clipped-dp or contractive-l2 with ffn contractive, or coupling "
      "blocks) (required)", NULL},
-    {"text", CLI_STRING, "TEXT", "text to invert (at most seq_len symbols; PTB vocabularies: '_' between words)", NULL},
+    {"text", CLI_STRING, "TEXT", "text to invert (at most seq_len symbols; PTB vocabularies read a space as '_', their word boundary)", NULL},
     {"data", CLI_STRING, "NAME|PATH", "corpus to take windows from (default, without --text: the checkpoint's own)", NULL},
     {"split", CLI_STRING, "SPLIT", "train, valid or test", "test"},
     {"data-split", CLI_STRING, "HOW", "auto, standard or F0,F1,F2 (default: the run's own split)", NULL},
@@ -60,7 +60,8 @@ static int load_windows(cli_args *a, const invert_opts_v *o, const lipt_model *m
         if (n == 0) return cli_error(C, "--text is empty");
         if (n > (size_t)*T) return cli_error(C, "--text has %zu symbols, more than the model's seq_len %d", n, *T);
         *ids = malloc(sizeof(int) * n);
-        if (lipt_vocab_encode(vocab, (const uint8_t *)text, n, *ids, "--text", &err) != LIPT_OK) return cli_fail(C, &err);
+        if (lipt_vocab_encode_text(vocab, (const uint8_t *)text, n, *ids, "--text", &err) != LIPT_OK)
+            return cli_fail(C, &err); /* names the symbol and lists the ones the model reads */
         *T = (int)n;
         *nwin = 1;
         return 0;

@@ -83,13 +83,12 @@ static int parse_sample_args(cli_args *a, const char *C, sample_args *o) {
     return 0;
 }
 
-/* One sampling run: the model, the prompt in its three forms, the output buffers and what the run measured. */
+/* One sampling run: the model, the prompt in its two forms, the output buffers and what the run measured. */
 typedef struct {
     const sample_args *o;
     lipt_model m;
     lipt_vocab vocab;
-    uint8_t *ptext;    /* the prompt's bytes, spaces read as '_' for PTB vocabularies */
-    int32_t *pids;     /* its ids */
+    int32_t *pids;     /* the prompt's ids (PTB vocabularies: a space read as '_', lipt_vocab_text_symbol) */
     size_t np;
     char *ptext_out;   /* the prompt as the model sees it (symbol form), plen bytes + NUL */
     size_t plen;
@@ -100,41 +99,16 @@ typedef struct {
     long slides;
 } sample_run;
 
-/* The encoder's message advises on training options; here list what the model can read instead. Returns the
- * exit status. */
-static int unknown_symbol_error(const char *C, const sample_run *r, lipt_error *err) {
-    const lipt_vocab *vocab = &r->vocab;
-    size_t i = 0;
-    while (i < r->np && vocab->id_of[r->ptext[i]] >= 0) i++;
-    if (i == r->np) return cli_fail(C, err);
-    int32_t all[256];
-    for (int k = 0; k < vocab->n_sym; k++) all[k] = k;
-    char syms[1100];
-    lipt_vocab_decode(vocab, all, (size_t)vocab->n_sym, LIPT_DECODE_ESCAPE, syms, sizeof syms);
-    char bad[24];
-    const uint8_t c = r->ptext[i];
-    if (c >= 32 && c < 127) snprintf(bad, sizeof bad, "'%c' (byte 0x%02x)", c, c);
-    else snprintf(bad, sizeof bad, "byte 0x%02x", c);
-    return cli_error(C, "--prompt: symbol %s at position %zu is not in the vocabulary of %s (%d symbols: %s)", bad, i,
-                     r->o->ckpt, vocab->n_sym, syms);
-}
-
 /* prompt -> ids, then the buffers of the generation; returns 0 or the exit status. */
 static int prepare_prompt(const char *C, sample_run *r, const char *prompt, lipt_error *err) {
     const lipt_vocab *vocab = &r->vocab;
     const size_t np = r->np = strlen(prompt);
     if (np == 0) return cli_error(C, "--prompt is empty: give at least one symbol");
     if (np > 100000000) return cli_error(C, "--prompt is too long (%zu bytes)", np);
-    r->ptext = malloc(np);
     r->pids = malloc(np * sizeof *r->pids);
-    if (!r->ptext || !r->pids) return cli_error(C, "out of memory for a prompt of %zu bytes", np);
-    memcpy(r->ptext, prompt, np);
-    const int ptb_spaces = vocab->ptb_form && vocab->id_of[' '] < 0 && vocab->id_of['_'] >= 0;
-    if (ptb_spaces)
-        for (size_t i = 0; i < np; i++)
-            if (r->ptext[i] == ' ') r->ptext[i] = '_';
-    if (lipt_vocab_encode(vocab, r->ptext, np, r->pids, "--prompt", err) != LIPT_OK)
-        return unknown_symbol_error(C, r, err);
+    if (!r->pids) return cli_error(C, "out of memory for a prompt of %zu bytes", np);
+    if (lipt_vocab_encode_text(vocab, (const uint8_t *)prompt, np, r->pids, "--prompt", err) != LIPT_OK)
+        return cli_fail(C, err); /* names the symbol and lists the ones the model reads */
     r->plen = lipt_vocab_decode(vocab, r->pids, np, 0, NULL, 0);
     r->ptext_out = malloc(r->plen + 1);
     r->gen = malloc((size_t)r->o->length + 1);
@@ -291,7 +265,6 @@ int cmd_sample(int argc, char **argv) {
     free(r.gen);
     free(r.ptext_out);
     free(r.pids);
-    free(r.ptext);
     lipt_model_free(&r.m);
     return rc;
 }

@@ -21,6 +21,8 @@ Conventions follow lipt exactly:
     in the forward and skips their power rounds, lipt_model_refresh_after_step; this reference keeps the power
     rounds, so its training trajectories differ there, while every forward value is the same function);
   * AdamW excludes biases, LayerNorm parameters, embeddings and ffn.beta from weight decay (`param_groups`).
+The config, the parameter list, the vocabulary and the validating file reader are in lipt_format.py (next to this
+file, no torch needed), re-exported here.
 
 Use (python/README.md):
     import lipt_torch
@@ -36,10 +38,10 @@ Lower level:
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
-import struct
+import os
+import sys
 from collections import OrderedDict
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -48,193 +50,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-ATTENTIONS = ("dp", "l2", "l2-tied", "contractive-l2", "clipped-dp")
-CONTRACTIVE_ATTENTIONS = ("contractive-l2", "clipped-dp")
-FFNS = ("standard", "contractive")
-ACTIVATIONS = ("gelu", "relu", "elu", "lipswish", "maxmin")
-LIP_NORMS = ("inf", "2", "inf2")
+if os.path.dirname(os.path.abspath(__file__)) not in map(os.path.abspath, sys.path):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # lipt_format.py lives next to this file
+from lipt_format import (ACTIVATIONS, ATTENTIONS, BOUND_VECTORS, CONTRACTIVE_ATTENTIONS, FFNS,  # noqa: F401
+                         KIND_BUFFER, KIND_DECAY, KIND_NO_DECAY, LIP_NORMS, MAX_MODEL_BYTES, SPECTRAL_CHOLESKY,
+                         LiptConfig, SafetensorsError, Vocab, _f32, parameter_specs, read_export, read_safetensors)
+
 LIPSWISH_SCALE = 1.1
 REL_BIAS_GAIN = 8.0  # LIPT_REL_BIAS_GAIN: the logit bias of clipped-dp is REL_BIAS_GAIN * attn.rel_bias
 
-KIND_DECAY, KIND_NO_DECAY, KIND_BUFFER = "decay", "no_decay", "buffer"
 
-
-def _f32(x: float) -> float:
-    """The float32 value lipt stores for a config float, as a Python float."""
-    return float(np.float32(x))
-
-
-@dataclasses.dataclass
-class LiptConfig:
-    """lipt_config (include/lipt/config.h), defaults of lipt_config_default."""
-    vocab_size: int = 256
-    d_model: int = 128
-    n_heads: int = 4
-    d_ff: int = 512
-    n_layers: int = 2
-    seq_len: int = 128
-    attention: str = "dp"
-    ffn: str = "standard"
-    activation: str = "gelu"
-    dropout: float = 0.0
-    c: float = 0.9
-    lip_norm: str = "inf"
-    power_iters: int = 1
-    init_seed: int = 1234
-    ln_eps: float = 1e-5
-    clip_radius: float = 0.0   # clipped-dp: radius R of the token ball, 0 means sqrt(d_model)
-    rel_bias: int = 1          # clipped-dp: 1 learns a relative-position logit bias per head
-    actnorm: int = 0           # invertible model: ActNorm x * exp(log_scale) + bias after every block
-    gram_iters: int = 8        # Gram-iteration squarings of the certified spectral norms in the forward pass
-    ffn_full_budget: int = 0   # contractive ffn: 1 divides W1 by max(1, sigma1) and W2 by max(1, sigma2/c)
-    coupling: int = 0          # 1: additive coupling blocks (pre-LN dp / l2 / l2-tied, ffn standard, even d_model)
-    head_hidden: int = 0       # F > 0: the head is ln_f, then GELU(x W1h + b1h) W + b (head.w1 [D,F], head.b1 [F])
-    norm: str = "pre"          # "pre": x + f(LN(x)); "post": LN(x + f(x)) (dp, l2, l2-tied without coupling)
-    precision: str = "float32"  # lipt's matrix products (float32, bf16, bf16-emulated); this module computes in its
-                                # own dtype (torch.autocast gives bf16 products)
-    spectral_bound: str = "gram"  # "cholesky": sigma certified by a Cholesky factorisation at an eigenvalue estimate
-
-    KEYS = ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn", "activation",
-            "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps", "clip_radius", "rel_bias", "actnorm",
-            "gram_iters", "ffn_full_budget", "coupling", "head_hidden", "norm", "precision", "spectral_bound")
-
-    def __post_init__(self):
-        self.validate()
-
-    @property
-    def invertible(self) -> bool:
-        return self.attention in CONTRACTIVE_ATTENTIONS and self.ffn == "contractive"
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
-
-    @property
-    def radius(self) -> float:
-        """lipt_config_clip_radius: clip_radius, or sqrt(d_model) when 0 (as float32)."""
-        return _f32(self.clip_radius) if self.clip_radius > 0 else _f32(math.sqrt(self.d_model))
-
-    @property
-    def n_bound_vectors(self) -> int:
-        """Attention-bound power vectors per layer: 8 for clipped-dp, 6 for contractive-l2 with lip_norm 2/inf2."""
-        if self.attention == "clipped-dp":
-            return 8
-        return 6 if self.attention == "contractive-l2" and self.lip_norm != "inf" else 0
-
-    def validate(self) -> None:
-        if self.attention not in ATTENTIONS: raise ValueError(f"attention {self.attention!r} not in {ATTENTIONS}")
-        if self.ffn not in FFNS: raise ValueError(f"ffn {self.ffn!r} not in {FFNS}")
-        if self.activation not in ACTIVATIONS: raise ValueError(f"activation {self.activation!r} not in {ACTIVATIONS}")
-        if self.lip_norm not in LIP_NORMS: raise ValueError(f"lip_norm {self.lip_norm!r} not in {LIP_NORMS}")
-        if self.d_model % self.n_heads: raise ValueError(f"n_heads {self.n_heads} does not divide d_model {self.d_model}")
-        if (self.attention in CONTRACTIVE_ATTENTIONS) != (self.ffn == "contractive"):
-            raise ValueError("attention = clipped-dp or contractive-l2 and ffn = contractive go together "
-                             "(the invertible model)")
-        if self.attention == "clipped-dp" and self.lip_norm != "inf2":
-            raise ValueError("attention = clipped-dp needs lip_norm = inf2")
-        if self.actnorm and not self.invertible:
-            raise ValueError("actnorm = 1 is an option of the invertible model")
-        if self.rel_bias not in (0, 1) or self.actnorm not in (0, 1):
-            raise ValueError("rel_bias and actnorm are 0 or 1")
-        if not 1 <= self.gram_iters <= 30:
-            raise ValueError(f"gram_iters {self.gram_iters} outside [1, 30]")
-        if self.spectral_bound not in ("gram", "cholesky"):
-            raise ValueError(f"spectral_bound {self.spectral_bound!r} not in ('gram', 'cholesky')")
-        if self.spectral_bound != "gram" and self.ffn != "contractive":
-            raise ValueError("spectral_bound = cholesky needs ffn = contractive")
-        if not 0 <= self.clip_radius <= 1e6:
-            raise ValueError(f"clip_radius {self.clip_radius} outside [0, 1e6]")
-        if self.ffn == "contractive" and self.activation == "gelu":
-            raise ValueError("the contractive feed-forward needs a 1-Lipschitz activation (relu, elu, lipswish, "
-                             "maxmin)")
-        if self.activation == "maxmin" and self.d_ff % 2:
-            raise ValueError(f"activation = maxmin pairs the hidden units: d_ff {self.d_ff} must be even")
-        if self.ffn_full_budget not in (0, 1) or self.coupling not in (0, 1):
-            raise ValueError("ffn_full_budget and coupling are 0 or 1")
-        if not 0 <= self.head_hidden <= 1 << 18:
-            raise ValueError(f"head_hidden {self.head_hidden} outside [0, 2^18]")
-        if self.precision not in ("float32", "bf16", "bf16-emulated"):
-            raise ValueError(f"precision {self.precision!r} not in ('float32', 'bf16', 'bf16-emulated')")
-        if self.norm not in ("pre", "post"):
-            raise ValueError(f"norm {self.norm!r} not in ('pre', 'post')")
-        if self.norm == "post" and (self.invertible or self.coupling):
-            raise ValueError("norm = post is an option of the non-invertible variants without coupling")
-        if self.coupling and (self.invertible or self.ffn != "standard" or self.d_model % 2):
-            raise ValueError("coupling = 1 is for the pre-LN variants (attention dp, l2 or l2-tied, ffn standard) "
-                             "with an even d_model")
-
-    @classmethod
-    def from_text(cls, text: str) -> "LiptConfig":
-        """Parse lipt's `key = value` format (comments with #, '-' for '_' in keys)."""
-        kw = {}
-        for line in text.splitlines():
-            line = line.split("#", 1)[0].strip()
-            if not line:
-                continue
-            key, _, val = line.partition("=")
-            key, val = key.strip().replace("-", "_"), val.strip()
-            if key not in cls.KEYS:
-                raise ValueError(f"unknown config key {key!r}")
-            field_type = {f.name: f.type for f in dataclasses.fields(cls)}[key]
-            kw[key] = int(val) if field_type in (int, "int") else float(val) if field_type in (float, "float") else val
-        return cls(**kw)
-
-    def to_text(self) -> str:
-        """lipt_config_to_text's keys (floats with 9 digits, which read back as the same float32; lipt itself now
-        writes the shortest such form, e.g. 0.9: the golden files keep the 9-digit text)."""
-        g = lambda x: "%.9g" % _f32(x)
-        return (f"vocab_size = {self.vocab_size}\nd_model = {self.d_model}\nn_heads = {self.n_heads}\n"
-                f"d_ff = {self.d_ff}\nn_layers = {self.n_layers}\nseq_len = {self.seq_len}\n"
-                f"attention = {self.attention}\nffn = {self.ffn}\nactivation = {self.activation}\n"
-                f"dropout = {g(self.dropout)}\nc = {g(self.c)}\nlip_norm = {self.lip_norm}\n"
-                f"power_iters = {self.power_iters}\ninit_seed = {self.init_seed}\nln_eps = {g(self.ln_eps)}\n"
-                f"clip_radius = {g(self.clip_radius)}\nrel_bias = {self.rel_bias}\nactnorm = {self.actnorm}\n"
-                f"gram_iters = {self.gram_iters}\nffn_full_budget = {self.ffn_full_budget}\n"
-                f"coupling = {self.coupling}\nhead_hidden = {self.head_hidden}\nnorm = {self.norm}\n"
-                f"precision = {self.precision}\n"
-                + (f"spectral_bound = {self.spectral_bound}\n" if self.spectral_bound != "gram" else ""))
-
-    @property
-    def gram_arg(self) -> int:
-        """lipt_config_gram_arg: gram_iters, with SPECTRAL_CHOLESKY or'd in for spectral_bound = cholesky."""
-        return self.gram_iters | (SPECTRAL_CHOLESKY if self.spectral_bound == "cholesky" else 0)
-
-
-def parameter_specs(cfg: LiptConfig) -> List[Tuple[str, Tuple[int, ...], str]]:
-    """(name, shape, kind) of every parameter and buffer in lipt's registration (= checkpoint) order
-    (src/nn/model.c register_params). kind: "decay", "no_decay" (LIPT_PARAM_NO_DECAY) or "buffer"."""
-    D, Fd, V, H = cfg.d_model, cfg.d_ff, cfg.vocab_size, cfg.n_heads
-    ND, DEC, BUF = KIND_NO_DECAY, KIND_DECAY, KIND_BUFFER
-    s = [("tok_emb", (V, D), ND), ("pos_emb", (cfg.seq_len, D), ND)]
-    for l in range(cfg.n_layers):
-        p = f"layers.{l}."
-        if not cfg.invertible:
-            s += [(p + "ln1.gamma", (D,), ND), (p + "ln1.beta", (D,), ND)]
-        s.append((p + "attn.wq", (D, D), DEC))
-        if cfg.attention in ("dp", "l2", "clipped-dp"):
-            s.append((p + "attn.wk", (D, D), DEC))
-        s += [(p + "attn.wv", (D, D), DEC), (p + "attn.wo", (D, D), DEC), (p + "attn.bo", (D,), ND)]
-        if cfg.attention == "clipped-dp" and cfg.rel_bias:
-            s.append((p + "attn.rel_bias", (H, cfg.seq_len), ND))
-        if not cfg.invertible:
-            s += [(p + "ln2.gamma", (D,), ND), (p + "ln2.beta", (D,), ND)]
-        s += [(p + "ffn.w1", (D, Fd), DEC), (p + "ffn.b1", (Fd,), ND), (p + "ffn.w2", (Fd, D), DEC),
-              (p + "ffn.b2", (D,), ND)]
-        if cfg.activation == "lipswish":
-            s.append((p + "ffn.beta", (1,), ND))
-        if cfg.ffn == "contractive":
-            s += [(p + "ffn.sn1.u", (D,), BUF), (p + "ffn.sn1.v", (Fd,), BUF), (p + "ffn.sn2.u", (Fd,), BUF),
-                  (p + "ffn.sn2.v", (D,), BUF)]
-        if cfg.actnorm:
-            s += [(p + "actnorm.log_scale", (D,), ND), (p + "actnorm.bias", (D,), ND)]
-        sizes = {"uq": H * D, "vq": D, "uv": H * D, "vv": D, "uo": D, "vo": D, "uk": H * D, "vk": D}
-        for nm in BOUND_VECTORS[:cfg.n_bound_vectors]:
-            s.append((p + "attn.bound." + nm, (sizes[nm],), BUF))
-    s += [("ln_f.gamma", (D,), ND), ("ln_f.beta", (D,), ND)]
-    if cfg.head_hidden > 0:
-        s += [("head.w1", (D, cfg.head_hidden), DEC), ("head.b1", (cfg.head_hidden,), ND)]
-    s += [("head.w", (cfg.head_hidden if cfg.head_hidden > 0 else D, V), DEC), ("head.b", (V,), ND)]
-    return s
 
 
 # ----------------------------------------------------------------------------- maths shared with lipt's ops
@@ -292,7 +117,6 @@ def spectral_sigma(w: torch.Tensor, u: torch.Tensor, v: torch.Tensor, n_blocks: 
     return torch.einsum("br,rbc,bc->b", u, wb, v)
 
 
-SPECTRAL_CHOLESKY = 1 << 16  # LIPT_SPECTRAL_CHOLESKY: or'd into gram_iters, the Cholesky-verified bound first
 
 
 def cholesky_top_ub(g: torch.Tensor) -> float:
@@ -372,7 +196,6 @@ def spectral_ub(w: torch.Tensor, u: torch.Tensor, v: torch.Tensor, n_blocks: int
     return torch.tensor(vals, dtype=w.dtype) + (est - est.detach())
 
 
-BOUND_VECTORS = ("uq", "vq", "uv", "vv", "uo", "vo", "uk", "vk")  # attn.bound.*, registration order
 BOUND_BLOCKS = {"uq": "H", "vq": "H", "uv": "H", "vv": "H", "uo": 1, "vo": 1, "uk": "H", "vk": "H"}
 
 
@@ -550,12 +373,12 @@ class LiptTransformer(nn.Module):
         return [{"params": dec, "weight_decay": weight_decay}, {"params": nod, "weight_decay": 0.0}]
 
     @classmethod
-    def from_safetensors(cls, path: str, dtype: torch.dtype = torch.float32) -> "LiptTransformer":
-        """A model from a `lipt export` file: the config from its metadata, every tensor by name."""
-        tensors, meta = read_safetensors(path)
-        if "config" not in meta:
-            raise ValueError(f"{path}: no config in the safetensors metadata")
-        model = cls(LiptConfig.from_text(meta["config"]), dtype)
+    def from_safetensors(cls, path: str, dtype: torch.dtype = torch.float32,
+                         max_bytes: int = MAX_MODEL_BYTES) -> "LiptTransformer":
+        """A model from a `lipt export` file, validated first (lipt_format.read_export): the config from its
+        metadata, every tensor by name."""
+        cfg, tensors, _, _ = read_export(path, max_bytes)
+        model = cls(cfg, dtype)
         model.load_lipt_state(tensors)
         return model
 
@@ -859,63 +682,16 @@ class LiptTransformer(nn.Module):
         return {"x0": x0[0], "x0_true": x0_true[0], "tokens": tokens, "iters": iters, "converged": conv}
 
 
-# ----------------------------------------------------------------------------- safetensors (no dependency)
-
-def read_safetensors(path: str) -> Tuple["OrderedDict[str, np.ndarray]", Dict[str, str]]:
-    """Read an F32 .safetensors file (as `lipt export` writes it): tensors by name, and the metadata."""
-    with open(path, "rb") as f:
-        blob = f.read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n].decode("utf-8"))
-    meta = header.pop("__metadata__", {}) or {}
-    data = blob[8 + n:]
-    out = OrderedDict()
-    for name, info in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
-        if info["dtype"] != "F32":
-            raise ValueError(f"{path}: {name} has dtype {info['dtype']}, only F32 is supported")
-        a, b = info["data_offsets"]
-        out[name] = np.frombuffer(data[a:b], dtype="<f4").reshape(info["shape"]).copy()
-    return out, meta
-
-
 # ---------------------------------------------------------------------------------------------- the user-facing API
 
-class Vocab:
-    """A `lipt export` file's vocabulary: id i is the byte `symbols[i]`; `unk_id` (or -1) takes unseen bytes."""
-
-    def __init__(self, symbols: Sequence[int], unk_id: int = -1):
-        self.symbols = bytes(symbols)
-        self.unk_id = int(unk_id)
-        self._id_of = {b: i for i, b in enumerate(self.symbols)}
-
-    @classmethod
-    def from_metadata(cls, meta: Dict[str, str]) -> "Vocab":
-        if "vocab" not in meta:
-            raise ValueError("no vocabulary in the safetensors metadata (exported by a lipt older than `info`)")
-        return cls(json.loads(meta["vocab"]), int(meta.get("unk_id", "-1")))
-
-    def encode(self, text) -> List[int]:
-        """bytes (or str, as UTF-8) -> ids; a byte outside the vocabulary is the unknown id, or a ValueError."""
-        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-        ids = []
-        for b in data:
-            i = self._id_of.get(b, self.unk_id)
-            if i < 0:
-                raise ValueError(f"byte {b!r} is not in the vocabulary and the model has no unknown id")
-            ids.append(i)
-        return ids
-
-    def decode(self, ids: Sequence[int]) -> bytes:
-        """ids -> bytes (the unknown id becomes b"?")."""
-        return bytes(self.symbols[i] if 0 <= i < len(self.symbols) else ord("?") for i in ids)
-
-
-def load(path: str) -> Tuple[LiptTransformer, Vocab]:
-    """A model and its vocabulary from a `lipt export` file, in eval mode."""
-    model = LiptTransformer.from_safetensors(path)
-    _, meta = read_safetensors(path)
+def load(path: str, max_bytes: int = MAX_MODEL_BYTES) -> Tuple[LiptTransformer, Vocab]:
+    """A model and its vocabulary from a `lipt export` file, in eval mode. The file is validated before the model is
+    built (lipt_format.read_export): SafetensorsError (a ValueError) names the file and what was expected."""
+    cfg, tensors, _, vocab = read_export(path, max_bytes, need_vocab=True)
+    model = LiptTransformer(cfg)
+    model.load_lipt_state(tensors)
     model.eval()
-    return model, Vocab.from_metadata(meta)
+    return model, vocab
 
 
 @torch.no_grad()

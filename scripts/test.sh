@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 
 # Open MPI for the data-parallel tests, python3 (stdlib only) to compare parameters between runs, oneDNN for
-# --precision bf16 (its wrapper is tested with float32 operands on any CPU; bf16 itself where the CPU has AVX512_BF16)
-bash scripts/deps.sh openmpi-bin libopenmpi-dev python3 libdnnl-dev
+# --precision bf16 (its wrapper is tested with float32 operands on any CPU; bf16 itself where the CPU has AVX512_BF16),
+# PyTorch, numpy and hypothesis for the Python module's tests (python_loader's fuzzing, workflow's scoring)
+bash scripts/deps.sh openmpi-bin libopenmpi-dev python3 libdnnl-dev python3-numpy python3-torch python3-hypothesis
 
 start=$(date +%s)
 echo "== structure (file and function sizes, no cycle between src/ folders)"; bash scripts/check_structure.sh

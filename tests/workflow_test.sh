@@ -84,6 +84,39 @@ if "$LIPT" sample --ckpt bytes/last.ckpt --prompt "$(printf 'caf\xe9 ')" --lengt
   pass "sample --json from a byte-level model is valid UTF-8 JSON"
 else fail "sample --json: $(head -c 300 sample.json)"; fi
 
+# one text mapping (issue 37): a PTB-style model (a corpus in PTB's char format: '_' between words, no space) reads a
+# space as '_' in invert --text, sample --prompt and a plain text given to eval; python/README.md's examples run as
+# printed on its export and on the byte-level one
+mkdir -p ptbmini
+tr 'A-Z' 'a-z' < notes.txt | tr -cd 'a-z .\n' | tr -s ' ' | sed 's/ /_/g; s/./ &/g' > ptbmini/ptb.char.train.txt
+head -n 40 ptbmini/ptb.char.train.txt > ptbmini/ptb.char.valid.txt
+head -n 40 ptbmini/ptb.char.train.txt > ptbmini/ptb.char.test.txt
+"$LIPT" train --config "$REPO/models/tiny.cfg" --data "$PWD/ptbmini" --out ptbrun --steps 5 --batch 4 --eval-every 0 \
+  --final-eval none --quiet || fail "training on a PTB-format corpus"
+if "$LIPT" invert --ckpt ptbrun/last.ckpt --text "the quick brown fox" > inv.txt 2> inv.err;
+   grep -q "original : the_quick_brown_fox" inv.txt &&
+   ! "$LIPT" invert --ckpt ptbrun/last.ckpt --text "The fox" 2> inv2.err && grep -q "a space is read as '_'" inv2.err &&
+   ! grep -q -- "--unk" inv2.err; then
+  pass "invert --text on a PTB model reads a space as '_'; an unseen symbol lists the model's symbols: $(cat inv2.err)"
+else fail "invert --text with spaces on a PTB model: $(cat inv.err inv2.err)"; fi
+if "$LIPT" sample --ckpt ptbrun/last.ckpt --prompt "the company said " --length 5 --json > ptbs.json 2> ptbs.err &&
+   grep -q '"prompt":"the_company_said_"' ptbs.json; then pass "sample --prompt on a PTB model: spaces read as '_'"
+else fail "sample --prompt on a PTB model: $(cat ptbs.err ptbs.json)"; fi
+printf 'the company said it would sell the unit\nthe unit said it would sell the company\n%.0s' $(seq 1 30) > plain.txt
+if "$LIPT" eval --ckpt ptbrun/last.ckpt --data plain.txt --split valid --quiet > ptbe.txt 2> ptbe.err; then
+  pass "eval of a plain text (spaces) with a PTB model: $(tail -n 2 ptbe.txt | head -n 1)"
+else fail "eval of a plain text with a PTB model: $(cat ptbe.err)"; fi
+if /usr/bin/python3 -c "import torch, numpy" 2>/dev/null; then
+  sed -n '/^```python$/,/^```$/p' "$REPO/python/README.md" | sed '1d;$d' > readme_example.py
+  ok=1
+  for ck in ptbrun/last.ckpt bytes/last.ckpt; do
+    rm -rf example && mkdir -p example/runs/demo && ln -s "$REPO/python" example/python && cp plain.txt example/my_text.txt
+    "$LIPT" export --ckpt "$ck" --out example/runs/demo/model.safetensors 2>/dev/null &&
+      (cd example && /usr/bin/python3 ../readme_example.py > ../example.out 2>&1) || { ok=0; fail "python/README.md's example on $ck: $(tail -n 3 example.out)"; }
+  done
+  [ "$ok" = 1 ] && pass "python/README.md's examples run as printed on a PTB and a byte-level export"
+else echo "skip python/README.md's examples: /usr/bin/python3 has no torch/numpy"; fi
+
 # kill -9 in the middle of a run, then --resume: the newest checkpoint loads and the run completes
 "$LIPT" train --data notes.txt --out killed "${MODEL[@]}" --steps 400 --eval-every 0 --final-eval none --save-every 20 \
   --log-every 5 --quiet 2>/dev/null &

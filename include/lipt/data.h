@@ -55,7 +55,7 @@ typedef struct {
     int n_sym;            /* symbol ids are 0 .. n_sym-1 */
     int size;             /* ids in use (embedding rows): n_sym, plus 1 when the unknown id is enabled */
     int unk_id;           /* -1: disabled, unseen symbols are an error; else == n_sym */
-    int ptb_form;         /* symbols came from PTB char files (for display; see LIPT_DECODE_PTB_FILE) */
+    int ptb_form;         /* symbols came from PTB char files (see lipt_vocab_text_symbol, LIPT_DECODE_PTB_FILE) */
     uint8_t sym[256];     /* id -> byte */
     int16_t id_of[256];   /* byte -> id, -1 when absent */
 } lipt_vocab;
@@ -66,11 +66,23 @@ void lipt_vocab_build(lipt_vocab *v, const uint8_t *text, size_t n);
 void lipt_vocab_enable_unk(lipt_vocab *v);
 int  lipt_vocab_equal(const lipt_vocab *a, const lipt_vocab *b);
 
-/* Unseen symbol without an unknown id: LIPT_ERR_FORMAT naming label, the symbol, its position and line. */
+/* The one mapping from text to a vocabulary's symbols, applied by every encoder below (so by lipt sample's prompt,
+ * lipt invert's --text and every corpus read with a checkpoint's vocabulary): a PTB-style vocabulary (ptb_form, with
+ * '_' and without a space symbol: PTB char files mark word boundaries with '_') reads a space as '_', so that
+ * "the company said" is "the_company_said". Every other byte, and every byte for other vocabularies, is itself.
+ * python/lipt_torch.py's Vocab.encode applies the same rule. */
+uint8_t lipt_vocab_text_symbol(const lipt_vocab *v, uint8_t byte);
+
+/* text -> ids through lipt_vocab_text_symbol. Unseen symbol without an unknown id: LIPT_ERR_FORMAT naming label, the
+ * symbol, its position and line, and the training options that avoid it (for corpora). */
 lipt_status lipt_vocab_encode(const lipt_vocab *v, const uint8_t *text, size_t n, int32_t *ids, const char *label,
                               lipt_error *err);
 lipt_status lipt_vocab_encode_tok(const lipt_vocab *v, const uint8_t *text, size_t n, lipt_tok *ids,
                                   const char *label, lipt_error *err);
+/* The same for text a user typed (a prompt, --text): an unseen symbol's message lists the symbols the model reads
+ * (and says that a space is read as '_' where it is) instead of advising on training options. */
+lipt_status lipt_vocab_encode_text(const lipt_vocab *v, const uint8_t *text, size_t n, int32_t *ids,
+                                   const char *label, lipt_error *err);
 
 /* Decoding flags. Default: the raw symbols (PTB: its symbol form, "aer_banknote\n"). */
 #define LIPT_DECODE_ESCAPE   1  /* for display: newline -> "\n", tab -> "\t", CR -> "\r", other control bytes -> "\xHH" */

@@ -1,4 +1,5 @@
-/* Vocabulary: byte-level or built from the training split; encode with unseen-symbol errors, decode, blob form. */
+/* Vocabulary: byte-level or built from the training split; the text-to-symbol mapping (PTB: a space is '_'),
+ * encode with unseen-symbol errors, decode, blob form. */
 #include "lipt/data.h"
 
 #include <stdio.h>
@@ -56,22 +57,89 @@ static void describe_sym(uint8_t c, char *buf, size_t len) {
     else snprintf(buf, len, "byte 0x%02x", c);
 }
 
+/* PTB char corpora have no space symbol: '_' is their word boundary, so ordinary text with spaces is read with '_'. */
+static int space_as_underscore(const lipt_vocab *v) {
+    return v->ptb_form && v->id_of[' '] < 0 && v->id_of['_'] >= 0;
+}
+
+uint8_t lipt_vocab_text_symbol(const lipt_vocab *v, uint8_t byte) {
+    return byte == ' ' && space_as_underscore(v) ? (uint8_t)'_' : byte;
+}
+
+static int printable(uint8_t c) { return c > 32 && c < 127; }
+
+/* 1 digit, 2 lower-case, 3 upper-case ASCII letter, 0 anything else: the symbols a listing shortens to "a..z". */
+static int char_class(uint8_t c) {
+    return c >= '0' && c <= '9' ? 1 : c >= 'a' && c <= 'z' ? 2 : c >= 'A' && c <= 'Z' ? 3 : 0;
+}
+
+/* One symbol of a listing: printable as itself, "space", or escaped. */
+static size_t list_sym(uint8_t c, char *buf, size_t len) {
+    int k;
+    if (c == ' ') k = snprintf(buf, len, "space");
+    else if (c == '\n') k = snprintf(buf, len, "\\n");
+    else if (c == '\t') k = snprintf(buf, len, "\\t");
+    else if (c == '\r') k = snprintf(buf, len, "\\r");
+    else if (printable(c)) k = snprintf(buf, len, "%c", c);
+    else k = snprintf(buf, len, "\\x%02x", c);
+    return k < 0 ? 0 : (size_t)k;
+}
+
+/* The vocabulary's symbols for a message, space-separated, runs of 3 or more consecutive digits or letters as "a..z"
+ * ("# $ & ' * - . / 0..9 < > N \ _ a..z \n" for PTB); cut with "..." when it does not fit cap. */
+static void vocab_listing(const lipt_vocab *v, char *out, size_t cap) {
+    size_t len = 0;
+    out[0] = 0;
+    for (int i = 0; i < v->n_sym;) {
+        int j = i; /* the run of consecutive digits, lower-case or upper-case letters from symbol i */
+        while (j + 1 < v->n_sym && v->sym[j + 1] == v->sym[j] + 1 && char_class(v->sym[i]) &&
+               char_class(v->sym[j + 1]) == char_class(v->sym[i]))
+            j++;
+        char item[24];
+        size_t k = list_sym(v->sym[i], item, sizeof item);
+        if (j - i >= 2) {
+            k += (size_t)snprintf(item + k, sizeof item - k, "..");
+            k += list_sym(v->sym[j], item + k, sizeof item - k);
+        } else {
+            j = i;
+        }
+        if (len + k + 5 >= cap) { /* room for " ..." and the NUL */
+            snprintf(out + len, cap - len, "%s...", len ? " " : "");
+            return;
+        }
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? " " : "", item);
+        i = j + 1;
+    }
+}
+
+/* The error for an unseen symbol: typed text (user) lists what the model reads; a corpus advises on training. */
+static lipt_status unseen_symbol(const lipt_vocab *v, const uint8_t *text, size_t i, int user, const char *label,
+                                 lipt_error *err) {
+    char d[32];
+    describe_sym(text[i], d, sizeof d);
+    if (!label) label = "text";
+    if (user) {
+        char list[300];
+        vocab_listing(v, list, sizeof list);
+        return lipt_fail(err, LIPT_ERR_FORMAT, "%s: symbol %s at position %zu is not in the model's vocabulary of %d "
+                         "symbols: %s%s", label, d, i, v->n_sym, list,
+                         space_as_underscore(v) ? " (a space is read as '_', the word boundary)" : "");
+    }
+    size_t line = 1;
+    for (size_t j = 0; j < i; j++) line += text[j] == '\n';
+    return lipt_fail(err, LIPT_ERR_FORMAT,
+                     "%s: symbol %s at position %zu (line %zu) is not in the vocabulary (%d symbols, built "
+                     "from the training split); train with --unk (an unknown-symbol id) "
+                     "to map unseen symbols to <unk>, or use the byte vocabulary (--vocab bytes)",
+                     label, d, i, line, v->n_sym);
+}
+
 static lipt_status encode_any(const lipt_vocab *v, const uint8_t *text, size_t n, int32_t *i32, lipt_tok *i16,
-                              const char *label, lipt_error *err) {
+                              int user, const char *label, lipt_error *err) {
     for (size_t i = 0; i < n; i++) {
-        int id = v->id_of[text[i]];
+        int id = v->id_of[lipt_vocab_text_symbol(v, text[i])];
         if (id < 0) {
-            if (v->unk_id < 0) {
-                size_t line = 1;
-                for (size_t j = 0; j < i; j++) line += text[j] == '\n';
-                char d[32];
-                describe_sym(text[i], d, sizeof d);
-                return lipt_fail(err, LIPT_ERR_FORMAT,
-                                 "%s: symbol %s at position %zu (line %zu) is not in the vocabulary (%d symbols, built "
-                                 "from the training split); train with --unk (an unknown-symbol id) "
-                                 "to map unseen symbols to <unk>, or use the byte vocabulary (--vocab bytes)",
-                                 label ? label : "text", d, i, line, v->n_sym);
-            }
+            if (v->unk_id < 0) return unseen_symbol(v, text, i, user, label, err);
             id = v->unk_id;
         }
         if (i32) i32[i] = id;
@@ -82,12 +150,17 @@ static lipt_status encode_any(const lipt_vocab *v, const uint8_t *text, size_t n
 
 lipt_status lipt_vocab_encode(const lipt_vocab *v, const uint8_t *text, size_t n, int32_t *ids, const char *label,
                               lipt_error *err) {
-    return encode_any(v, text, n, ids, NULL, label, err);
+    return encode_any(v, text, n, ids, NULL, 0, label, err);
 }
 
 lipt_status lipt_vocab_encode_tok(const lipt_vocab *v, const uint8_t *text, size_t n, lipt_tok *ids,
                                   const char *label, lipt_error *err) {
-    return encode_any(v, text, n, NULL, ids, label, err);
+    return encode_any(v, text, n, NULL, ids, 0, label, err);
+}
+
+lipt_status lipt_vocab_encode_text(const lipt_vocab *v, const uint8_t *text, size_t n, int32_t *ids,
+                                   const char *label, lipt_error *err) {
+    return encode_any(v, text, n, ids, NULL, 1, label, err);
 }
 
 typedef struct {
