@@ -453,6 +453,21 @@ else
   fail "info --system: $sysj $(cat "$TMP/sys.err")"
 fi
 expect_error "info --system with --ckpt" "$LIPT" info --system --ckpt "$TMP/run/last.ckpt"
+# the default thread count leaves the cores other programs keep busy: one busy loop per usable core, and the
+# default is 1 thread; LIPT_THREADS (and --threads) stand whatever the load
+ncores=$(echo "$sysj" | sed -n 's/.*"cpus_usable":\([0-9]*\).*/\1/p')
+busy_pids=()
+for _ in $(seq 1 "${ncores:-1}"); do (while :; do :; done) & busy_pids+=($!); done
+sleep 0.3
+ld=$("$LIPT" info --system --json 2>/dev/null)
+ldset=$(LIPT_THREADS=$((ncores + 1)) "$LIPT" info --system --json 2>/dev/null)
+kill "${busy_pids[@]}" 2>/dev/null; wait "${busy_pids[@]}" 2>/dev/null
+if echo "$ld" | grep -q '"threads":1,"threads_default":true' &&
+   echo "$ldset" | grep -q "\"threads\":$((ncores + 1)),\"threads_default\":false"; then
+  pass "default threads on $ncores busy cores: 1 ($(echo "$ld" | grep -o '"cpus_busy_elsewhere":[0-9.]*')); LIPT_THREADS=$((ncores + 1)) stands"
+else
+  fail "default threads under load: $ld / $ldset"
+fi
 if echo "$sysj" | grep -q DYNAMIC_ARCH && [ -n "$best" ]; then
   # as if OpenBLAS had fallen back to Prescott: one note, then the same command on the best kernels
   pre=$(LIPT_TEST_PRETEND_GENERIC=1 "$LIPT" info --system --json 2>"$TMP/pre.err")

@@ -248,6 +248,11 @@ int train_loop(trainer *t, const train_settings *s) {
         if (st == LIPT_ERR_NUMERIC) return diverged(t, &sr);
         if (st != LIPT_OK) return cli_fail("train", &err);
         t->step++;
+        if (lipt_threads_adapt(10.0)) { /* the default count follows other programs' load on the cores */
+            char how[192];
+            lipt_threads_describe(how, sizeof how);
+            fprintf(stderr, "%slipt train: step %lld: threads now %s\n", t->tty ? "\n" : "", (long long)t->step, how);
+        }
         if (t->step == drift_at) t->model.params.value[0] += 1e-3f;
         t->loss_ema = isfinite(t->loss_ema) ? 0.95 * t->loss_ema + 0.05 * sr.loss : sr.loss;
         const double tok_s = report_step(t, s, &sr, lr, t0, c0, &t_last);

@@ -88,11 +88,21 @@ uint64_t lipt_rng_below(lipt_rng *r, uint64_t n); /* uniform in [0, n) */
 void     lipt_rng_fill_normal(lipt_rng *r, float *x, size_t n, float std);
 void     lipt_rng_fill_uniform(lipt_rng *r, float *x, size_t n, float lo, float hi);
 
-/* Threads: one knob for OpenMP and OpenBLAS. lipt_threads_init reads LIPT_THREADS
- * (default: all cores) and applies it; lipt_set_threads applies an explicit count. */
+/* Threads: one knob for OpenMP and OpenBLAS. lipt_threads_init reads LIPT_THREADS and applies it; without it, the
+ * default is the usable cores less those other programs keep busy (at least 1), and lipt_threads_adapt (at most
+ * every every_s seconds; 1 when it changed the count) follows the load while a long command runs. lipt_set_threads
+ * applies an explicit count, which then stays. lipt_threads_describe says which it is, for info and logs. */
 int  lipt_threads_init(void);
 void lipt_set_threads(int n);
 int  lipt_get_threads(void);
+int  lipt_threads_adapt(double every_s);
+void lipt_threads_describe(char *out, size_t n);
+int  lipt_threads_default(double *busy); /* 1 when the count is the default; *busy: the CPUs others kept busy */
+/* The CPUs this process may run on (its affinity mask), and how many of them other programs keep busy: runnable
+ * tasks on the system less this process's own, averaged over 8 readings 1 ms apart; 0 under a cpuset that leaves
+ * part of the machine to others (load there cannot be told apart). */
+int    lipt_cpus_usable(void);
+double lipt_cpus_busy_elsewhere(void);
 /* True when a BLAS call made inside our own OpenMP region runs single-threaded
  * (OpenBLAS built for OpenMP), so kernels may parallelise over heads around GEMMs. */
 int  lipt_blas_nests_safely(void);

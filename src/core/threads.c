@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef LIPT_HAVE_OPENBLAS
@@ -24,8 +25,13 @@ int openblas_get_parallel(void);
 
 /* Per-thread buffers OpenBLAS has mapped: its count at load time, then the most we set (it never unmaps them). */
 static int blas_mapped = 0;
-/* Set while lipt_threads_init applies its default (all cores): lowered without a note, the user asked for nothing. */
+/* Set while a default count is applied: lowered without a note, the user asked for nothing. */
 static int default_count = 0;
+/* The default count follows the load: the usable cores less those busy with other programs, counted at start-up
+ * and again by lipt_threads_adapt (the training loop calls it); an explicit count (LIPT_THREADS, --threads) stays. */
+static int auto_count = 0;
+static double busy_seen = 0;
+static struct timespec last_check;
 
 /* A worker thread's stack: OMP_STACKSIZE (or GOMP_STACKSIZE; a number with an optional B, K, M or G suffix, K by
  * default) when set, else the default pthread stack (the soft stack limit, 8 MiB when unlimited); plus a guard page. */
@@ -110,7 +116,7 @@ static int threads_that_fit(int n) {
     return fit;
 }
 
-void lipt_set_threads(int n) {
+static void apply_threads(int n) {
     if (n < 1) n = 1;
     n = threads_that_fit(n);
     if (n > blas_mapped) blas_mapped = n;
@@ -122,7 +128,20 @@ void lipt_set_threads(int n) {
 #endif
 }
 
+void lipt_set_threads(int n) {
+    auto_count = 0; /* an explicit count is kept: no adapting to load */
+    apply_threads(n);
+}
+
 int lipt_get_threads(void) { return omp_get_max_threads(); }
+
+/* The default count: the usable CPUs (affinity mask) less those other programs keep busy, at least 1. */
+static int default_threads(double *busy) {
+    const int n = lipt_cpus_usable();
+    *busy = lipt_cpus_busy_elsewhere();
+    int k = (int)((double)n - *busy + 0.5);
+    return k < 1 ? 1 : k > n ? n : k;
+}
 
 int lipt_threads_init(void) {
     const char *env = getenv("LIPT_THREADS");
@@ -132,12 +151,48 @@ int lipt_threads_init(void) {
         n = strtol(env, &end, 10);
         if (!end || *end || n < 1 || n > 4096) n = 0; /* ignored: callers validate user flags themselves */
     }
-    default_count = n == 0;
-    if (n == 0) n = sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1) n = 1;
-    lipt_set_threads((int)n);
+    auto_count = n == 0;
+    if (auto_count) {
+        n = default_threads(&busy_seen);
+        clock_gettime(CLOCK_MONOTONIC, &last_check);
+        if (n < lipt_cpus_usable() && isatty(2))
+            fprintf(stderr, "lipt: note: other programs keep about %.1f of the %d cores busy: using %ld thread%s "
+                    "(--threads or LIPT_THREADS to choose)\n", busy_seen, lipt_cpus_usable(), n, n == 1 ? "" : "s");
+    }
+    default_count = 1;
+    apply_threads((int)n);
     default_count = 0;
     return lipt_get_threads();
+}
+
+int lipt_threads_adapt(double every_s) {
+    if (!auto_count) return 0;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((double)(now.tv_sec - last_check.tv_sec) + 1e-9 * (double)(now.tv_nsec - last_check.tv_nsec) < every_s)
+        return 0;
+    last_check = now;
+    const int k = default_threads(&busy_seen);
+    if (k == lipt_get_threads()) return 0;
+    default_count = 1;
+    apply_threads(k);
+    default_count = 0;
+    return 1;
+}
+
+int lipt_threads_default(double *busy) {
+    if (busy) *busy = busy_seen;
+    return auto_count;
+}
+
+void lipt_threads_describe(char *out, size_t n) {
+    const int k = lipt_get_threads(), cores = lipt_cpus_usable();
+    if (!auto_count) snprintf(out, n, "%d (set by LIPT_THREADS or --threads)", k);
+    else if (k < cores)
+        snprintf(out, n, "%d (default: %d cores, other programs keep about %.1f busy; LIPT_THREADS or --threads to "
+                 "choose)", k, cores, busy_seen < cores ? busy_seen : (double)cores);
+    else snprintf(out, n, "%d (default: all %d cores, none busy elsewhere; LIPT_THREADS or --threads to choose)", k,
+                  cores);
 }
 
 int lipt_blas_nests_safely(void) {

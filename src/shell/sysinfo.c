@@ -25,7 +25,9 @@ void sysinfo_print(FILE *f, const lipt_cpuinfo *ci, const char *indent) {
     }
     if (ci->dnnl_isa[0]) fprintf(f, "%soneDNN %s: ISA %s\n", indent, ci->dnnl_version, ci->dnnl_isa);
     else fprintf(f, "%soneDNN: not in this build\n", indent);
-    fprintf(f, "%sthreads: %d (LIPT_THREADS or --threads; default: all cores)\n", indent, lipt_get_threads());
+    char how[192];
+    lipt_threads_describe(how, sizeof how);
+    fprintf(f, "%sthreads: %s\n", indent, how);
 }
 
 void sysinfo_json(json_w *j, const lipt_cpuinfo *ci) {
@@ -46,5 +48,9 @@ void sysinfo_json(json_w *j, const lipt_cpuinfo *ci) {
     json_str(j, "onednn_version", ci->dnnl_version);
     json_str(j, "onednn_isa", ci->dnnl_isa);
     json_int(j, "threads", lipt_get_threads());
+    double busy = 0;
+    json_bool(j, "threads_default", lipt_threads_default(&busy)); /* false: LIPT_THREADS or --threads */
+    json_int(j, "cpus_usable", lipt_cpus_usable());
+    json_num(j, "cpus_busy_elsewhere", busy); /* counted when the default was chosen */
     json_obj_close(j);
 }
