@@ -200,7 +200,7 @@ BOUND_BLOCKS = {"uq": "H", "vq": "H", "uv": "H", "vv": "H", "uo": 1, "vo": 1, "u
 
 
 def _reseed_val(which: int, b: int, j: int) -> float:
-    """src/ops/spectral.c reseed_val: a deterministic dense restart for a degenerate power iteration."""
+    """src/lipschitz/spectral.c reseed_val: a deterministic dense restart for a degenerate power iteration."""
     m = (1 << 64) - 1
     z = ((((2 * b + which) & 0xFFFFFFFF) << 32 | (j & 0xFFFFFFFF)) + 0x9E3779B97F4A7C15) & m
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
@@ -219,7 +219,7 @@ def _normalise(x: torch.Tensor) -> Optional[torch.Tensor]:
 @torch.no_grad()
 def power_iterate(w: torch.Tensor, u: torch.Tensor, v: torch.Tensor, n_blocks: int, iters: int) -> None:
     """`iters` rounds v <- W_b^T u / |.|, u <- W_b v / |.| per column block, in float64, written back into the
-    (float32) vectors u and v in place, as src/ops/spectral.c power_block does."""
+    (float32) vectors u and v in place, as src/lipschitz/spectral.c power_block does."""
     if iters <= 0:
         return
     R, C = w.shape
