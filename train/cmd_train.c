@@ -63,6 +63,7 @@ static const cli_opt train_opts[] = {
     {"resume", CLI_FLAG, NULL, "continue from --ckpt FILE or DIR/last.ckpt (same loss curve as an uninterrupted run)", NULL},
     {"ckpt", CLI_STRING, "FILE", "checkpoint to resume from", NULL},
     {"check-every", CLI_INT, "N", "under MPI: compare a parameter checksum across ranks every N steps (0: only at start and end)", "100"},
+    {"mpi-timeout", CLI_STRING, "S", "under MPI: a rank waiting S seconds in one collective (another rank frozen or stuck) stops the job with a message; saved checkpoints stay whole (0: wait forever; default: LIPT_MPI_TIMEOUT, else 600)", NULL},
     {"json", CLI_FLAG, NULL, "print the final summary as one JSON object on stdout", NULL},
     {"quiet", CLI_FLAG, NULL, "no progress output", NULL},
 };
@@ -642,6 +643,9 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
     int pr = cli_parse(ap, C, "Train a character-level Transformer (any attention variant) on a corpus.", train_opts,
                        N_TRAIN_OPTS, argc, argv, 1, 0);
     if (pr) return pr > 0 ? 0 : 2;
+    lipt_error terr = {0}; /* the watchdog's timeout (src/dist/dist.c) */
+    if (cli_has(ap, "mpi-timeout") && lipt_dist_set_timeout(dist, cli_str(ap, "mpi-timeout"), "--mpi-timeout", &terr))
+        return cli_fail(C, &terr);
     trainer t;
     memset(&t, 0, sizeof t);
     t.dist = dist;
