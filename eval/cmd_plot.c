@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "metrics_read.h"
 #include "svg.h"
 
 #define LN2 0.69314718055994530942
@@ -46,36 +47,7 @@ static void run_label(const char *labels, int i, const char *run, char *out, siz
     snprintf(out, n, "%s", slash && slash[1] ? slash + 1 : buf);
 }
 
-typedef struct {
-    double *step, *bpc, *vstep, *vbpc;
-    int n, nv, cap, vcap;
-} curve;
-
-static void push(double **a, double **b, int *n, int *cap, double x, double y) {
-    if (*n == *cap) {
-        *cap = *cap ? 2 * *cap : 256;
-        *a = realloc(*a, sizeof(double) * (size_t)*cap);
-        *b = realloc(*b, sizeof(double) * (size_t)*cap);
-        if (!*a || !*b) {
-            fprintf(stderr, "lipt plot: out of memory\n");
-            exit(1);
-        }
-    }
-    (*a)[*n] = x;
-    (*b)[*n] = y;
-    (*n)++;
-}
-
-/* The number after "key": in a flat JSON line; NAN when absent. */
-static double jget(const char *line, const char *key) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(line, pat);
-    if (!p) return NAN;
-    char *end;
-    double v = strtod(p + strlen(pat), &end);
-    return end == p + strlen(pat) ? NAN : v;
-}
+typedef metrics_curve curve; /* src/shell/metrics_read.c */
 
 /* Training symbols per step of a run: batch x seq_len from the run.cfg beside its metrics.jsonl (what lipt train
  * writes). 0 when either is missing. */
@@ -106,22 +78,7 @@ static int read_run(const char *run, int smooth, curve *c, char *path, size_t n,
     else snprintf(path, n, "%s", run);
     FILE *f = lipt_open_regular(path, NULL, err);
     if (!f) return -1;
-    char line[4096];
-    double *win = calloc((size_t)smooth, sizeof(double)), sum = 0;
-    long k = 0;
-    while (fgets(line, sizeof line, f)) {
-        const double step = jget(line, "step"), bpc = jget(line, "bpc");
-        if (!isfinite(step) || !isfinite(bpc)) continue;
-        if (strstr(line, "\"eval\"")) {
-            if (strstr(line, "\"valid\"") || strstr(line, "\"valid_full\"")) push(&c->vstep, &c->vbpc, &c->nv, &c->vcap, step, bpc);
-            continue;
-        }
-        sum += bpc - win[k % smooth];
-        win[k % smooth] = bpc;
-        k++;
-        push(&c->step, &c->bpc, &c->n, &c->cap, step, sum / (double)(k < smooth ? k : smooth));
-    }
-    free(win);
+    metrics_read_curve(f, smooth, c);
     fclose(f);
     return 0;
 }
