@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "lipt/checkpoint.h"
 #include "lipt/config.h"
+#include "metrics_read.h"
 #include "run.h"
 #include "sysinfo.h"
 
@@ -42,12 +43,7 @@ static void last_metrics(const char *ckpt, char *train, char *eval, size_t n) {
     snprintf(path, sizeof path, "%.*s%smetrics.jsonl", slash ? (int)(slash - ckpt) : 0, ckpt, slash ? "/" : "");
     FILE *f = lipt_open_regular(path, NULL, NULL); /* a FIFO there is refused, never waited on */
     if (!f) return;
-    char line[4096];
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = 0;
-        if (strstr(line, "\"event\"")) continue;
-        snprintf(strstr(line, "\"eval\"") ? eval : train, n, "%s", line);
-    }
+    metrics_last_lines(f, train, eval, n); /* src/shell/metrics_read.c */
     fclose(f);
 }
 

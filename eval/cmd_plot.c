@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "metrics_read.h"
 #include "svg.h"
 
 #define LN2 0.69314718055994530942
@@ -48,36 +49,7 @@ static void run_label(const char *labels, int i, const char *run, char *out, siz
     snprintf(out, n, "%s", slash && slash[1] ? slash + 1 : buf);
 }
 
-typedef struct {
-    double *step, *bpc, *raw, *vstep, *vbpc; /* bpc: raw smoothed (smooth_centred) */
-    int n, nv, cap, vcap;
-} curve;
-
-static void push(double **a, double **b, int *n, int *cap, double x, double y) {
-    if (*n == *cap) {
-        *cap = *cap ? 2 * *cap : 256;
-        *a = realloc(*a, sizeof(double) * (size_t)*cap);
-        *b = realloc(*b, sizeof(double) * (size_t)*cap);
-        if (!*a || !*b) {
-            fprintf(stderr, "lipt plot: out of memory\n");
-            exit(1);
-        }
-    }
-    (*a)[*n] = x;
-    (*b)[*n] = y;
-    (*n)++;
-}
-
-/* The number after "key": in a flat JSON line; NAN when absent. */
-static double jget(const char *line, const char *key) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(line, pat);
-    if (!p) return NAN;
-    char *end;
-    double v = strtod(p + strlen(pat), &end);
-    return end == p + strlen(pat) ? NAN : v;
-}
+typedef metrics_curve curve; /* src/shell/metrics_read.c */
 
 /* Training symbols per step of a run: batch x seq_len from the run.cfg beside its metrics.jsonl (what lipt train
  * writes). 0 when either is missing. */
@@ -100,20 +72,6 @@ static double symbols_per_step(const char *metrics_path) {
     return batch > 0 && seq > 0 ? batch * seq : 0;
 }
 
-/* y[k] = the mean of raw over the window of `smooth` points centred on k (shrunk at both ends so it stays centred).
- * A trailing mean lags a falling curve (early training BPC looked worse than validation); a centred one follows any
- * straight stretch exactly. */
-static void smooth_centred(const double *raw, double *y, int n, int smooth) {
-    for (int k = 0; k < n; k++) {
-        int h = (smooth - 1) / 2;
-        if (h > k) h = k;
-        if (h > n - 1 - k) h = n - 1 - k;
-        double sum = 0;
-        for (int i = k - h; i <= k + h; i++) sum += raw[i];
-        y[k] = sum / (2 * h + 1);
-    }
-}
-
 /* A run folder (or its metrics.jsonl) -> its curves; the training BPC smoothed over `smooth` lines. 0, or -1 with
  * the reason in err (missing, not a regular file: a FIFO is refused, never waited on). */
 static int read_run(const char *run, int smooth, curve *c, char *path, size_t n, lipt_error *err) {
@@ -122,20 +80,8 @@ static int read_run(const char *run, int smooth, curve *c, char *path, size_t n,
     else snprintf(path, n, "%s", run);
     FILE *f = lipt_open_regular(path, NULL, err);
     if (!f) return -1;
-    char line[4096];
-    while (fgets(line, sizeof line, f)) {
-        const double step = jget(line, "step"), bpc = jget(line, "bpc");
-        if (!isfinite(step) || !isfinite(bpc)) continue;
-        if (strstr(line, "\"eval\"")) {
-            if (strstr(line, "\"valid\"") || strstr(line, "\"valid_full\"")) push(&c->vstep, &c->vbpc, &c->nv, &c->vcap, step, bpc);
-            continue;
-        }
-        push(&c->step, &c->raw, &c->n, &c->cap, step, bpc);
-    }
+    metrics_read_curve(f, smooth, c);
     fclose(f);
-    c->bpc = malloc(sizeof(double) * (size_t)(c->n ? c->n : 1));
-    if (!c->bpc) return lipt_fail(err, LIPT_ERR_NOMEM, "%s: out of memory", path), -1;
-    smooth_centred(c->raw, c->bpc, c->n, smooth);
     return 0;
 }
 
@@ -211,7 +157,7 @@ int cmd_plot(int argc, char **argv) {
         if (svg_write_file(cli_str(&a, "out"), &p, s, ns, &err) != LIPT_OK) rc = cli_fail(C, &err);
         else fprintf(stderr, "wrote %s (%d run%s)\n", cli_str(&a, "out"), a.n_pos, a.n_pos > 1 ? "s" : "");
     }
-    for (int i = 0; i < MAX_RUNS; i++) free(c[i].step), free(c[i].bpc), free(c[i].raw), free(c[i].vstep), free(c[i].vbpc);
+    for (int i = 0; i < MAX_RUNS; i++) metrics_curve_free(&c[i]);
     cli_free(&a);
     return rc;
 }

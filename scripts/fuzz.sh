@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzing: scripts/fuzz.sh TARGET SECONDS, or scripts/fuzz.sh all SECONDS (each target in turn, SECONDS each).
-# Targets (tests/fuzz/fuzz_TARGET.c): checkpoint, config, corpus, cli.
+# Targets (tests/fuzz/fuzz_TARGET.c): checkpoint, config, corpus, cli, ckpt_opts, run_config, metrics.
 # Installs clang and its fuzzer/sanitizer runtimes when missing (apt-get, through sudo when not root), builds the
 # libFuzzer targets in build-fuzz/ (clang, ASan + UBSan), replays every regression input of the target
 # (tests/fuzz/regressions/TARGET/), then fuzzes from the seeds (tests/fuzz/corpus/TARGET/, copied to
@@ -9,8 +9,8 @@
 # crashing input under build-fuzz/crashes/TARGET/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TARGETS=(checkpoint config corpus cli)
-usage() { echo "usage: scripts/fuzz.sh checkpoint|config|corpus|cli|all SECONDS" >&2; exit 2; }
+TARGETS=(checkpoint config corpus cli ckpt_opts run_config metrics)
+usage() { echo "usage: scripts/fuzz.sh checkpoint|config|corpus|cli|ckpt_opts|run_config|metrics|all SECONDS" >&2; exit 2; }
 [ $# -eq 2 ] || usage
 case "$2" in ''|*[!0-9]*) usage ;; esac
 if [ "$1" = all ]; then
@@ -51,8 +51,9 @@ if ! cmake --build "$B" -j"$JOBS" --target "${run[@]/#/fuzz_}" >"$B/logs/build.l
   cat "$B/logs/build.log"; echo "error: the fuzz build failed" >&2; exit 1
 fi
 
-# Largest input per target: checkpoints are a few KB to a few tens of KB, the rest is text.
-max_len() { case "$1" in checkpoint) echo 65536 ;; corpus) echo 16384 ;; *) echo 4096 ;; esac; }
+# Largest input per target: checkpoints are a few KB to a few tens of KB, the rest is text (metrics.jsonl: several
+# lines past the readers' 4095-byte line buffer).
+max_len() { case "$1" in checkpoint) echo 65536 ;; corpus|metrics) echo 16384 ;; *) echo 4096 ;; esac; }
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 failed=()
 summary=()

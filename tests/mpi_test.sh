@@ -5,7 +5,9 @@
 #   2. the replica checksum stops the job with a clear error when one rank's weights drift;
 #   3. --resume with a different number of ranks (2 -> 1 and 1 -> 2) continues the same run;
 #   4. a rank killed with SIGKILL ends the job non-zero within seconds, the last checkpoint intact;
-#   5. SIGTERM to mpirun saves a checkpoint; non-train commands refuse to run as several ranks.
+#   5. SIGTERM to mpirun saves a checkpoint; non-train commands refuse to run as several ranks;
+#   6. a frozen rank (SIGSTOP) stops the job after --mpi-timeout with a message naming the wait, the last checkpoint
+#      intact; every rank stopped together (Ctrl-Z on the job) and continued later does not; bad timeouts are refused.
 # Usage: mpi_test.sh LIPT_BINARY [MPIEXEC]
 set -u
 LIPT=${1:?usage: mpi_test.sh path/to/lipt [mpiexec]}
@@ -139,6 +141,70 @@ fi
 rc=$?
 [ $rc -ne 0 ] && grep -q "only lipt train runs on several ranks" "$TMP/eval.log" && pass "lipt eval under mpirun refuses (exit $rc)" ||
   fail "lipt eval under mpirun: exit $rc: $(tail -2 "$TMP/eval.log")"
+
+# ---- 6. a frozen rank: the others' watchdog stops the job after --mpi-timeout, the last checkpoint intact
+rank_pid() { # the process of rank $2 of the job training into $1
+  for p in $(pgrep -f -- "--out $1"); do
+    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -Eq "^(OMPI_COMM_WORLD_RANK|PMI_RANK)=$2\$" && echo "$p"
+  done | head -1
+}
+TO=10
+"${MPIRUN[@]}" "$LIPT" train "${COMMON[@]}" --out "$TMP/frozen" --steps 1000000 --batch 4 --save-every 5 \
+  --mpi-timeout $TO > "$TMP/frozen.log" 2>&1 &
+mp=$!
+for _ in $(seq 1 600); do [ -f "$TMP/frozen/last.ckpt" ] && break; sleep 0.1; done
+r0=$(rank_pid "$TMP/frozen" 0) r1=$(rank_pid "$TMP/frozen" 1)
+if [ -z "$r0" ] || [ -z "$r1" ]; then
+  fail "frozen rank: could not find the ranks' processes"
+  kill "$mp" 2>/dev/null
+else
+  # every rank stopped (as Ctrl-Z on mpirun does) for longer than the timeout, then continued: no rank fires
+  kill -STOP "$r0" "$r1"
+  sleep $((TO + 2))
+  kill -CONT "$r0" "$r1"
+  sleep 2
+  if kill -0 "$mp" 2>/dev/null; then
+    pass "every rank stopped $((TO + 2)) s and continued: the job goes on (the stop does not count as a wait)"
+  else
+    fail "every rank stopped and continued: the job ended: $(tail -3 "$TMP/frozen.log")"
+  fi
+  t0=$(date +%s%N)
+  kill -STOP "$r1"
+  for _ in $(seq 1 $(( (2 * TO + 30) * 10 ))); do kill -0 "$mp" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$mp" 2>/dev/null; then
+    fail "frozen rank: the job still runs $((2 * TO + 30)) s after rank 1 was stopped (--mpi-timeout $TO)"
+    kill -CONT "$r1" 2>/dev/null
+    kill -9 "$r1" "$r0" 2>/dev/null
+  else
+    wait "$mp"
+    rc=$?
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    msg=$(grep -m1 "rank 0 of 2 waited" "$TMP/frozen.log")
+    if [ $rc -ne 0 ] && [ $ms -ge $(( (TO - 1) * 1000 )) ] && [ $ms -lt $(( (2 * TO + 30) * 1000 )) ] &&
+      echo "$msg" | grep -q "waited [0-9.]* s in MPI_[A-Za-z_]* .*--mpi-timeout"; then
+      pass "frozen rank: the job exited $rc after $ms ms: ${msg:0:140}..."
+    else
+      fail "frozen rank: exit $rc after $ms ms (timeout $TO s); log: $(tail -5 "$TMP/frozen.log")"
+    fi
+    out=$("$LIPT" eval --ckpt "$TMP/frozen/last.ckpt" --split valid --max-symbols 2000 --json --quiet 2>&1)
+    echo "$out" | grep -q '"bpc":[0-9]' && pass "frozen rank: last.ckpt loads and evaluates (step $(echo "$out" | sed -n 's/.*"step":\([0-9]*\).*/\1/p'))" ||
+      fail "frozen rank: last.ckpt: $out"
+  fi
+  kill -0 "$r1" 2>/dev/null && { kill -CONT "$r1"; kill -9 "$r1"; fail "frozen rank: rank 1 outlived the job"; }
+fi
+for bad in -1 0.5 abc 1e99; do
+  "$LIPT" train "${COMMON[@]}" --out "$TMP/badto" --steps 1 --batch 2 --mpi-timeout "$bad" > "$TMP/badto.log" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && grep -q "expects seconds" "$TMP/badto.log" || fail "--mpi-timeout $bad: exit $rc: $(tail -1 "$TMP/badto.log")"
+done
+LIPT_MPI_TIMEOUT=soon "${MPIRUN[@]}" -x LIPT_MPI_TIMEOUT "$LIPT" train "${COMMON[@]}" --out "$TMP/badenv" --steps 1 \
+  --batch 2 > "$TMP/badenv.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "LIPT_MPI_TIMEOUT expects seconds" "$TMP/badenv.log" &&
+  pass "bad timeouts refused (--mpi-timeout -1, 0.5, abc, 1e99; LIPT_MPI_TIMEOUT=soon: exit $rc)" ||
+  fail "LIPT_MPI_TIMEOUT=soon: exit $rc: $(tail -2 "$TMP/badenv.log")"
+"$LIPT" train --help | grep -q -- "--mpi-timeout" && pass "lipt train --help lists --mpi-timeout" ||
+  fail "lipt train --help does not list --mpi-timeout"
 
 if [ $fails -gt 0 ]; then echo "$fails MPI test(s) failed"; exit 1; fi
 echo "all MPI tests passed"

@@ -17,6 +17,7 @@
 #include "lipt/evaluate.h"
 #include "lipt/checkpoint.h"
 #include "run.h"
+#include "train_keys.h"
 #include "train_run.h"
 
 /* Options stored in the checkpoint ("persist") are restored on --resume unless given again. */
@@ -63,6 +64,7 @@ static const cli_opt train_opts[] = {
     {"resume", CLI_FLAG, NULL, "continue from --ckpt FILE or DIR/last.ckpt (same loss curve as an uninterrupted run)", NULL},
     {"ckpt", CLI_STRING, "FILE", "checkpoint to resume from", NULL},
     {"check-every", CLI_INT, "N", "under MPI: compare a parameter checksum across ranks every N steps (0: only at start and end)", "100"},
+    {"mpi-timeout", CLI_STRING, "S", "under MPI: a rank waiting S seconds in one collective (another rank frozen or stuck) stops the job with a message; saved checkpoints stay whole (0: wait forever; default: LIPT_MPI_TIMEOUT, else 600)", NULL},
     {"json", CLI_FLAG, NULL, "print the final summary as one JSON object on stdout", NULL},
     {"quiet", CLI_FLAG, NULL, "no progress output (the final result line, done: ..., stays)", NULL},
 };
@@ -126,14 +128,7 @@ static int parse_final_eval(const char *s, int *valid, int *test) {
 }
 
 /* Index of a persisted training option named `key` ('_' and '-' alike), or -1. */
-static int training_key(const char *key) {
-    for (int i = 0; i < N_PERSISTED; i++) {
-        const char *a = persisted[i], *b = key;
-        while (*a && *b && (*a == *b || (*a == '-' && *b == '_'))) a++, b++;
-        if (!*a && !*b) return i;
-    }
-    return -1;
-}
+static int training_key(const char *key) { return train_key_index(persisted, N_PERSISTED, key); }
 
 /* A run config: model keys and training keys (steps, lr, data, ... as in run.cfg) in one `key = value` file.
  * Training keys fill in the options not given on the command line; the rest is the model config (lipt_config_parse,
@@ -158,43 +153,9 @@ static int load_run_config(cli_args *ap, const char *path, lipt_config *cfg) {
         return cli_error(C, "%s: NUL byte in config (not a text file?)", path);
     }
     char *body = strncmp(text, "\xEF\xBB\xBF", 3) == 0 ? text + 3 : text; /* a UTF-8 byte-order mark is not a key */
-    int first_line[N_PERSISTED] = {0}, lineno = 0;
-    for (char *line = body; *line;) {
-        /* lines end as lipt_config_parse ends them: \n, \r\n or a lone \r */
-        char *end = line + strcspn(line, "\r\n");
-        lineno++;
-        char *eq = memchr(line, '=', (size_t)(end - line)), *hash = memchr(line, '#', (size_t)(end - line));
-        if (eq && (!hash || hash > eq)) {
-            char key[64] = "", val[1024] = "";
-            const char *k0 = line, *k1 = eq;
-            while (k0 < k1 && (*k0 == ' ' || *k0 == '\t')) k0++;
-            while (k1 > k0 && (k1[-1] == ' ' || k1[-1] == '\t')) k1--;
-            const char *v0 = eq + 1, *v1 = hash && hash < end ? hash : end;
-            while (v0 < v1 && (*v0 == ' ' || *v0 == '\t')) v0++;
-            while (v1 > v0 && (v1[-1] == ' ' || v1[-1] == '\t' || v1[-1] == '\r')) v1--;
-            if (k1 - k0 < (long)sizeof key && v1 - v0 < (long)sizeof val) {
-                memcpy(key, k0, (size_t)(k1 - k0));
-                memcpy(val, v0, (size_t)(v1 - v0));
-                const int t = training_key(key), bad = cli_check_file_key(C, path, lineno, key, persisted, N_PERSISTED);
-                if (bad || (t >= 0 && first_line[t])) { /* unknown (the nearest key named), or set twice: exit 2 */
-                    free(text);
-                    return bad ? bad : cli_error(C, "%s:%d: %s set twice (first at line %d)", path, lineno,
-                                                 persisted[t], first_line[t]);
-                }
-                if (t >= 0) {
-                    first_line[t] = lineno;
-                    for (int o = 0; o < ap->n_opts; o++)
-                        if (strcmp(ap->opts[o].name, persisted[t]) == 0 && !ap->set[o]) {
-                            ap->set[o] = CLI_SET_BY_CONFIG;
-                            ap->val[o] = cli_own(ap, val, strlen(val));
-                        }
-                    memset(line, ' ', (size_t)(end - line)); /* not a model key: blank, so line numbers stay */
-                }
-            }
-        }
-        line = end;
-        if (*line == '\r' && line[1] == '\n') line += 2;
-        else if (*line) line++;
+    if (train_keys_from_config(ap, body, path, persisted, N_PERSISTED, &err) != LIPT_OK) { /* src/shell/train_keys.c */
+        free(text);
+        return cli_error(C, "%s", err.msg);
     }
     const lipt_status st = lipt_config_parse(cfg, body, path, &err);
     free(text);
@@ -234,20 +195,7 @@ static int merge_config(cli_args *ap, trainer *t, int *resume, const char *resum
     if (t->vocab.size != t->cfg.vocab_size) /* what eval refuses, resume must refuse too */
         return cli_error(C, "%s: its vocabulary has %d symbols but its model %d: not a consistent checkpoint",
                          resume_path, t->vocab.size, t->cfg.vocab_size);
-    for (const char *p = rx->opts_text; p && *p;) {
-        const char *eq = strchr(p, '='), *nl = strchr(p, '\n');
-        if (!eq || !nl || eq > nl) break;
-        char key[64];
-        size_t kl = (size_t)(eq - p) < sizeof key - 1 ? (size_t)(eq - p) : sizeof key - 1;
-        memcpy(key, p, kl);
-        key[kl] = 0;
-        for (int k = 0; k < ap->n_opts; k++)
-            if (strcmp(ap->opts[k].name, key) == 0 && !ap->set[k]) {
-                ap->set[k] = CLI_SET_BY_CKPT;
-                ap->val[k] = cli_own(ap, eq + 1, (size_t)(nl - eq - 1));
-            }
-        p = nl + 1;
-    }
+    train_keys_from_ckpt(ap, rx->opts_text); /* src/shell/train_keys.c */
     /* the corpus by its absolute location (the spec as typed may be relative to another working directory) */
     char abs[1100];
     if (!data_given && run_opt_get(rx->opts_text, "data-abs", abs, sizeof abs) == 0)
@@ -644,6 +592,9 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
     int pr = cli_parse(ap, C, "Train a character-level Transformer (any attention variant) on a corpus.", train_opts,
                        N_TRAIN_OPTS, argc, argv, 1, 0);
     if (pr) return pr > 0 ? 0 : 2;
+    lipt_error terr = {0}; /* the watchdog's timeout (src/dist/dist.c) */
+    if (cli_has(ap, "mpi-timeout") && lipt_dist_set_timeout(dist, cli_str(ap, "mpi-timeout"), "--mpi-timeout", &terr))
+        return cli_fail(C, &terr);
     trainer t;
     memset(&t, 0, sizeof t);
     t.dist = dist;

@@ -18,7 +18,12 @@ typedef struct {
     int local_size;       /* ranks on this machine (for the default thread count) */
     int active;
     double comm_seconds;
+    double timeout_s;     /* a collective waiting this long stops the job (a frozen rank); 0: wait forever */
+    struct lipt_dist_watch *watch; /* the thread that enforces it (src/dist/watchdog.c); NULL when none */
 } lipt_dist;
+
+/* The collectives' watchdog: LIPT_MPI_TIMEOUT's seconds by default (unset: LIPT_DIST_TIMEOUT_DEFAULT). */
+#define LIPT_DIST_TIMEOUT_DEFAULT 600.0
 
 /* 1 when lipt was built with MPI. */
 int lipt_dist_available(void);
@@ -27,8 +32,15 @@ int lipt_dist_available(void);
 int lipt_dist_launcher_size(void);
 
 /* Initialises MPI only when a launcher started this process; otherwise (or without MPI) a single rank.
- * Fails when the launcher asks for several ranks and lipt was built without MPI. */
+ * Fails when the launcher asks for several ranks and lipt was built without MPI, or LIPT_MPI_TIMEOUT is malformed.
+ * With several ranks a watchdog thread (no MPI call, no signal ever handled there) ends this process with a message
+ * naming the collective when one call waits timeout_s seconds; the launcher then stops the job, as when a rank dies.
+ * Only a rank waiting in a collective stops, never one in the middle of a write. */
 lipt_status lipt_dist_init(lipt_dist *d, int *argc, char ***argv, lipt_error *err);
+/* The watchdog's timeout from text (seconds: 0 for none, else 1 to 1e7); `name` ("--mpi-timeout") names it in the
+ * error. Accepted without MPI too (no effect there). */
+lipt_status lipt_dist_set_timeout(lipt_dist *d, const char *text, const char *name, lipt_error *err);
+/* MPI_Finalize (watched: it waits for every rank), then the watchdog stops. */
 void lipt_dist_finalize(lipt_dist *d);
 /* Ends every rank of the job now (MPI_Abort); with one process, exit(code). */
 _Noreturn void lipt_dist_abort(lipt_dist *d, int code);

@@ -90,9 +90,10 @@ static int unknown_option(const char *cmd, const cli_opt *opts, int n_opts, cons
     return -1;
 }
 
-int cli_check_file_key(const char *cmd, const char *path, int line, const char *key, const char *const *keys, int n) {
+int cli_file_key_unknown(const char *key, const char *const *keys, int n, const char **near) {
     const char *names[CLI_MAX_OPTS + 64];
     int m = 0;
+    *near = NULL;
     for (int i = 0; i < n && m < CLI_MAX_OPTS; i++) {
         if (lipt_name_eq(keys[i], key)) return 0;
         names[m++] = keys[i];
@@ -100,7 +101,13 @@ int cli_check_file_key(const char *cmd, const char *path, int line, const char *
     if (is_config_key(key)) return 0;
     for (int k = 0; lipt_config_key_name(k) && m < (int)(sizeof names / sizeof names[0]); k++)
         names[m++] = lipt_config_key_name(k);
-    const char *near = lipt_nearest_name(key, names, m);
+    *near = lipt_nearest_name(key, names, m);
+    return 1;
+}
+
+int cli_check_file_key(const char *cmd, const char *path, int line, const char *key, const char *const *keys, int n) {
+    const char *near;
+    if (!cli_file_key_unknown(key, keys, n, &near)) return 0;
     if (near) return cli_error(cmd, "%s:%d: unknown key '%s'; did you mean '%s'?", path, line, key, near);
     return cli_error(cmd, "%s:%d: unknown key '%s' (lipt help config lists the model and training keys)", path, line,
                      key);

@@ -47,6 +47,8 @@ int cli_parse(cli_args *a, const char *cmd, const char *summary, const cli_opt *
  * key: prints "FILE:LINE: unknown key 'x'; did you mean 'y'?" (the nearest of both kinds) and returns 2; returns 0
  * for a known key. */
 int cli_check_file_key(const char *cmd, const char *path, int line, const char *key, const char *const *keys, int n);
+/* 1 when key is neither one of keys (`_` = `-`) nor a model key; *near: the nearest name, or NULL. */
+int cli_file_key_unknown(const char *key, const char *const *keys, int n, const char **near);
 /* Duplicate n bytes of s as a string owned by a (freed by cli_free). */
 const char *cli_own(cli_args *a, const char *s, size_t n);
 void cli_free(cli_args *a);

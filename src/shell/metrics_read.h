@@ -1,0 +1,27 @@
+/* defines: a run's metrics.jsonl read back: the curves lipt plot draws, the last lines lipt info shows. Fuzzed by
+ * tests/fuzz/fuzz_metrics.c. */
+#ifndef LIPT_METRICS_READ_H
+#define LIPT_METRICS_READ_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Training BPC by step (raw, and smoothed) and validation BPC by step; the arrays are malloc'd (metrics_curve_free). */
+typedef struct {
+    double *step, *raw, *bpc, *vstep, *vbpc; /* bpc: raw as a centred mean of `smooth` points */
+    int n, nv, cap, vcap;
+} metrics_curve;
+
+/* The number after "key": in a flat JSON line; NAN when absent or not a number. */
+double metrics_number(const char *line, const char *key);
+/* Appends f's lines to c: a line with "eval" and "valid" (or "valid_full") is a validation point, any other line
+ * with a finite step and bpc a training point (raw), smoothed into bpc by a mean of `smooth` (>= 1) points centred on
+ * it (shrunk at the ends); lines
+ * without a finite step and bpc are skipped (lines longer than 4095 bytes are read in pieces). */
+void metrics_read_curve(FILE *f, int smooth, metrics_curve *c);
+void metrics_curve_free(metrics_curve *c);
+/* The last training line and the last evaluation line of f ("eval" in it), without their newline, cut to n - 1
+ * bytes; event lines ("event" in it: an early stop) are neither. Empty when there is none. */
+void metrics_last_lines(FILE *f, char *train, char *eval, size_t n);
+
+#endif
