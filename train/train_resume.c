@@ -1,0 +1,107 @@
+/* lipt train --resume: the model config and the training options taken from the checkpoint (what was not given
+ * again), the corpus compared with the one it was trained on, and the training state restored. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "lipt/checkpoint.h"
+#include "run.h"
+#include "train_run.h"
+#include "train_setup.h"
+
+/* The model config: from the checkpoint when resuming (its stored training options then fill in whatever was not
+ * given again; ck stays open), else the config file and --key value overrides. 0, or the exit status. */
+int train_merge_config(cli_args *ap, trainer *t, int *resume, const char *resume_path, lipt_ckpt *ck, run_extra *rx) {
+    const char *C = "train";
+    lipt_error err = {0};
+    if (!*resume) {
+        lipt_config_default(&t->cfg);
+        if (cli_has(ap, "config")) {
+            const int rc = train_load_config(ap, cli_str(ap, "config"), &t->cfg);
+            if (rc) return rc;
+        }
+        for (int i = 0; i < ap->n_extra; i++)
+            if (lipt_config_set(&t->cfg, ap->extra_key[i], ap->extra_val[i], &err) != LIPT_OK)
+                return strncmp(err.msg, "unknown config key", 18) == 0
+                           ? cli_error(C, "--%s: %s (not a lipt train option either: see lipt train --help)",
+                                       ap->extra_key[i], err.msg)
+                           : cli_error(C, "--%s: %s", ap->extra_key[i], err.msg);
+        return 0;
+    }
+    const int data_given = cli_has(ap, "data");
+    if (lipt_ckpt_open(resume_path, ck, &err) != LIPT_OK) {
+        *resume = 3; /* nothing open to close */
+        return cli_fail(C, &err);
+    }
+    if (cli_has(ap, "config") || ap->n_extra)
+        return cli_error(C, "--resume takes the model config from %s; drop --config and model keys", resume_path);
+    if (lipt_config_parse(&t->cfg, ck->config_text, resume_path, &err) != LIPT_OK ||
+        lipt_vocab_from_blob(&t->vocab, ck->vocab, ck->vocab_len, &err) != LIPT_OK ||
+        run_extra_unpack(rx, ck->extra, ck->extra_len, &err) != LIPT_OK)
+        return cli_fail(C, &err);
+    if (t->vocab.size != t->cfg.vocab_size) /* what eval refuses, resume must refuse too */
+        return cli_error(C, "%s: its vocabulary has %d symbols but its model %d: not a consistent checkpoint",
+                         resume_path, t->vocab.size, t->cfg.vocab_size);
+    for (const char *p = rx->opts_text; p && *p;) {
+        const char *eq = strchr(p, '='), *nl = strchr(p, '\n');
+        if (!eq || !nl || eq > nl) break;
+        char key[64];
+        size_t kl = (size_t)(eq - p) < sizeof key - 1 ? (size_t)(eq - p) : sizeof key - 1;
+        memcpy(key, p, kl);
+        key[kl] = 0;
+        for (int k = 0; k < ap->n_opts; k++)
+            if (strcmp(ap->opts[k].name, key) == 0 && !ap->set[k]) {
+                ap->set[k] = CLI_SET_BY_CKPT;
+                ap->val[k] = cli_own(ap, eq + 1, (size_t)(nl - eq - 1));
+            }
+        p = nl + 1;
+    }
+    /* the corpus by its absolute location (the spec as typed may be relative to another working directory) */
+    char abs[1100];
+    if (!data_given && run_opt_get(rx->opts_text, "data-abs", abs, sizeof abs) == 0)
+        for (int k = 0; k < ap->n_opts; k++)
+            if (strcmp(ap->opts[k].name, "data") == 0) ap->val[k] = cli_own(ap, abs, strlen(abs));
+    return 0;
+}
+
+/* A resumed run's corpus against the one its checkpoint was trained on (data-crc32 and data-bytes, stored by every
+ * save): a different text would continue the run on other data, and recording the new CRC would hide the change from
+ * every later eval. Refused unless force; with force, a warning, and the earlier CRCs are kept in the options as
+ * data-crc32-before=CRC@STEP[,...] (then the stored data-crc32 is the corpus the run continues on). 0, or the exit
+ * status. */
+int train_check_resumed_corpus(trainer *t, const run_extra *rx, const char *resume_path, const char *data_spec,
+                                int force, long long step) {
+    const char *C = "train";
+    char was_crc[32], was_bytes[32], now_crc[32] = "", now_bytes[32] = "", before[512] = "";
+    if (run_opt_get(rx->opts_text, "data-crc32", was_crc, sizeof was_crc) != 0) return 0; /* older checkpoints */
+    if (run_opt_get(rx->opts_text, "data-bytes", was_bytes, sizeof was_bytes) != 0) snprintf(was_bytes, sizeof was_bytes, "?");
+    if (run_opt_get(t->opts_text, "data-crc32", now_crc, sizeof now_crc) != 0)
+        return cli_error(C, "cannot read %s to compare it with the corpus %s was trained on (CRC-32 %s)", data_spec,
+                         resume_path, was_crc);
+    run_opt_get(t->opts_text, "data-bytes", now_bytes, sizeof now_bytes);
+    run_opt_get(rx->opts_text, "data-crc32-before", before, sizeof before);
+    const size_t used = strlen(t->opts_text);
+    if (strcmp(now_crc, was_crc) == 0) {
+        /* the same corpus: the history of earlier forced changes goes on */
+        if (before[0]) snprintf(t->opts_text + used, sizeof t->opts_text - used, "data-crc32-before=%s\n", before);
+        return 0;
+    }
+    if (!force)
+        return cli_error(C, "%s (CRC-32 %s, %s bytes) is not the corpus %s was trained on (CRC-32 %s, %s bytes): the "
+                         "file changed since, or --data names another; resuming would continue on other text. Restore "
+                         "the corpus, or pass --force to continue on this one (the checkpoint then records both)",
+                         data_spec, now_crc, now_bytes, resume_path, was_crc, was_bytes);
+    fprintf(stderr, "warning: %s (CRC-32 %s, %s bytes) is not the corpus %s was trained on (CRC-32 %s, %s bytes): "
+                    "continuing on it (--force); the checkpoints record the earlier one as data-crc32-before\n",
+            data_spec, now_crc, now_bytes, resume_path, was_crc, was_bytes);
+    const int w = snprintf(t->opts_text + used, sizeof t->opts_text - used, "data-crc32-before=%s%s%s@%lld\n", before,
+                           before[0] ? "," : "", was_crc, step);
+    if (w < 0 || (size_t)w >= sizeof t->opts_text - used || (size_t)w >= sizeof before) {
+        t->opts_text[used] = 0;
+        return cli_error(C, "too many forced corpus changes to record in %s (data-crc32-before): start a new run",
+                         resume_path);
+    }
+    return 0;
+}
