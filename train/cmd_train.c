@@ -21,6 +21,8 @@ static void trainer_free(trainer *t) {
     if (t->ctx_ok) lipt_ctx_free(&t->ctx);
     if (t->model_ok) lipt_model_free(&t->model);
     if (t->ds_ok) lipt_dataset_free(&t->ds);
+    free(t->stored_opts);
+    free(t->changes);
 }
 
 static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char **argv) {
@@ -60,8 +62,9 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
     if (!rc) rc = train_apply_precision(ap, &t, resume, resume_path, s.quiet);
     if (!rc) rc = train_parse_settings(ap, &t, resume, &rx, resume_path, batch_given, &s);
     if (!rc) rc = train_setup_model(&t, &s, cli_str(ap, "data"), &resume, &ck, &rx, resume_path, cli_has(ap, "force"),
-                              cli_origin(ap, "data"));
-    if (!rc) rc = train_setup_files(&t, cli_has(ap, "force"));
+                                   cli_origin(ap, "data"));
+    if (!rc && t.resumed) rc = train_resume_changes(ap, &t);
+    if (!rc) rc = train_setup_files(&t, cli_has(ap, "force"), s.quiet);
     if (!rc && !cli_has(ap, "out") && !s.quiet) fprintf(stderr, "run folder: %s (--out to choose one)\n", t.out);
     if (!rc) rc = train_setup_batches(&t, &s);
     if (!rc) {

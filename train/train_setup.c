@@ -76,78 +76,43 @@ int train_setup_model(trainer *t, train_settings *s, const char *data_spec, int 
     t->best_bpc = INFINITY;
     t->best_step = -1;
     t->saved_step = -1;
-    if (!*resume) return 0;
-    if (!ck->has_optimizer || ck->n_rngs < 1) return cli_error(C, "%s has no optimizer state: it cannot be resumed", resume_path);
-    if (lipt_ckpt_load_params(ck, &t->model.params, 1, &err) != LIPT_OK) return cli_fail(C, &err);
-    t->opt.t = ck->adam_t;
-    t->step = ck->step;
-    t->ctx.rng = ck->rngs[0];
-    if (t->dist->rank > 0) lipt_rng_seed(&t->ctx.rng, ck->rngs[0].s[0] ^ rank_mix);
-    t->batcher.st = rx->batcher;
-    t->best_bpc = rx->best_bpc;
-    t->best_step = rx->best_step;
-    /* the patience count; a checkpoint from before it was stored: the periodic evaluations since the best step */
-    char since[32];
-    if (run_opt_get(rx->opts_text, TRAIN_EVALS_SINCE_BEST, since, sizeof since) == 0) t->evals_since_best = atol(since);
-    else if (t->best_step >= 0 && s->eval_every > 0)
-        t->evals_since_best = (long)(t->step / s->eval_every - t->best_step / s->eval_every);
-    if (t->evals_since_best < 0) t->evals_since_best = 0;
-    if (strcmp(resume_path, t->last_path) == 0) t->saved_step = t->step; /* else last.ckpt is not this state yet */
-    if (!s->quiet) fprintf(stderr, "resumed from %s at step %lld\n", resume_path, (long long)t->step);
-    lipt_ckpt_close(ck);
-    *resume = 2; /* closed */
-    return 0;
+    return *resume ? train_restore(t, s, ck, rx, resume_path, rank_mix, resume) : 0;
 }
 
 /* The run directory (rank 0): created, locked, run.cfg, metrics.jsonl opened (truncated to the resumed step, or
  * fresh). 0, or the exit status. */
-int train_setup_files(trainer *t, int force) {
+int train_setup_files(trainer *t, int force, int quiet) {
     const char *C = "train";
     lipt_error err = {0};
     if (t->lead) {
         if (run_mkdir(t->out, &err) != LIPT_OK) return cli_fail(C, &err);
         /* one trainer per run directory: a second one would interleave checkpoints and metrics */
-        char lock_path[1300];
-        snprintf(lock_path, sizeof lock_path, "%s/.lock", t->out);
-        /* O_NOFOLLOW: a symlink planted there would make the lock create (or lock) its target; O_NONBLOCK: a FIFO
-         * there must not block; anything but a regular file is refused */
-        t->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
-        struct stat lsb;
-        if (t->lock_fd < 0 && errno == ELOOP)
-            return cli_error(C, "%s is a symbolic link: the lock of a run folder is a regular file lipt creates "
-                             "(remove the link)", lock_path);
-        if (t->lock_fd < 0 && errno != ENXIO)
-            return cli_error(C, "cannot create the lock %s: %s", lock_path, strerror(errno));
-        if (t->lock_fd < 0 || fstat(t->lock_fd, &lsb) != 0 || !S_ISREG(lsb.st_mode))
-            return cli_error(C, "%s is not a regular file: the lock of a run folder is a regular file lipt creates "
-                             "(remove it)", lock_path);
-        if (flock(t->lock_fd, LOCK_EX | LOCK_NB) != 0)
-            return cli_error(C, "%s is in use by another lipt train (lock %s); wait for it or choose another --out", t->out,
-                             lock_path);
-        char path[1300];
-        if (t->step == 0 && !force) {
-            /* a fresh run must not silently replace another run's checkpoints and metrics */
-            static const char *const run_files[] = {"last.ckpt", "best.ckpt", "metrics.jsonl"};
-            for (int i = 0; i < 3; i++) {
-                snprintf(path, sizeof path, "%s/%s", t->out, run_files[i]);
-                if (access(path, F_OK) == 0)
-                    return cli_error(C, "%s already holds a run (%s): continue it with --resume, choose another --out, "
-                                     "or pass --force to replace it", t->out, run_files[i]);
-            }
-        }
-        train_write_run_cfg(t);
-        if (t->step > 0) {
+        if (run_lock(t->out, &t->lock_fd, &err) != LIPT_OK) return cli_fail(C, &err);
+        if (t->resumed) {
             if (train_truncate_metrics(t->metrics_path, t->step, &err) != LIPT_OK) return cli_fail(C, &err);
+            train_record_resume_cfg(t);
         } else {
-            /* a fresh run: files of an earlier run in this directory are not this run's */
+            /* a fresh run must not silently replace another run's checkpoints; a folder without one holds no run
+             * (its training ended before the first checkpoint) and is reused */
+            const char *held = run_folder_checkpoint(t->out);
+            if (held && !force)
+                return cli_error(C, "%s already holds a run (%s): continue it with --resume, choose another --out, "
+                                 "or pass --force to replace it", t->out, held);
+            if (!held && access(t->metrics_path, F_OK) == 0 && !quiet)
+                fprintf(stderr, "note: %s held no checkpoint (its training ended before the first one): its "
+                        "metrics.jsonl and run.cfg are replaced\n", t->out);
+            /* files of an earlier run in this directory are not this run's */
             remove(t->metrics_path);
             remove(t->best_path);
+            remove(t->last_path);
+            train_write_run_cfg(t);
         }
     }
     /* appended to only as the regular file this run (or the one it resumes) created: never through a symlink */
     t->log = t->lead ? lipt_open_append(t->metrics_path, &err) : fopen("/dev/null", "a");
     if (!t->log) return t->lead ? cli_fail(C, &err) : cli_error(C, "cannot open /dev/null");
     setvbuf(t->log, NULL, _IOLBF, 0); /* every metrics line reaches the file as it is written */
+    if (t->resumed) train_log_resume(t);
     return 0;
 }
 

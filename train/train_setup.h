@@ -28,14 +28,22 @@ int train_merge_config(cli_args *ap, trainer *t, int *resume, const char *resume
 int train_check_resumed_corpus(trainer *t, const run_extra *rx, const char *resume_path, const char *data_spec,
                                int force, long long step);
 
+/* The checkpoint's training state into t (ck closed: *resume = 2); rank_mix seeds the dropout stream of ranks > 0. */
+int train_restore(trainer *t, const train_settings *s, lipt_ckpt *ck, const run_extra *rx, const char *resume_path,
+                  uint64_t rank_mix, int *resume);
+/* The options this --resume gives again with another value than the checkpoint's (typed now; the corpus by its
+ * absolute location; the precision), into t->changes. */
+int train_resume_changes(const cli_args *ap, trainer *t);
+
 /* train_setup.c */
 int train_apply_precision(cli_args *ap, trainer *t, int resume, const char *resume_path, int quiet);
 /* The corpus, the model, the optimizer, the context and the batcher (fresh, or restored from ck, then closed:
  * *resume = 2). */
 int train_setup_model(trainer *t, train_settings *s, const char *data_spec, int *resume, lipt_ckpt *ck,
                       const run_extra *rx, const char *resume_path, int force, const char *data_origin);
-/* The run folder (rank 0): created, locked, run.cfg, metrics.jsonl opened. */
-int train_setup_files(trainer *t, int force);
+/* The run folder (rank 0): created, locked; a fresh run refused where a run is (a checkpoint) unless force; run.cfg
+ * written or, on resume, the resume recorded in it; metrics.jsonl opened (cut back to the resumed step, marked). */
+int train_setup_files(trainer *t, int force, int quiet);
 /* The batch buffers and the validation and test splits; the run described. */
 int train_setup_batches(trainer *t, train_settings *s);
 int train_setup_threads(cli_args *ap, const lipt_dist *dist);
@@ -45,5 +53,10 @@ int train_default_out(cli_args *ap, char *buf, size_t n, const char **out);
 /* train_record.c: metrics.jsonl cut back to the lines up to `step`; run.cfg written */
 lipt_status train_truncate_metrics(const char *path, int64_t step, lipt_error *err);
 void train_write_run_cfg(const trainer *t);
+/* --resume: run.cfg keeps the settings the run started with (written from the checkpoint's when missing) and gains a
+ * block for a resume that changed options; its first line then says that no one command repeats the run. */
+void train_record_resume_cfg(const trainer *t);
+/* --resume: the metrics line that marks it ({"step":N,"event":"resume","elapsed_s":S,"changed":{...}}). */
+void train_log_resume(trainer *t);
 
 #endif
