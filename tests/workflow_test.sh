@@ -217,8 +217,16 @@ if command -v strace >/dev/null; then
   else fail "eval opens the checkpoint $opens times (want 2: the model, the options)"; fi
 else echo "skip eval's checkpoint reads: no strace"; fi
 
-# ---- issue 37, items 3 and 4 (kept together): a folder without a checkpoint holds
+# ---- issue 37, items 3 and 4 (kept together): memory checked before allocating; a folder without a checkpoint holds
 # no run; a resume is recorded (run.cfg keeps the first settings, metrics.jsonl marks it, elapsed_s goes on) ----
+# a batch far beyond the address space: a one-line error with the estimate and what to lower (exit 1), not an abort
+(ulimit -v 3000000; "$LIPT" train --config "$REPO/models/tiny.cfg" --data notes.txt --batch 65536 --steps 2 \
+  --out oomrun --quiet 2>oom.err)
+rc=$?
+if [ $rc -eq 1 ] && grep -q "needs about [0-9.]* [MG]B" oom.err && grep -q -- "lower --batch" oom.err &&
+   ! grep -q "internal error" oom.err && [ "$(wc -l <oom.err)" -eq 1 ]; then
+  pass "a batch beyond the memory limit is refused before allocating: $(head -c 300 oom.err)"
+else fail "out of memory: exit $rc, $(head -c 400 oom.err)"; fi
 # a run killed before its first checkpoint leaves a folder that holds no run
 "$LIPT" train --data notes.txt --out deadrun "${TINY[@]}" --steps 1000000 --eval-every 0 --save-every 0 \
   --save-minutes 0 --log-every 1 --quiet 2>/dev/null &

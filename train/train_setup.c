@@ -60,14 +60,24 @@ int train_setup_model(trainer *t, train_settings *s, const char *data_spec, int 
     if (t->ds.len[LIPT_TRAIN] < (size_t)t->cfg.seq_len + 1)
         return cli_error(C, "the training split has %zu symbols, fewer than seq_len + 1 = %d", t->ds.len[LIPT_TRAIN],
                          t->cfg.seq_len + 1);
+    size_t arena_bytes = 0;
+    const int rc = train_check_memory(t, s, &arena_bytes); /* before the model and the arena are allocated */
+    if (rc) return rc;
     if (lipt_model_init(&t->model, &t->cfg, &err) != LIPT_OK) return cli_fail(C, &err);
     t->model_ok = 1;
     lipt_adamw_init(&t->opt, &s->acfg);
     /* the dropout stream: rank 0's is the one-process stream; other ranks draw their own */
     const uint64_t rank_mix = (uint64_t)t->dist->rank * 0x9E3779B97F4A7C15ull;
-    lipt_ctx_init(&t->ctx, (size_t)64 << 20, ((uint64_t)s->seed * 2654435761u + 1) ^ rank_mix);
+    lipt_ctx_init(&t->ctx, 4096, ((uint64_t)s->seed * 2654435761u + 1) ^ rank_mix);
     t->ctx.recompute = s->recompute;
     t->ctx_ok = 1;
+    /* the step's arena at its estimated size now, so that the step never grows it (growing can only abort) */
+    if (lipt_arena_reserve(&t->ctx.arena, arena_bytes, &err) != LIPT_OK) {
+        char msg[LIPT_ERRMSG_LEN];
+        memcpy(msg, err.msg, sizeof msg);
+        lipt_fail(&err, LIPT_ERR_NOMEM, "%.300s: lower --batch, or seq_len, d_model, d_ff or n_layers", msg);
+        return cli_fail(C, &err);
+    }
     if (lipt_ctx_set_precision(&t->ctx, t->cfg.precision, &err) != LIPT_OK) return cli_fail(C, &err);
     /* every rank draws the whole global batch from the one seeded stream and keeps its slice */
     if (lipt_batcher_init(&t->batcher, t->ds.tok[LIPT_TRAIN], t->ds.len[LIPT_TRAIN], t->K * (int)s->batch,
@@ -134,7 +144,11 @@ int train_setup_batches(trainer *t, train_settings *s) {
     t->G = (size_t)K * t->B;
     t->gin = malloc(sizeof(int32_t) * t->G * t->T);
     t->gtg = malloc(sizeof(int32_t) * t->G * t->T);
-    if (!t->gin || !t->gtg) return cli_error("train", "out of memory for a batch of %zu x %d tokens", t->G, t->T);
+    if (!t->gin || !t->gtg) {
+        lipt_error err = {0};
+        lipt_fail(&err, LIPT_ERR_NOMEM, "out of memory for a batch of %zu x %d tokens: lower --batch", t->G, t->T);
+        return cli_fail("train", &err);
+    }
     t->in = t->gin + (size_t)t->dist->rank * t->B * t->T;
     t->tg = t->gtg + (size_t)t->dist->rank * t->B * t->T;
     t->vtok = lipt_dataset_eval_tokens(&t->ds, LIPT_VALID, &t->nvalid);

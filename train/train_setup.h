@@ -50,6 +50,11 @@ int train_setup_threads(cli_args *ap, const lipt_dist *dist);
 /* --out, or its default (with --resume the folder of --ckpt, else a new runs/YYYYMMDD-HHMMSS) into *out. */
 int train_default_out(cli_args *ap, char *buf, size_t n, const char **out);
 
+/* train_memory.c: the memory the run needs (the model, a step's arena measured on small batches and extrapolated to
+ * --batch, the batch) against what this process may use (RLIMIT_AS, RLIMIT_DATA, MemAvailable): refused with the
+ * estimate and what to lower (exit 1) when it does not fit; else *arena_bytes is the step's arena to reserve. */
+int train_check_memory(trainer *t, const train_settings *s, size_t *arena_bytes);
+
 /* train_record.c: metrics.jsonl cut back to the lines up to `step`; run.cfg written */
 lipt_status train_truncate_metrics(const char *path, int64_t step, lipt_error *err);
 void train_write_run_cfg(const trainer *t);
