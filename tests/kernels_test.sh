@@ -35,7 +35,7 @@ fi
 # reach oneDNN's blocks in builds with it, the attention's per-head products stay on OpenBLAS.
 RUN=(--config models/tiny.cfg --data "$DATA" --batch 64 --eval-every 2 --eval-symbols 2000 --final-eval none
   --log-every 1 --quiet --dropout 0.1)
-nt() { sed 's/,"tok_per_s.*//; s/,"eval_s":[0-9.]*//' "$1"; } # metrics.jsonl without the timings
+nt() { sed '/"event":"resume"/d; s/,"tok_per_s.*//; s/,"eval_s":[0-9.]*//' "$1"; } # metrics.jsonl without the timings and resume marks
 
 json=$("$LIPT" info --system --json 2>/dev/null)
 field() { echo "$json" | sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }

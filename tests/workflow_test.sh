@@ -359,6 +359,66 @@ assert d["kind"] == "text", d
 PY
 then pass "info --json: config and training as objects; data --json: kind"; else fail "info/data --json: $(head -c 300 info.json)"; fi
 if grep -q '"c":0.9,' lip.json; then pass "lipschitz --json: c 0.9"; else fail "lipschitz --json c: $(head -c 200 lip.json)"; fi
+# ---- issue 37, items 3 and 4 (kept together): memory checked before allocating; a folder without a checkpoint holds
+# no run; a resume is recorded (run.cfg keeps the first settings, metrics.jsonl marks it, elapsed_s goes on) ----
+# a batch far beyond the address space: a one-line error with the estimate and what to lower (exit 1), not an abort
+(ulimit -v 3000000; "$LIPT" train --config "$REPO/models/tiny.cfg" --data notes.txt --batch 65536 --steps 2 \
+  --out oomrun --quiet 2>oom.err)
+rc=$?
+if [ $rc -eq 1 ] && grep -q "needs about [0-9.]* [MG]B" oom.err && grep -q -- "lower --batch" oom.err &&
+   ! grep -q "internal error" oom.err && [ "$(wc -l <oom.err)" -eq 1 ]; then
+  pass "a batch beyond the memory limit is refused before allocating: $(head -c 300 oom.err)"
+else fail "out of memory: exit $rc, $(head -c 400 oom.err)"; fi
+# a run killed before its first checkpoint leaves a folder that holds no run
+"$LIPT" train --data notes.txt --out deadrun "${TINY[@]}" --steps 1000000 --eval-every 0 --save-every 0 \
+  --save-minutes 0 --log-every 1 --quiet 2>/dev/null &
+pid=$!
+for _ in $(seq 300); do [ -s deadrun/metrics.jsonl ] && break; sleep 0.1; done
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+if [ -s deadrun/metrics.jsonl ] && [ ! -e deadrun/last.ckpt ] &&
+   ! "$LIPT" train --out deadrun --resume --quiet 2>dead.err && grep -q "holds no checkpoint to resume" dead.err &&
+   grep -q "may be reused" dead.err; then
+  pass "--resume of a folder without a checkpoint says so: $(head -c 250 dead.err)"
+else fail "--resume of a folder without a checkpoint: $(head -c 300 dead.err)"; fi
+if "$LIPT" train --data notes.txt --out deadrun "${TINY[@]}" --steps 3 --eval-every 0 --final-eval none 2>dead.err &&
+   [ -s deadrun/last.ckpt ] && [ "$(grep -c '"loss"' deadrun/metrics.jsonl)" -eq 1 ] && grep -q "held no checkpoint" dead.err; then
+  pass "a fresh run reuses a folder without a checkpoint: $(grep "held no checkpoint" dead.err | head -c 200)"
+else fail "a fresh run into a folder without a checkpoint: $(head -c 300 dead.err)"; fi
+# resuming with changed options: run.cfg keeps the first settings and records the change; metrics.jsonl marks it
+"$LIPT" train --data notes.txt --out rerun "${TINY[@]}" --steps 40 --lr 4e-3 --warmup 200 --eval-every 20 \
+  --eval-symbols 500 --final-eval none --quiet 2>/dev/null
+"$LIPT" train --out rerun --resume --steps 50 --lr 5e-3 --warmup 10 --log-every 1 --quiet 2>re.err
+if grep -q "^lr = 4e-3$" rerun/run.cfg && grep -q "^warmup = 200$" rerun/run.cfg && grep -q "^steps = 40$" rerun/run.cfg &&
+   grep -q "^# resumed at step 40 with: steps 50 (was 40), lr 5e-3 (was 4e-3), warmup 10 (was 200)" rerun/run.cfg &&
+   head -n 1 rerun/run.cfg | grep -q "so no one command repeats it$"; then
+  pass "run.cfg after a resume with other options: $(tail -n 1 rerun/run.cfg)"
+else fail "run.cfg after a resume: $(cat re.err) $(head -n 1 rerun/run.cfg) $(grep -E '^(lr|warmup|# resumed)' rerun/run.cfg)"; fi
+if grep -q '^{"step":40,"event":"resume","elapsed_s":[0-9.]*,"changed":{"steps":{"was":"40","now":"50"},"lr":{"was":"4e-3","now":"5e-3"},"warmup":{"was":"200","now":"10"}' rerun/metrics.jsonl &&
+   /usr/bin/python3 - rerun/metrics.jsonl <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]      # every line is JSON (as scripts/converged.sh reads it)
+e = [r["elapsed_s"] for r in rows if "elapsed_s" in r]
+# elapsed_s goes on across the resume: the wall time of the run is its last value (converged.sh's segment sum agrees)
+wall, seg = 0.0, 0.0
+for x in e:
+    if x < seg: wall += seg
+    seg = x
+sys.exit(0 if e == sorted(e) and abs(wall + seg - e[-1]) < 1e-9 and any(r.get("event") == "resume" for r in rows) else 1)
+PY
+then pass "metrics.jsonl marks the resume and elapsed_s continues from the checkpoint's wall time"
+else fail "metrics.jsonl after a resume: $(grep -E 'resume|"step":4[01],' rerun/metrics.jsonl | cut -c1-200)"; fi
+if "$LIPT" plot rerun --out rerun.svg 2>/dev/null && grep -q '>rerun train<' rerun.svg &&
+   "$LIPT" info --ckpt rerun/last.ckpt >rerun.info && grep -q '"step":50,"loss"' rerun.info &&
+   "$LIPT" train --config rerun/run.cfg --data notes.txt --out rerun2 --steps 1 --eval-every 0 --final-eval none --quiet; then
+  pass "plot, info and --config still read a resumed run's files"
+else fail "plot / info / --config of a resumed run"; fi
+cp rerun/run.cfg rerun.cfg.before
+if "$LIPT" train --out rerun --resume --steps 50 --quiet 2>/dev/null && cmp -s rerun/run.cfg rerun.cfg.before &&
+   [ "$(tail -n 1 rerun/metrics.jsonl | grep -c '"event":"resume".*"changed":{}')" = 1 ]; then
+  pass "a resume that changes nothing leaves run.cfg as it was and is marked in metrics.jsonl"
+else fail "a resume without changes: $(tail -n 1 rerun/metrics.jsonl)"; fi
+# ---- end of issue 37, items 3 and 4 ----
 
 echo "workflow tests: $FAILS failure(s)"
 [ "$FAILS" -eq 0 ]

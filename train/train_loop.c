@@ -46,9 +46,10 @@ static lipt_status save_ckpt(trainer *t, const char *path, lipt_error *err) {
     lipt_config_to_text(&t->model.cfg, cfg_text, sizeof cfg_text);
     uint8_t vocab_blob[512];
     size_t vlen = lipt_vocab_to_blob(&t->vocab, vocab_blob, sizeof vocab_blob);
-    /* the options, and the patience count of this state (not a setting: never in run.cfg) */
-    char opts[sizeof t->opts_text + 64];
-    snprintf(opts, sizeof opts, "%s" TRAIN_EVALS_SINCE_BEST "=%ld\n", t->opts_text, t->evals_since_best);
+    /* the options, the patience count and the training wall time of this state (not settings: never in run.cfg) */
+    char opts[sizeof t->opts_text + 128];
+    snprintf(opts, sizeof opts, "%s" TRAIN_EVALS_SINCE_BEST "=%ld\n" TRAIN_ELAPSED_S "=%.3f\n", t->opts_text,
+             t->evals_since_best, t->elapsed_base + (cli_now() - t->t_start));
     run_extra x = {t->batcher.st, t->best_bpc, t->best_step, opts};
     size_t xlen;
     unsigned char *xb = run_extra_pack(&x, &xlen);
@@ -138,7 +139,7 @@ static double report_step(trainer *t, const train_settings *s, const lipt_step_r
                 (long long)t->step, l, l / LN2, lr, sr->grad_norm, tok_s);
         if (t->cfg.n_layers > 0) fprintf(t->log, "\"attn_logit_spread\":%.6g,", (double)t->ctx.attn_logit_spread);
         if (t->K > 1) fprintf(t->log, "\"comm_ms\":%.2f,", 1e3 * (t->dist->comm_seconds - c0));
-        fprintf(t->log, "\"elapsed_s\":%.3f}\n", now - t->t_start);
+        fprintf(t->log, "\"elapsed_s\":%.3f}\n", t->elapsed_base + (now - t->t_start)); /* summed over resumes */
     }
     if (t->tty && (now - *t_last > 0.25 || t->step == s->steps)) {
         char eta[32];

@@ -13,6 +13,15 @@
 
 /* The key of the patience count (evaluations since the best) in a checkpoint's stored options. */
 #define TRAIN_EVALS_SINCE_BEST "evals-since-best"
+/* The key of the training wall time up to a checkpoint's step, in seconds, summed over resumes (its stored options):
+ * a resumed run's elapsed_s continues from it. */
+#define TRAIN_ELAPSED_S "elapsed-s"
+
+/* An option a --resume changed: its stored value in the checkpoint and the value given now. */
+typedef struct {
+    char key[24];
+    char was[1100], now[1100];
+} train_change;
 
 /* The training options, validated. */
 typedef struct {
@@ -58,6 +67,13 @@ typedef struct {
     int early_stopped;     /* the loop ended by --patience */
     int64_t saved_step;    /* step of the last checkpoint written or resumed from; -1: none yet */
     int64_t first_step;    /* the step this invocation started at */
+    int resumed;           /* this invocation continues a checkpoint (--resume) */
+    double elapsed_base;   /* training wall time before this invocation (the resumed checkpoint's elapsed-s) */
+    train_change *changes; /* --resume: the options given again with another value (malloc'd) */
+    int n_changes;
+    char *stored_opts;     /* --resume: the checkpoint's stored options (malloc'd) */
+    lipt_config stored_cfg; /* --resume: the checkpoint's model config */
+    char resumed_from[1200]; /* --resume: the checkpoint's path */
     double t_start, loss_ema, last_eval_bpc, last_eval_acc, comm_start;
     double t_saved;        /* when last.ckpt was last written (cli_now) */
     int stop_now;          /* the loop ended on a signal (this rank's, or another rank's under MPI) */

@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "lipt/core.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -20,6 +22,10 @@ typedef struct {
 } lipt_arena;
 
 void   lipt_arena_init(lipt_arena *a, size_t initial_bytes);
+/* An unused arena (nothing allocated since init or reset) given one block of at least `bytes` (address space
+ * reserved, pages committed as they are first used), so that a step of that size never grows it; LIPT_ERR_NOMEM
+ * (the arena unchanged) when the system refuses, where growing would have aborted. */
+lipt_status lipt_arena_reserve(lipt_arena *a, size_t bytes, lipt_error *err);
 void  *lipt_arena_alloc(lipt_arena *a, size_t bytes);        /* 64-byte aligned, uninitialised */
 void  *lipt_arena_calloc(lipt_arena *a, size_t bytes);       /* zeroed */
 void   lipt_arena_reset(lipt_arena *a);

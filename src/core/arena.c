@@ -24,13 +24,14 @@ struct lipt_arena_block {
  * blocks instead leaves each outgrown block's touched tail resident, up to twice the peak in the first step
  * (and for good when marks are released across blocks). NULL where the system refuses (strict overcommit, a
  * small address space under a tool): the arena then grows by malloc'd blocks. */
-static lipt_arena_block *block_reserve(lipt_arena *a) {
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page <= 0) return NULL;
-    const size_t size = (size_t)pages * (size_t)page;
+static lipt_arena_block *block_map(lipt_arena *a, size_t size) {
     void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mem == MAP_FAILED) return NULL;
-    lipt_arena_block *b = lipt_xmalloc(sizeof *b);
+    lipt_arena_block *b = malloc(sizeof *b);
+    if (!b) {
+        munmap(mem, size);
+        return NULL;
+    }
     b->mem = mem; /* page-aligned */
     b->size = size;
     b->used = 0;
@@ -38,6 +39,12 @@ static lipt_arena_block *block_reserve(lipt_arena *a) {
     b->mapped = 1;
     a->capacity += size;
     return b;
+}
+
+static lipt_arena_block *block_reserve(lipt_arena *a) {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return NULL;
+    return block_map(a, (size_t)pages * (size_t)page);
 }
 
 static void block_free(lipt_arena_block *b) {
@@ -63,6 +70,36 @@ void lipt_arena_init(lipt_arena *a, size_t initial_bytes) {
     if (initial_bytes < 4096) initial_bytes = 4096;
     a->head = initial_bytes >= ARENA_RESERVE_MIN ? block_reserve(a) : NULL;
     if (!a->head) a->head = block_new(a, initial_bytes);
+}
+
+lipt_status lipt_arena_reserve(lipt_arena *a, size_t bytes, lipt_error *err) {
+    if (a->head->size >= bytes && !a->head->next) return LIPT_OK;
+    if (a->used_total != 0)
+        return lipt_fail(err, LIPT_ERR_INTERNAL, "lipt_arena_reserve on an arena in use (%zu bytes)", a->used_total);
+    const size_t capacity = a->capacity;
+    a->capacity = 0;
+    /* as lipt_arena_init: the machine's RAM as address space when it covers the request (room to grow past it
+     * without a chain of blocks), else exactly the request */
+    lipt_arena_block *b = block_reserve(a);
+    if (b && b->size < bytes) {
+        block_free(b);
+        b = NULL;
+        a->capacity = 0;
+    }
+    if (!b) b = block_map(a, bytes);
+    if (!b) {
+        a->capacity = capacity;
+        return lipt_fail(err, LIPT_ERR_NOMEM, "cannot reserve %.1f MB of address space for a step's activations",
+                         (double)bytes / 1048576.0);
+    }
+    for (lipt_arena_block *o = a->head; o;) {
+        lipt_arena_block *n = o->next;
+        block_free(o);
+        o = n;
+    }
+    a->head = b;
+    a->peak = 0;
+    return LIPT_OK;
 }
 
 void *lipt_arena_alloc(lipt_arena *a, size_t bytes) {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -94,6 +95,39 @@ lipt_status run_mkdir(const char *dir, lipt_error *err) {
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return lipt_fail(err, LIPT_ERR_IO, "%s exists and is not a directory", dir);
     return LIPT_OK;
+}
+
+/* ---- a run folder ---- */
+
+lipt_status run_lock(const char *dir, int *fd, lipt_error *err) {
+    char lock_path[1300];
+    snprintf(lock_path, sizeof lock_path, "%s/.lock", dir);
+    /* O_NOFOLLOW: a symlink planted there would make the lock create (or lock) its target; O_NONBLOCK: a FIFO there
+     * must not block; anything but a regular file is refused */
+    *fd = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+    struct stat lsb;
+    if (*fd < 0 && errno == ELOOP)
+        return lipt_fail(err, LIPT_ERR_IO, "%s is a symbolic link: the lock of a run folder is a regular file lipt "
+                         "creates (remove the link)", lock_path);
+    if (*fd < 0 && errno != ENXIO)
+        return lipt_fail(err, LIPT_ERR_IO, "cannot create the lock %s: %s", lock_path, strerror(errno));
+    if (*fd < 0 || fstat(*fd, &lsb) != 0 || !S_ISREG(lsb.st_mode))
+        return lipt_fail(err, LIPT_ERR_IO, "%s is not a regular file: the lock of a run folder is a regular file lipt "
+                         "creates (remove it)", lock_path);
+    if (flock(*fd, LOCK_EX | LOCK_NB) != 0)
+        return lipt_fail(err, LIPT_ERR_IO, "%s is in use by another lipt train (lock %s); wait for it or choose another "
+                         "--out", dir, lock_path);
+    return LIPT_OK;
+}
+
+const char *run_folder_checkpoint(const char *dir) {
+    static const char *const ckpts[] = {"last.ckpt", "best.ckpt"};
+    char path[1300];
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, ckpts[i]);
+        if (access(path, F_OK) == 0) return ckpts[i];
+    }
+    return NULL;
 }
 
 /* ---- the corpus a checkpoint was trained on ---- */

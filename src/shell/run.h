@@ -55,6 +55,13 @@ void run_blame_corpus(lipt_error *err, const char *origin);
  * path that is not a regular file or a symlink (a device, FIFO or folder). LIPT_OK, or the reason in err. */
 lipt_status run_replace_file(const char *path, const char *text, lipt_error *err);
 
+/* One trainer per run folder: DIR/.lock created (a regular file, never through a symlink, never a FIFO) and locked
+ * (flock); *fd keeps the lock until closed (-1 or an open fd on failure: close it). LIPT_OK, or why not (in use). */
+lipt_status run_lock(const char *dir, int *fd, lipt_error *err);
+/* What makes a folder a run: a checkpoint. The name of the one DIR holds ("last.ckpt", else "best.ckpt"), or NULL:
+ * a folder whose training ended before its first checkpoint (or never started) holds no run and may be reused. */
+const char *run_folder_checkpoint(const char *dir);
+
 /* mkdir -p of a directory (a run directory, an output folder); error naming what could not be created. */
 lipt_status run_mkdir(const char *dir, lipt_error *err);
 

@@ -1,0 +1,207 @@
+/* lipt train's options: the option table, the training keys a checkpoint and run.cfg store, a run config file
+ * (--config: model keys and training keys), and the training settings read and checked. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "lipt/checkpoint.h"
+#include "run.h"
+#include "train_keys.h"
+#include "train_run.h"
+#include "train_setup.h"
+
+/* Options stored in the checkpoint ("persist") are restored on --resume unless given again. */
+static const cli_opt train_opts[] = {
+    {"config", CLI_STRING, "FILE", "run config: model keys and training keys (key = value, e.g. a run's run.cfg); every key can also be given as --key value", NULL},
+    {"data", CLI_STRING, "NAME|PATH", "corpus: ptb, enwik8, text8, tinyshakespeare, warandpeace or a file", "ptb"},
+    {"out", CLI_STRING, "DIR", "run directory (checkpoints, metrics.jsonl, run.cfg); default: a new runs/YYYYMMDD-HHMMSS "
+     "(with --resume: the folder of --ckpt)", NULL},
+    {"force", CLI_FLAG, NULL, "train afresh into an --out that holds another run (its checkpoints and metrics are replaced); "
+     "with --resume, continue on a corpus other than the one the checkpoint was trained on (its CRC-32 differs)", NULL},
+    {"steps", CLI_INT, "N", "total optimizer steps", "1000"},
+    {"batch", CLI_INT, "B", "sequences per step", "32"},
+    {"lr", CLI_FLOAT, "LR", "peak learning rate", "1e-3"},
+    {"schedule", CLI_STRING, "KIND", "learning rate: invsqrt (warmup then 1/sqrt), constant, cosine", "invsqrt"},
+    {"warmup", CLI_INT, "N", "linear warmup steps", "100"},
+    {"min-lr", CLI_FLOAT, "LR", "cosine floor", "0"},
+    {"beta1", CLI_FLOAT, "B1", "Adam beta1", "0.9"},
+    {"beta2", CLI_FLOAT, "B2", "Adam beta2", "0.98"},
+    {"adam-eps", CLI_FLOAT, "EPS", "Adam epsilon", "1e-8"},
+    {"weight-decay", CLI_FLOAT, "WD", "decoupled weight decay (not on biases, norms, embeddings)", "0"},
+    {"clip", CLI_FLOAT, "NORM", "global gradient-norm clipping (0: off)", "1.0"},
+    {"seed", CLI_INT, "S", "data order and dropout seed (init: the config's init_seed)", "0"},
+    {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS (default LIPT_THREADS or all cores)", NULL},
+    {"recompute", CLI_FLAG, NULL, "keep only each half-block's output between forward and backward and rerun its "
+     "inside in the backward (the feed-forward in pieces of 1024 tokens): less memory for about a third more compute; "
+     "the same results, bit for bit up to 1024 tokens per step (long contexts: docs/PERFORMANCE.md)", NULL},
+    CLI_OPT_PRECISION("the config's key precision, float32; on --resume the checkpoint's, which --precision may "
+                      "change"),
+    {"eval-every", CLI_INT, "N", "evaluate on the validation subset every N steps (0: only at the end)", "200"},
+    {"eval-symbols", CLI_INT, "N", "validation symbols per periodic evaluation (0: all)", "200000"},
+    {"final-eval", CLI_STRING, "SPLITS", "full evaluation at the end: valid,test | valid | test | none", "valid,test"},
+    {"final-from", CLI_STRING, "WHICH", "the weights the final evaluation scores: last (the last step's) or best "
+     "(best.ckpt's: the lowest periodic validation BPC; under MPI every rank reads it, as --resume reads last.ckpt)",
+     "last"},
+    {"patience", CLI_INT, "N", "early stopping: stop when N periodic validation evaluations in a row did not improve "
+     "the best validation BPC (last.ckpt and metrics.jsonl record the stop; the count survives --resume; 0: off)", "0"},
+    {"save-every", CLI_INT, "N", "write last.ckpt every N steps, besides every evaluation and the end (0: not by steps)",
+     "500"},
+    {"save-minutes", CLI_FLOAT, "M", "also write last.ckpt when M minutes passed since the last one (0: not by time)", "5"},
+    {"log-every", CLI_INT, "N", "metrics.jsonl line every N steps", "10"},
+    {"vocab", CLI_STRING, "KIND", "vocabulary: auto, bytes, built (from the training split)", "auto"},
+    {"data-split", CLI_STRING, "HOW", "auto, standard (PTB files; enwik8/text8 90M/5M/5M) or fractions F0,F1,F2", "auto"},
+    {"unk", CLI_FLAG, NULL, "reserve an unknown-symbol id for symbols unseen in training (default: unseen is an error)", NULL},
+    {"resume", CLI_FLAG, NULL, "continue from --ckpt FILE or DIR/last.ckpt (same loss curve as an uninterrupted run)", NULL},
+    {"ckpt", CLI_STRING, "FILE", "checkpoint to resume from", NULL},
+    {"check-every", CLI_INT, "N", "under MPI: compare a parameter checksum across ranks every N steps (0: only at start and end)", "100"},
+    {"json", CLI_FLAG, NULL, "print the final summary as one JSON object on stdout", NULL},
+    {"mpi-timeout", CLI_STRING, "S", "under MPI: a rank waiting S seconds in one collective (another rank frozen or stuck) stops the job with a message; saved checkpoints stay whole (0: wait forever; default: LIPT_MPI_TIMEOUT, else 600)", NULL},
+    {"quiet", CLI_FLAG, NULL, "no progress output (the final result line, done: ..., stays)", NULL},
+};
+#define N_TRAIN_OPTS ((int)(sizeof train_opts / sizeof train_opts[0]))
+static const char *persisted[] = {"data", "steps", "batch", "lr", "schedule", "warmup", "min-lr", "beta1", "beta2",
+                                  "adam-eps", "weight-decay", "clip", "seed", "eval-every", "eval-symbols",
+                                  "final-eval", "final-from", "patience", "save-every", "save-minutes", "log-every",
+                                  "vocab", "data-split", "unk"};
+#define N_PERSISTED ((int)(sizeof persisted / sizeof persisted[0]))
+
+const cli_opt *train_options(int *n) {
+    *n = N_TRAIN_OPTS;
+    return train_opts;
+}
+
+const char *train_persisted_key(int i) { return i >= 0 && i < N_PERSISTED ? persisted[i] : NULL; }
+
+static int parse_final_eval(const char *s, int *valid, int *test) {
+    *valid = *test = 0;
+    if (strcmp(s, "none") == 0) return 0;
+    if (strcmp(s, "valid,test") == 0 || strcmp(s, "test,valid") == 0) { *valid = *test = 1; return 0; }
+    if (strcmp(s, "valid") == 0) { *valid = 1; return 0; }
+    if (strcmp(s, "test") == 0) { *test = 1; return 0; }
+    return -1;
+}
+
+/* Index of a persisted training option named `key` ('_' and '-' alike), or -1. */
+int train_persisted_index(const char *key) { return train_key_index(persisted, N_PERSISTED, key); }
+
+/* A run config: model keys and training keys (steps, lr, data, ... as in run.cfg) in one `key = value` file.
+ * Training keys fill in the options not given on the command line; the rest is the model config (lipt_config_parse,
+ * whose messages keep the file's line numbers). 0, or the exit status. */
+int train_load_config(cli_args *ap, const char *path, lipt_config *cfg) {
+    const char *C = "train";
+    lipt_error err = {0};
+    uint64_t size = 0;
+    FILE *f = lipt_open_regular(path, &size, &err); /* a FIFO or device is refused, never waited on */
+    if (!f) return cli_error(C, "--config: %s", err.msg);
+    if (size > (1 << 20)) {
+        fclose(f);
+        return cli_error(C, "--config %s is %llu bytes: a config is at most 1 MiB", path, (unsigned long long)size);
+    }
+    char *text = calloc((size_t)size + 1, 1);
+    const size_t n = text ? fread(text, 1, (size_t)size, f) : 0;
+    fclose(f);
+    if (!text) return cli_error(C, "out of memory reading %s", path);
+    text[n] = 0;
+    if (memchr(text, 0, n)) {
+        free(text);
+        return cli_error(C, "%s: NUL byte in config (not a text file?)", path);
+    }
+    char *body = strncmp(text, "\xEF\xBB\xBF", 3) == 0 ? text + 3 : text; /* a UTF-8 byte-order mark is not a key */
+    if (train_keys_from_config(ap, body, path, persisted, N_PERSISTED, &err) != LIPT_OK) { /* src/shell/train_keys.c */
+        free(text);
+        return cli_error(C, "%s", err.msg);
+    }
+    const lipt_status st = lipt_config_parse(cfg, body, path, &err);
+    free(text);
+    return st == LIPT_OK ? 0 : (cli_fail(C, &err), 2); /* a wrong key or value: a usage error, as on the command line */
+}
+
+/* Numeric options read and range-checked; 0, 2 (bad syntax, message printed) or the exit status. */
+/* Where an option's value came from, for messages: a value the user did not type must not be blamed on a flag. */
+static const char *origin(const cli_args *ap, const char *name) { return cli_origin(ap, name); }
+
+static int read_numbers(cli_args *ap, train_settings *s) {
+    const char *C = "train";
+    if (cli_int(ap, "steps", &s->steps) || cli_int(ap, "batch", &s->batch) || cli_int(ap, "warmup", &s->warmup) ||
+        cli_int(ap, "seed", &s->seed) || cli_int(ap, "eval-every", &s->eval_every) ||
+        cli_int(ap, "eval-symbols", &s->eval_symbols) || cli_int(ap, "save-every", &s->save_every) ||
+        cli_int(ap, "log-every", &s->log_every) || cli_float(ap, "lr", &s->lr) || cli_float(ap, "min-lr", &s->min_lr) ||
+        cli_float(ap, "beta1", &s->beta1) || cli_float(ap, "beta2", &s->beta2) || cli_float(ap, "adam-eps", &s->aeps) ||
+        cli_float(ap, "weight-decay", &s->wd) || cli_float(ap, "clip", &s->clip) ||
+        cli_int(ap, "check-every", &s->check_every) || cli_float(ap, "save-minutes", &s->save_minutes) ||
+        cli_int(ap, "patience", &s->patience))
+        return 2;
+    if (s->steps < 0) return cli_error(C, "--steps must be >= 0, got %ld%s", s->steps, origin(ap, "steps"));
+    if (s->batch < 1 || s->batch > 65536)
+        return cli_error(C, "--batch must be in [1, 65536], got %ld%s", s->batch, origin(ap, "batch"));
+    if (s->warmup < 0) return cli_error(C, "--warmup must be >= 0, got %ld%s", s->warmup, origin(ap, "warmup"));
+    if (s->eval_every < 0 || s->save_every < 0 || s->log_every < 1 || s->eval_symbols < 0)
+        return cli_error(C, "--eval-every, --save-every, --eval-symbols must be >= 0 and --log-every >= 1");
+    if (s->clip < 0) return cli_error(C, "--clip must be >= 0, got %g%s", s->clip, origin(ap, "clip"));
+    s->recompute = cli_has(ap, "recompute");
+    if (!(s->save_minutes >= 0) || s->save_minutes > 1e6)
+        return cli_error(C, "--save-minutes must be in [0, 1e6], got %g", s->save_minutes);
+    if (s->check_every < 0)
+        return cli_error(C, "--check-every must be >= 0, got %ld%s", s->check_every, origin(ap, "check-every"));
+    if (s->patience < 0)
+        return cli_error(C, "--patience must be >= 0 (0: no early stopping), got %ld%s", s->patience,
+                         origin(ap, "patience"));
+    return 0;
+}
+
+/* The training options: numbers, the batch across ranks (kept global on resume unless the user gave --batch: the flag
+ * as typed, not as restored from the checkpoint), the schedule, AdamW and data options, and the persisted text. 0, or
+ * the exit status. */
+int train_parse_settings(cli_args *ap, trainer *t, int resume, const run_extra *rx, const char *resume_path,
+                          int batch_given, train_settings *s) {
+    const char *C = "train";
+    lipt_error err = {0};
+    const int K = t->K;
+    int bad = read_numbers(ap, s);
+    if (bad) return bad;
+    if (resume) {
+        /* the global batch (ranks x batch) is what defines the run: keep it across a change of rank count */
+        const char *g = rx->opts_text ? strstr(rx->opts_text, "global-batch=") : NULL;
+        long stored = g ? atol(g + 13) : s->batch; /* written by a one-process build: its batch */
+        if (!batch_given) {
+            if (stored % K != 0)
+                return cli_error(C, "the run in %s has a global batch of %ld, which does not split over %d ranks; pass "
+                                 "--batch to choose the per-rank batch", resume_path, stored, K);
+            s->batch = stored / K;
+        } else if (stored != (long)K * s->batch && t->lead) {
+            fprintf(stderr, "note: the global batch changes from %ld to %d x %ld = %ld\n", stored, K, s->batch,
+                    (long)K * s->batch);
+        }
+    }
+    if ((long)K * s->batch > 65536) return cli_error(C, "%d ranks x --batch %ld exceeds 65536 sequences per step", K, s->batch);
+    if (parse_final_eval(cli_str(ap, "final-eval"), &s->final_valid, &s->final_test) < 0)
+        return cli_error(C, "--final-eval must be valid,test | valid | test | none, got '%s'", cli_str(ap, "final-eval"));
+    const char *ff = cli_str(ap, "final-from");
+    if (strcmp(ff, "best") != 0 && strcmp(ff, "last") != 0)
+        return cli_error(C, "--final-from must be best or last, got '%s'%s", ff, origin(ap, "final-from"));
+    s->final_from_best = strcmp(ff, "best") == 0;
+    if (lipt_lr_kind_parse(cli_str(ap, "schedule"), &s->sched.kind, &err) != LIPT_OK) return cli_fail(C, &err);
+    s->sched.lr = s->lr;
+    s->sched.warmup = s->warmup;
+    s->sched.total = s->steps;
+    s->sched.min_lr = s->min_lr;
+    if (lipt_lr_schedule_check(&s->sched, &err) != LIPT_OK) return cli_fail(C, &err);
+    s->acfg = (lipt_adamw_config){s->lr, s->beta1, s->beta2, s->aeps, s->wd};
+    if (lipt_adamw_config_check(&s->acfg, &err) != LIPT_OK) return cli_fail(C, &err);
+    if (lipt_data_parse_vocab(cli_str(ap, "vocab"), &s->dopts, &err) != LIPT_OK ||
+        lipt_data_parse_split(cli_str(ap, "data-split"), &s->dopts, &err) != LIPT_OK)
+        return cli_fail(C, &err);
+    s->dopts.unk = cli_has(ap, "unk") && strcmp(cli_str(ap, "unk"), "1") == 0;
+    size_t off = 0;
+    for (int i = 0; i < N_PERSISTED; i++) {
+        const char *v = cli_str(ap, persisted[i]);
+        if (!v) continue; /* unset flags are not stored */
+        int w = snprintf(t->opts_text + off, sizeof t->opts_text - off, "%s=%s\n", persisted[i], v);
+        if (w < 0 || (size_t)w >= sizeof t->opts_text - off)
+            return cli_error(C, "training options too long to store (--%s is %zu characters)", persisted[i], strlen(v));
+        off += (size_t)w;
+    }
+    snprintf(t->opts_text + off, sizeof t->opts_text - off, "global-batch=%ld\n", (long)K * s->batch);
+    return 0;
+}
