@@ -38,6 +38,10 @@ static const cli_opt train_opts[] = {
     {"adam-eps", CLI_FLOAT, "EPS", "Adam epsilon", "1e-8"},
     {"weight-decay", CLI_FLOAT, "WD", "decoupled weight decay (not on biases, norms, embeddings)", "0"},
     {"clip", CLI_FLOAT, "NORM", "global gradient-norm clipping (0: off)", "1.0"},
+    {"optimizer", CLI_STRING, "NAME", "adamw, or muon: orthogonalised momentum (Newton-Schulz) on the hidden layers' "
+     "weight matrices, AdamW on embeddings, head, biases and gains (README: Optimizers); --resume keeps the run's",
+     "adamw"},
+    {"muon-lr", CLI_FLOAT, "LR", "Muon's peak learning rate, on the --schedule's shape (default: --lr)", NULL},
     {"seed", CLI_INT, "S", "data order and dropout seed (init: the config's init_seed)", "0"},
     {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS (default LIPT_THREADS or all cores)", NULL},
     {"recompute", CLI_FLAG, NULL, "keep only each half-block's output between forward and backward and rerun its "
@@ -70,7 +74,7 @@ static const cli_opt train_opts[] = {
 static const char *persisted[] = {"data", "steps", "batch", "lr", "schedule", "warmup", "min-lr", "beta1", "beta2",
                                   "adam-eps", "weight-decay", "clip", "seed", "eval-every", "eval-symbols",
                                   "final-eval", "final-from", "patience", "save-every", "save-minutes", "log-every",
-                                  "vocab", "data-split", "unk"};
+                                  "vocab", "data-split", "unk", "optimizer", "muon-lr"};
 #define N_PERSISTED ((int)(sizeof persisted / sizeof persisted[0]))
 
 /* Keep metrics.jsonl lines up to `step` (a resumed run rewrites what came after its checkpoint). */
@@ -339,6 +343,7 @@ static int parse_settings(cli_args *ap, trainer *t, int resume, const run_extra 
     if (lipt_lr_schedule_check(&s->sched, &err) != LIPT_OK) return cli_fail(C, &err);
     s->acfg = (lipt_adamw_config){s->lr, s->beta1, s->beta2, s->aeps, s->wd};
     if (lipt_adamw_config_check(&s->acfg, &err) != LIPT_OK) return cli_fail(C, &err);
+    if ((bad = train_optim_settings(ap, s, resume, rx->opts_text, resume_path)) != 0) return bad;
     if (lipt_data_parse_vocab(cli_str(ap, "vocab"), &s->dopts, &err) != LIPT_OK ||
         lipt_data_parse_split(cli_str(ap, "data-split"), &s->dopts, &err) != LIPT_OK)
         return cli_fail(C, &err);
@@ -431,6 +436,7 @@ static int setup_model(trainer *t, train_settings *s, const char *data_spec, int
     if (lipt_model_init(&t->model, &t->cfg, &err) != LIPT_OK) return cli_fail(C, &err);
     t->model_ok = 1;
     lipt_adamw_init(&t->opt, &s->acfg);
+    if (train_optim_init(t, s)) return 1;
     /* the dropout stream: rank 0's is the one-process stream; other ranks draw their own */
     const uint64_t rank_mix = (uint64_t)t->dist->rank * 0x9E3779B97F4A7C15ull;
     lipt_ctx_init(&t->ctx, (size_t)64 << 20, ((uint64_t)s->seed * 2654435761u + 1) ^ rank_mix);
@@ -633,6 +639,7 @@ static void trainer_free(trainer *t) {
     free(t->gtg);
     if (t->lock_fd >= 0) close(t->lock_fd); /* releases the lock */
     if (t->ctx_ok) lipt_ctx_free(&t->ctx);
+    if (t->muon_ok) lipt_muon_free(&t->muon);
     if (t->model_ok) lipt_model_free(&t->model);
     if (t->ds_ok) lipt_dataset_free(&t->ds);
 }
