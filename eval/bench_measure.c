@@ -166,7 +166,7 @@ lipt_status bench_train(bench *b, lipt_error *err) {
             double t0 = cli_now();
             for (int s = 0; s < b->steps; s++) {
                 t_in += batch_ids_timed(b, s, in, tg);
-                const lipt_step_opts so = {BENCH_LR, BENCH_CLIP, b->cfg.power_iters, NULL, 0, 0};
+                const lipt_step_opts so = {BENCH_LR, BENCH_CLIP, b->cfg.power_iters, NULL, 0, 0, NULL, 0};
                 lipt_step_result sr;
                 st = lipt_train_step(&ctx, &b->model, &opt, in, tg, B, T, &so, &sr, err);
                 b->last_loss = sr.loss;

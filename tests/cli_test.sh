@@ -187,6 +187,25 @@ else
   fail "train --recompute metrics differ: $(diff <(nt "$TMP/run/metrics.jsonl") <(nt "$TMP/rc/metrics.jsonl") | head -4)"
 fi
 
+# ---- --optimizer muon: 3 steps, then --resume to 6, give the loss curve of 6 steps in one go (the momenta are in the
+# checkpoint; dropout on), which differs from AdamW's; run.cfg records the optimizer; --resume refuses the other one
+"$LIPT" train "${COMMON[@]}" --out "$TMP/mu" --steps 6 --eval-every 3 --dropout 0.1 --optimizer muon &&
+  "$LIPT" train "${COMMON[@]}" --out "$TMP/muh" --steps 3 --eval-every 3 --dropout 0.1 --optimizer muon &&
+  "$LIPT" train --out "$TMP/muh" --steps 6 --resume --quiet --threads 1 &&
+  "$LIPT" train "${COMMON[@]}" --out "$TMP/mua" --steps 6 --eval-every 3 --dropout 0.1
+if [ "$(grep -c '"loss"' "$TMP/mu/metrics.jsonl" 2>/dev/null)" = 6 ] &&
+   diff <(nt "$TMP/mu/metrics.jsonl") <(nt "$TMP/muh/metrics.jsonl") >/dev/null &&
+   ! diff <(nt "$TMP/mu/metrics.jsonl") <(nt "$TMP/mua/metrics.jsonl") >/dev/null &&
+   grep -qx "optimizer = muon" "$TMP/mu/run.cfg"; then
+  pass "train --optimizer muon: --resume gives the identical loss curve, unlike AdamW's; run.cfg records it"
+else
+  fail "train --optimizer muon: $(diff <(nt "$TMP/mu/metrics.jsonl") <(nt "$TMP/muh/metrics.jsonl") 2>&1 | head -4)"
+fi
+expect_error "--resume of a Muon run with --optimizer adamw" "$LIPT" train --out "$TMP/muh" --resume --steps 8 \
+  --optimizer adamw --quiet
+expect_error "--optimizer sgd" "$LIPT" train "${COMMON[@]}" --out "$TMP/sgd" --steps 2 --optimizer sgd
+expect_error "--muon-lr -1" "$LIPT" train "${COMMON[@]}" --out "$TMP/mlr" --steps 2 --optimizer muon --muon-lr -1
+
 # ---- SIGINT saves and exits cleanly
 "$LIPT" train "${COMMON[@]}" --out "$TMP/sig" --steps 1000000 --eval-every 0 2>"$TMP/sig.err" &
 pid=$!

@@ -315,7 +315,7 @@ START_TEST(test_certificate_steered_vectors) {
         markov(&rng, cfg.vocab_size, B * (T + 1), tok);
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) ids[b * T + t] = tok[b * (T + 1) + t], tgt[b * T + t] = tok[b * (T + 1) + t + 1];
-        const lipt_step_opts so = {1e-3, 1.0, cfg.power_iters, NULL, 0, 0};
+        const lipt_step_opts so = {1e-3, 1.0, cfg.power_iters, NULL, 0, 0, NULL, 0};
         lipt_step_result sr;
         ck_assert_msg(lipt_train_step(&ctx, &m, &opt, ids, tgt, B, T, &so, &sr, &err) == LIPT_OK, "step: %s", err.msg);
         for (int l = 0; l < cfg.n_layers; l++) {

@@ -258,7 +258,7 @@ static double train_steps(golden *G, const train_opts *o, double *ferr) {
     float *losses = malloc((size_t)G->steps * sizeof(float));
     for (int s = 0; s < G->steps; s++) {
         /* the shipped step (lipt train's): no clipping, one process */
-        const lipt_step_opts so = {ac.lr, 0.0, o->skip_refresh ? 0 : G->cfg.power_iters, NULL, 0, 0};
+        const lipt_step_opts so = {ac.lr, 0.0, o->skip_refresh ? 0 : G->cfg.power_iters, NULL, 0, 0, NULL, 0};
         lipt_step_result sr;
         lipt_error err = {0};
         ck_assert_msg(lipt_train_step(&ctx, &G->m, &opt, G->ids, G->targets, G->B, G->T, &so, &sr, &err) == LIPT_OK,

@@ -44,7 +44,7 @@ static void run_steps(const lipt_config *cfg, int recompute, int rows, int tiled
             in[i] = (int)lipt_rng_below(&r, (uint64_t)V);
             tg[i] = (int)lipt_rng_below(&r, (uint64_t)V);
         }
-        const lipt_step_opts so = {acfg.lr, 1.0, cfg->power_iters, NULL, 0, 0};
+        const lipt_step_opts so = {acfg.lr, 1.0, cfg->power_iters, NULL, 0, 0, NULL, 0};
         lipt_step_result sr;
         ck_assert_msg(lipt_train_step(&ctx, &m, &opt, in, tg, B, T, &so, &sr, &err) == LIPT_OK, "step: %s", err.msg);
         o->loss[s] = sr.loss;

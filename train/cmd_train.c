@@ -19,6 +19,7 @@ static void trainer_free(trainer *t) {
     free(t->gtg);
     if (t->lock_fd >= 0) close(t->lock_fd); /* releases the lock */
     if (t->ctx_ok) lipt_ctx_free(&t->ctx);
+    if (t->muon_ok) lipt_muon_free(&t->muon);
     if (t->model_ok) lipt_model_free(&t->model);
     if (t->ds_ok) lipt_dataset_free(&t->ds);
     free(t->stored_opts);

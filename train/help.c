@@ -20,7 +20,7 @@ static const char *const topic_config =
     "                   eval, sample, bench); bf16 needs oneDNN and AVX512_BF16, bf16-emulated is bf16's numerics\n"
     "Training keys in the same file: data, steps, batch, lr, schedule, warmup, min-lr, beta1, beta2, adam-eps,\n"
     "  weight-decay, clip, seed, eval-every, eval-symbols, final-eval, final-from, patience, save-every,\n"
-    "  save-minutes, log-every, vocab, data-split, unk. A run folder's run.cfg holds all of them:\n"
+    "  save-minutes, log-every, vocab, data-split, unk, optimizer, muon-lr. A run folder's run.cfg holds all of them:\n"
     "  lipt train --config RUN/run.cfg repeats the run.\n"
     "  patience N       early stopping: stop after N periodic validation evaluations in a row without a new best\n"
     "                   validation BPC (0: off); the count is stored in every checkpoint, so --resume goes on as the\n"

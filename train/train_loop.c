@@ -243,7 +243,8 @@ int train_loop(trainer *t, const train_settings *s) {
         t->ctx.attn_logit_spread = 0;
         const double lr = lipt_lr_at(&s->sched, t->step);
         const lipt_step_opts so = {lr, s->clip, t->cfg.power_iters, t->dist, (size_t)4 << 20,
-                                   atomic_load(&stop_signal) != 0};
+                                   atomic_load(&stop_signal) != 0, s->muon ? &t->muon : NULL,
+                                   train_muon_lr_at(s, t->step)};
         lipt_step_result sr;
         const lipt_status st = lipt_train_step(&t->ctx, &t->model, &t->opt, t->in, t->tg, t->B, t->T, &so, &sr, &err);
         if (st == LIPT_ERR_NUMERIC) return diverged(t, &sr);

@@ -84,7 +84,7 @@ static lipt_status probe_steps(const lipt_config *cfg, const train_settings *s, 
     if (st == LIPT_OK) st = lipt_ctx_set_precision(&ctx, cfg->precision, err);
     if (st == LIPT_OK) st = lipt_arena_reserve(&ctx.arena, (size_t)64 << 20, err);
     for (int i = 0; i < nb && st == LIPT_OK; i++) {
-        const lipt_step_opts so = {s->lr, s->clip, cfg->power_iters, NULL, 0, 0};
+        const lipt_step_opts so = {s->lr, s->clip, cfg->power_iters, NULL, 0, 0, NULL, 0};
         lipt_step_result sr;
         st = lipt_train_step(&ctx, &m, &opt, ids, ids, (int)b[i], cfg->seq_len, &so, &sr, err);
         if (st == LIPT_ERR_NUMERIC) st = LIPT_OK; /* the memory was used all the same */

@@ -30,6 +30,10 @@ static const cli_opt train_opts[] = {
     {"adam-eps", CLI_FLOAT, "EPS", "Adam epsilon", "1e-8"},
     {"weight-decay", CLI_FLOAT, "WD", "decoupled weight decay (not on biases, norms, embeddings)", "0"},
     {"clip", CLI_FLOAT, "NORM", "global gradient-norm clipping (0: off)", "1.0"},
+    {"optimizer", CLI_STRING, "NAME", "adamw, or muon: orthogonalised momentum (Newton-Schulz) on the hidden layers' "
+     "weight matrices, AdamW on embeddings, head, biases and gains (README: Optimizers); --resume keeps the run's",
+     "adamw"},
+    {"muon-lr", CLI_FLOAT, "LR", "Muon's peak learning rate, on the --schedule's shape (default: --lr)", NULL},
     {"seed", CLI_INT, "S", "data order and dropout seed (init: the config's init_seed)", "0"},
     {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS (default LIPT_THREADS or all cores)", NULL},
     {"recompute", CLI_FLAG, NULL, "keep only each half-block's output between forward and backward and rerun its "
@@ -63,7 +67,7 @@ static const cli_opt train_opts[] = {
 static const char *persisted[] = {"data", "steps", "batch", "lr", "schedule", "warmup", "min-lr", "beta1", "beta2",
                                   "adam-eps", "weight-decay", "clip", "seed", "eval-every", "eval-symbols",
                                   "final-eval", "final-from", "patience", "save-every", "save-minutes", "log-every",
-                                  "vocab", "data-split", "unk"};
+                                  "vocab", "data-split", "unk", "optimizer", "muon-lr"};
 #define N_PERSISTED ((int)(sizeof persisted / sizeof persisted[0]))
 
 const cli_opt *train_options(int *n) {
@@ -189,6 +193,7 @@ int train_parse_settings(cli_args *ap, trainer *t, int resume, const run_extra *
     if (lipt_lr_schedule_check(&s->sched, &err) != LIPT_OK) return cli_fail(C, &err);
     s->acfg = (lipt_adamw_config){s->lr, s->beta1, s->beta2, s->aeps, s->wd};
     if (lipt_adamw_config_check(&s->acfg, &err) != LIPT_OK) return cli_fail(C, &err);
+    if ((bad = train_optim_settings(ap, s, resume, rx->opts_text, resume_path)) != 0) return bad;
     if (lipt_data_parse_vocab(cli_str(ap, "vocab"), &s->dopts, &err) != LIPT_OK ||
         lipt_data_parse_split(cli_str(ap, "data-split"), &s->dopts, &err) != LIPT_OK)
         return cli_fail(C, &err);

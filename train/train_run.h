@@ -35,6 +35,8 @@ typedef struct {
     int recompute;         /* activation recomputation (--recompute): memory for compute, the same bits */
     lipt_lr_schedule sched;
     lipt_adamw_config acfg;
+    int muon;              /* --optimizer muon: Muon on the hidden matrices, AdamW on the rest */
+    double muon_lr;        /* Muon's peak learning rate (--muon-lr, default --lr), on sched's shape */
     lipt_data_opts dopts;
 } train_settings;
 
@@ -48,6 +50,8 @@ typedef struct {
     lipt_model model;
     lipt_vocab vocab;
     lipt_adamw opt;
+    lipt_muon muon;        /* with settings.muon (muon_ok once allocated) */
+    int muon_ok;
     lipt_ctx ctx;
     lipt_batcher batcher;
     lipt_dataset ds;
@@ -81,6 +85,13 @@ typedef struct {
     char opts_text[4096];  /* the persisted training options ("key=value\n") */
 } trainer;
 
+/* --optimizer and --muon-lr into s (after --lr and --weight-decay), refused when a resumed run (its stored options
+ * stored_opts) used another optimizer: 0, or the exit status. */
+int train_optim_settings(cli_args *ap, train_settings *s, int resume, const char *stored_opts, const char *resume_path);
+/* Muon's matrices and scratch when s->muon (after the model's parameters exist): 0, or the exit status. */
+int train_optim_init(trainer *t, const train_settings *s);
+/* Muon's learning rate at a 0-based step: --muon-lr times the schedule's value relative to its peak. */
+double train_muon_lr_at(const train_settings *s, int64_t step);
 /* SIGINT/SIGTERM handlers that ask the loop to save and stop. */
 void train_install_signals(void);
 /* The optimizer steps up to s->steps (or a signal / divergence / error). 0, or the exit status. */

@@ -66,6 +66,7 @@ int train_setup_model(trainer *t, train_settings *s, const char *data_spec, int 
     if (lipt_model_init(&t->model, &t->cfg, &err) != LIPT_OK) return cli_fail(C, &err);
     t->model_ok = 1;
     lipt_adamw_init(&t->opt, &s->acfg);
+    if (train_optim_init(t, s)) return 1;
     /* the dropout stream: rank 0's is the one-process stream; other ranks draw their own */
     const uint64_t rank_mix = (uint64_t)t->dist->rank * 0x9E3779B97F4A7C15ull;
     lipt_ctx_init(&t->ctx, 4096, ((uint64_t)s->seed * 2654435761u + 1) ^ rank_mix);

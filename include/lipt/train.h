@@ -20,6 +20,8 @@ typedef struct {
     lipt_dist *dist;    /* data-parallel ranks: the loss and the gradient are averaged over them; NULL: one process */
     size_t bucket;      /* floats per gradient all-reduce call; 0: 4 Mi (16 MiB) */
     int flag;           /* this rank's flag (e.g. "a stop signal arrived"), ORed over the ranks so that they agree */
+    lipt_muon *muon;    /* NULL: AdamW on every tensor; else Muon on its matrices at muon_lr, AdamW on the rest */
+    double muon_lr;     /* this step's Muon learning rate (its schedule's value) */
 } lipt_step_opts;
 
 typedef struct {
@@ -30,7 +32,8 @@ typedef struct {
 
 /* One step on the batch in[B*T] -> tg[B*T]: forward with the loss (ctx->training set: dropout on), the loss and
  * flag agreed across ranks, zero grad, backward, the gradient averaged across ranks, clipping, the arena reset,
- * AdamW at opts->lr, the Lipschitz norm refresh. ctx's arena is reset on return.
+ * AdamW at opts->lr (with opts->muon: Muon on its matrices at opts->muon_lr), the Lipschitz norm refresh. ctx's
+ * arena is reset on return.
  * LIPT_ERR_NUMERIC when the loss or the gradient norm is not finite: the parameters are then unchanged (res holds
  * what was measured); other statuses from the forward pass (bad ids) or the collectives. */
 lipt_status lipt_train_step(lipt_ctx *ctx, lipt_model *m, lipt_adamw *opt, const int *in, const int *tg, int B, int T,

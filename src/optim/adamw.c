@@ -2,6 +2,7 @@
 #include "lipt/optim.h"
 
 #include <math.h>
+#include <stddef.h>
 
 #include "kernels/kernels.h"
 
@@ -34,7 +35,9 @@ void lipt_adamw_init(lipt_adamw *opt, const lipt_adamw_config *cfg) {
 /* Below this many floats a parallel region costs more than it saves. */
 #define ADAMW_PAR_MIN 32768
 
-void lipt_adamw_step_lr(lipt_adamw *opt, lipt_params *p, double lr) {
+void lipt_adamw_step_lr(lipt_adamw *opt, lipt_params *p, double lr) { lipt_adamw_step_skip(opt, p, lr, NULL); }
+
+void lipt_adamw_step_skip(lipt_adamw *opt, lipt_params *p, double lr, const unsigned char *skip) {
     LIPT_CHECK(p->finalized, "adamw: parameters not finalized");
     const lipt_adamw_config *c = &opt->cfg;
     opt->t++;
@@ -55,7 +58,7 @@ void lipt_adamw_step_lr(lipt_adamw *opt, lipt_params *p, double lr) {
 
 #pragma omp parallel if (p->n_train >= ADAMW_PAR_MIN)
     for (int k = 0; k < p->n; k++) {
-        if (p->flags[k] & LIPT_PARAM_BUFFER) continue;
+        if ((p->flags[k] & LIPT_PARAM_BUFFER) || (skip && skip[k])) continue;
         const lipt_tensor *tk = p->list[k];
         const long lo = (long)(tk->data - val), n = (long)tk->numel, nv = (n + LIPT_VW - 1) / LIPT_VW;
         const int decay = do_decay && !(p->flags[k] & LIPT_PARAM_NO_DECAY);

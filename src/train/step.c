@@ -39,7 +39,8 @@ lipt_status lipt_train_step(lipt_ctx *ctx, lipt_model *m, lipt_adamw *opt, const
     r->grad_norm = lipt_clip_grad_norm(&m->params, o->clip);
     lipt_ctx_reset(ctx);
     if (!isfinite(r->grad_norm)) return lipt_fail(err, LIPT_ERR_NUMERIC, "the gradient norm is %g", r->grad_norm);
-    lipt_adamw_step_lr(opt, &m->params, o->lr);
+    if (o->muon) lipt_muon_step(o->muon, &m->params, o->muon_lr);
+    lipt_adamw_step_skip(opt, &m->params, o->lr, o->muon ? o->muon->owned : NULL);
     lipt_model_refresh_after_step(m, o->power_iters);
     return LIPT_OK;
 }
