@@ -12,7 +12,7 @@
 static const cli_opt bench_opts[] = {
     {"config", CLI_STRING, "FILE", "model config (key = value); any config key can also be given as --key value", NULL},
     {"batch", CLI_INT, "B", "sequences of seq_len tokens per training / evaluation step", "16"},
-    {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS (default LIPT_THREADS or all cores)", NULL},
+    {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS (default LIPT_THREADS, else the cores other programs leave idle)", NULL},
     {"runs", CLI_INT, "N", "timed runs per measurement (the median is reported)", "5"},
     {"warmup", CLI_INT, "N", "untimed runs before the timed ones", "2"},
     {"steps-per-run", CLI_INT, "N", "training / evaluation steps in one run", "3"},

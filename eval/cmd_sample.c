@@ -20,7 +20,7 @@ static const cli_opt sample_opts[] = {
     {"temperature", CLI_FLOAT, "T", "softmax temperature; 0 = greedy (argmax)", "1.0"},
     {"top-k", CLI_INT, "K", "sample among the K most likely symbols only (0: off)", "0"},
     {"seed", CLI_INT, "S", "sampling seed", "0"},
-    {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS (default LIPT_THREADS or all cores)", NULL},
+    {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS (default LIPT_THREADS, else the cores other programs leave idle)", NULL},
     {"no-cache", CLI_FLAG, NULL, "recompute the whole window with the full forward pass for every symbol (for comparison)", NULL},
     CLI_OPT_PRECISION("the checkpoint's"),
     {"json", CLI_FLAG, NULL,
