@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # The default thread count on an idle and on a busy machine: 120 training steps of models/ptb-demo.cfg with the
 # default count (LIPT_THREADS unset), with --threads 1 and with --threads equal to the usable cores, first with the
-# machine left alone, then with one busy loop per core (another program keeping every core busy). Wall seconds per
-# run, medians over the rounds, modes interleaved within a round; the default's count and what it saw are read from
+# machine left alone, then with one busy loop per core (another program keeping every core busy; --busy K: K loops).
+# Wall seconds per run, medians over the rounds, modes interleaved within a round; the default's count is read from
 # the run's "model:" line. Run it on an otherwise idle machine: it is a timing.
 #
-# usage: bench/threads_load.sh [--rounds R] [--steps N] [--lipt PATH] [--data CORPUS]
+# usage: bench/threads_load.sh [--rounds R] [--steps N] [--busy K] [--lipt PATH] [--data CORPUS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=3 STEPS=120 LIPT=build/lipt DATA=ptb
+ROUNDS=3 STEPS=120 LIPT=build/lipt DATA=ptb BUSY=
 while [ $# -gt 0 ]; do
   case $1 in
     --rounds) ROUNDS=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
+    --busy) BUSY=$2; shift 2 ;;
     --lipt) LIPT=$2; shift 2 ;;
     --data) DATA=$2; shift 2 ;;
     --help|-h) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -22,6 +23,7 @@ done
 [ -x "$LIPT" ] || { echo "threads_load.sh: $LIPT is not an executable lipt binary (build first)" >&2; exit 1; }
 unset LIPT_THREADS
 NC=$(nproc)
+BUSY=${BUSY:-$NC}
 TMP=$(mktemp -d)
 busy=()
 stop_busy() { [ ${#busy[@]} -gt 0 ] && kill "${busy[@]}" 2>/dev/null; wait 2>/dev/null; busy=(); }
@@ -38,10 +40,10 @@ one() { # mode -> seconds (and the thread count on stderr's model line)
 }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
-echo "lipt: $("$LIPT" --version); $(nproc) cores; models/ptb-demo.cfg, $STEPS steps, $ROUNDS rounds"
+echo "lipt: $("$LIPT" --version); $NC cores; models/ptb-demo.cfg, $STEPS steps, $ROUNDS rounds; busy: $BUSY loops"
 for load in idle busy; do
   if [ "$load" = busy ]; then
-    for _ in $(seq "$NC"); do (while :; do :; done) & busy+=($!); done
+    for _ in $(seq "$BUSY"); do (while :; do :; done) & busy+=($!); done
     sleep 1
   fi
   declare -A secs=()

@@ -1,6 +1,7 @@
 /* One thread knob for OpenMP and OpenBLAS. */
 #include "lipt/core.h"
 
+#include <math.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -135,11 +136,13 @@ void lipt_set_threads(int n) {
 
 int lipt_get_threads(void) { return omp_get_max_threads(); }
 
-/* The default count: the usable CPUs (affinity mask) less those other programs keep busy, at least 1. */
+/* The default count: the usable CPUs (affinity mask) less those other programs keep busy, at least 1. A program
+ * counts once it was runnable in 3/4 of the readings: a command that happens to run during them (a shell, a
+ * compiler's short job) does not take a core from a long run. */
 static int default_threads(double *busy) {
     const int n = lipt_cpus_usable();
     *busy = lipt_cpus_busy_elsewhere();
-    int k = (int)((double)n - *busy + 0.5);
+    const int k = n - (int)floor(*busy + 0.25);
     return k < 1 ? 1 : k > n ? n : k;
 }
 
