@@ -46,10 +46,10 @@ static lipt_status save_ckpt(trainer *t, const char *path, lipt_error *err) {
     lipt_config_to_text(&t->model.cfg, cfg_text, sizeof cfg_text);
     uint8_t vocab_blob[512];
     size_t vlen = lipt_vocab_to_blob(&t->vocab, vocab_blob, sizeof vocab_blob);
-    /* the options, the patience count and the training wall time of this state (not settings: never in run.cfg) */
+    /* the options and the patience count of this state (not settings: never in run.cfg); no wall time, so that a
+     * checkpoint is the same bytes whatever the machine's speed (resume reads it back from metrics.jsonl) */
     char opts[sizeof t->opts_text + 128];
-    snprintf(opts, sizeof opts, "%s" TRAIN_EVALS_SINCE_BEST "=%ld\n" TRAIN_ELAPSED_S "=%.3f\n", t->opts_text,
-             t->evals_since_best, t->elapsed_base + (cli_now() - t->t_start));
+    snprintf(opts, sizeof opts, "%s" TRAIN_EVALS_SINCE_BEST "=%ld\n", t->opts_text, t->evals_since_best);
     run_extra x = {t->batcher.st, t->best_bpc, t->best_step, opts};
     size_t xlen;
     unsigned char *xb = run_extra_pack(&x, &xlen);

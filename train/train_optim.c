@@ -19,8 +19,9 @@ int train_optim_settings(cli_args *ap, train_settings *s, int resume, const char
         return cli_error(C, "%s was trained with --optimizer %s and its optimizer state is that optimizer's: it cannot "
                          "continue under --optimizer %s (drop the flag, or start a new run from its weights)",
                          resume_path, was, name);
-    s->muon_lr = s->lr;
-    if (cli_has(ap, "muon-lr") && cli_float(ap, "muon-lr", &s->muon_lr)) return 2;
+    s->muon_lr = s->lr; /* --lr's own range is checked with it: only a --muon-lr given is checked here */
+    if (!cli_has(ap, "muon-lr")) return 0;
+    if (cli_float(ap, "muon-lr", &s->muon_lr)) return 2;
     if (!(s->muon_lr >= 0) || s->muon_lr > 1e6)
         return cli_error(C, "--muon-lr must be in [0, 1e6], got %g%s", s->muon_lr, cli_origin(ap, "muon-lr"));
     return 0;

@@ -1,6 +1,7 @@
 /* What a run folder records besides its checkpoints: run.cfg (the settings) and metrics.jsonl cut back to the
  * resumed step. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,25 @@
 #include "run.h"
 #include "train_run.h"
 #include "train_setup.h"
+
+/* The training wall time up to `step`: the last elapsed_s of metrics.jsonl at or before it (0 when there is none).
+ * Read back from the run's log rather than stored in the checkpoint, so that checkpoints stay the same bytes on any
+ * machine, speed and thread count. */
+double train_metrics_elapsed(const char *path, int64_t step) {
+    lipt_error err = {0};
+    FILE *f = lipt_open_regular(path, NULL, &err);
+    if (!f) return 0;
+    char line[4096];
+    double e = 0;
+    while (fgets(line, sizeof line, f)) {
+        const char *s = strstr(line, "\"step\":"), *x = strstr(line, "\"elapsed_s\":");
+        if (!s || !x || atoll(s + 7) > step) continue;
+        const double v = atof(x + 12);
+        if (isfinite(v) && v >= 0) e = v;
+    }
+    fclose(f);
+    return e;
+}
 
 /* Keep metrics.jsonl lines up to `step` (a resumed run rewrites what came after its checkpoint). */
 lipt_status train_truncate_metrics(const char *path, int64_t step, lipt_error *err) {
@@ -79,7 +99,7 @@ static int run_cfg_text(const char *head, const lipt_config *cfg, const char *op
             char key[64];
             snprintf(key, sizeof key, "%.*s", kl, p);
             const size_t room = n - k;
-            if (strcmp(key, TRAIN_EVALS_SINCE_BEST) == 0 || strcmp(key, TRAIN_ELAPSED_S) == 0)
+            if (strcmp(key, TRAIN_EVALS_SINCE_BEST) == 0)
                 ; /* the state of a checkpoint, not of the run's settings */
             else if (train_persisted_index(key) < 0) /* recorded, not a setting */
                 k += (size_t)snprintf(out + k, room, "# %s = %.*s\n", key, len - kl - 1, eq + 1);

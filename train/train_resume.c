@@ -138,10 +138,6 @@ int train_restore(trainer *t, const train_settings *s, lipt_ckpt *ck, const run_
     else if (t->best_step >= 0 && s->eval_every > 0)
         t->evals_since_best = (long)(t->step / s->eval_every - t->best_step / s->eval_every);
     if (t->evals_since_best < 0) t->evals_since_best = 0;
-    /* the wall time so far (a checkpoint from before it was stored: elapsed_s restarts from 0, as it used to) */
-    char elapsed[32];
-    if (run_opt_get(rx->opts_text, TRAIN_ELAPSED_S, elapsed, sizeof elapsed) == 0) t->elapsed_base = atof(elapsed);
-    if (!(t->elapsed_base >= 0) || !isfinite(t->elapsed_base)) t->elapsed_base = 0;
     t->stored_opts = strdup(rx->opts_text ? rx->opts_text : "");
     if (!t->stored_opts) return cli_error(C, "out of memory");
     t->resumed = 1;

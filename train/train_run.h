@@ -15,7 +15,6 @@
 #define TRAIN_EVALS_SINCE_BEST "evals-since-best"
 /* The key of the training wall time up to a checkpoint's step, in seconds, summed over resumes (its stored options):
  * a resumed run's elapsed_s continues from it. */
-#define TRAIN_ELAPSED_S "elapsed-s"
 
 /* An option a --resume changed: its stored value in the checkpoint and the value given now. */
 typedef struct {
@@ -72,7 +71,7 @@ typedef struct {
     int64_t saved_step;    /* step of the last checkpoint written or resumed from; -1: none yet */
     int64_t first_step;    /* the step this invocation started at */
     int resumed;           /* this invocation continues a checkpoint (--resume) */
-    double elapsed_base;   /* training wall time before this invocation (the resumed checkpoint's elapsed-s) */
+    double elapsed_base;   /* training wall time before this invocation (metrics.jsonl up to the resumed step) */
     train_change *changes; /* --resume: the options given again with another value (malloc'd) */
     int n_changes;
     char *stored_opts;     /* --resume: the checkpoint's stored options (malloc'd) */

@@ -101,6 +101,7 @@ int train_setup_files(trainer *t, int force, int quiet) {
         if (run_lock(t->out, &t->lock_fd, &err) != LIPT_OK) return cli_fail(C, &err);
         if (t->resumed) {
             if (train_truncate_metrics(t->metrics_path, t->step, &err) != LIPT_OK) return cli_fail(C, &err);
+            t->elapsed_base = train_metrics_elapsed(t->metrics_path, t->step); /* the wall time so far */
             train_record_resume_cfg(t);
         } else {
             /* a fresh run must not silently replace another run's checkpoints; a folder without one holds no run

@@ -57,6 +57,7 @@ int train_check_memory(trainer *t, const train_settings *s, size_t *arena_bytes)
 
 /* train_record.c: metrics.jsonl cut back to the lines up to `step`; run.cfg written */
 lipt_status train_truncate_metrics(const char *path, int64_t step, lipt_error *err);
+double train_metrics_elapsed(const char *path, int64_t step);
 void train_write_run_cfg(const trainer *t);
 /* --resume: run.cfg keeps the settings the run started with (written from the checkpoint's when missing) and gains a
  * block for a resume that changed options; its first line then says that no one command repeats the run. */
