@@ -47,7 +47,7 @@ ts-invertible|invertible|tinyshakespeare|models/shakespeare-invertible.cfg|0.9,0
 ts-dp-long|dp|tinyshakespeare|models/shakespeare-dp.cfg|0.9,0.1,0|-|$TS_LONG
 ts-invertible-long|invertible|tinyshakespeare|models/shakespeare-invertible.cfg|0.9,0.1,0|-|$TS_LONG
 enwik8-invertible|invertible|enwik8|models/enwik8-small-invertible.cfg|0.9,0.05,0.05|-|--steps 6000 --lr 4e-3 $E8_RECIPE
-enwik8-dp|dp|enwik8|models/enwik8-small-dp.cfg|0.9,0.05,0.05|-|--steps 6000 --lr 4e-3 $E8_RECIPE
+enwik8-dp|dp|enwik8|models/enwik8-small-dp.cfg|0.9,0.05,0.05|-|--steps 6000 --lr 2e-3 $E8_RECIPE
 EOF
 }
 
