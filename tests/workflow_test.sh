@@ -96,7 +96,7 @@ head -n 40 ptbmini/ptb.char.train.txt > ptbmini/ptb.char.valid.txt
 head -n 40 ptbmini/ptb.char.train.txt > ptbmini/ptb.char.test.txt
 "$LIPT" train --config "$REPO/models/tiny.cfg" --data "$PWD/ptbmini" --out ptbrun --steps 5 --batch 4 --eval-every 0 \
   --final-eval none --quiet || fail "training on a PTB-format corpus"
-if "$LIPT" invert --ckpt ptbrun/last.ckpt --text "the quick brown fox" > inv.txt 2> inv.err;
+if "$LIPT" invert --ckpt ptbrun/last.ckpt --text "the quick brown fox" > inv.txt 2> inv.err &&
    grep -q "original : the_quick_brown_fox" inv.txt &&
    ! "$LIPT" invert --ckpt ptbrun/last.ckpt --text "The fox" 2> inv2.err && grep -q "a space is read as '_'" inv2.err &&
    ! grep -q -- "--unk" inv2.err; then
