@@ -99,6 +99,9 @@ int  lipt_threads_default(double *busy); /* 1 when the count is the default; *bu
  * part of the machine to others (load there cannot be told apart). */
 int    lipt_cpus_usable(void);
 double lipt_cpus_busy_elsewhere(void);
+/* The CPUs of lipt_cpus_usable() shared by `ranks` processes on this machine (MPI ranks started side by side, each
+ * with the same mask): their count / ranks, at least 1. */
+int    lipt_cpus_per_rank(int ranks);
 /* True when a BLAS call made inside our own OpenMP region runs single-threaded
  * (OpenBLAS built for OpenMP), so kernels may parallelise over heads around GEMMs. */
 int  lipt_blas_nests_safely(void);
