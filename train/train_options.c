@@ -1,5 +1,5 @@
-/* lipt train's options: a run config file (--config: model keys and training keys) and the training settings read and
- * checked (the option table and the stored training keys: src/shell/train_opts.c). */
+/* lipt train's options: the training settings read and checked (the option table and the stored training keys:
+ * src/shell/train_opts.c; a run config file: src/shell/model_config.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,40 +18,6 @@ static int parse_final_eval(const char *s, int *valid, int *test) {
     if (strcmp(s, "valid") == 0) { *valid = 1; return 0; }
     if (strcmp(s, "test") == 0) { *test = 1; return 0; }
     return -1;
-}
-
-/* A run config: model keys and training keys (steps, lr, data, ... as in run.cfg) in one `key = value` file.
- * Training keys fill in the options not given on the command line; the rest is the model config (lipt_config_parse,
- * whose messages keep the file's line numbers). 0, or the exit status. */
-int train_load_config(cli_args *ap, const char *path, lipt_config *cfg) {
-    const char *C = "train";
-    lipt_error err = {0};
-    uint64_t size = 0;
-    FILE *f = lipt_open_regular(path, &size, &err); /* a FIFO or device is refused, never waited on */
-    if (!f) return cli_error(C, "--config: %s", err.msg);
-    if (size > (1 << 20)) {
-        fclose(f);
-        return cli_error(C, "--config %s is %llu bytes: a config is at most 1 MiB", path, (unsigned long long)size);
-    }
-    char *text = calloc((size_t)size + 1, 1);
-    const size_t n = text ? fread(text, 1, (size_t)size, f) : 0;
-    fclose(f);
-    if (!text) return cli_error(C, "out of memory reading %s", path);
-    text[n] = 0;
-    if (memchr(text, 0, n)) {
-        free(text);
-        return cli_error(C, "%s: NUL byte in config (not a text file?)", path);
-    }
-    char *body = strncmp(text, "\xEF\xBB\xBF", 3) == 0 ? text + 3 : text; /* a UTF-8 byte-order mark is not a key */
-    int n_persisted;
-    const char *const *persisted = train_persisted_keys(&n_persisted);
-    if (train_keys_from_config(ap, body, path, persisted, n_persisted, &err) != LIPT_OK) { /* src/shell/train_keys.c */
-        free(text);
-        return cli_error(C, "%s", err.msg);
-    }
-    const lipt_status st = lipt_config_parse(cfg, body, path, &err);
-    free(text);
-    return st == LIPT_OK ? 0 : (cli_fail(C, &err), 2); /* a wrong key or value: a usage error, as on the command line */
 }
 
 /* Numeric options read and range-checked; 0, 2 (bad syntax, message printed) or the exit status. */

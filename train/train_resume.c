@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "lipt/checkpoint.h"
+#include "model_config.h"
 #include "run.h"
 #include "train_keys.h"
 #include "train_run.h"
@@ -34,19 +35,10 @@ static int no_checkpoint(const trainer *t) {
 int train_merge_config(cli_args *ap, trainer *t, int *resume, const char *resume_path, lipt_ckpt *ck, run_extra *rx) {
     const char *C = "train";
     lipt_error err = {0};
-    if (!*resume) {
-        lipt_config_default(&t->cfg);
-        if (cli_has(ap, "config")) {
-            const int rc = train_load_config(ap, cli_str(ap, "config"), &t->cfg);
-            if (rc) return rc;
-        }
-        for (int i = 0; i < ap->n_extra; i++)
-            if (lipt_config_set(&t->cfg, ap->extra_key[i], ap->extra_val[i], &err) != LIPT_OK)
-                return strncmp(err.msg, "unknown config key", 18) == 0
-                           ? cli_error(C, "--%s: %s (not a lipt train option either: see lipt train --help)",
-                                       ap->extra_key[i], err.msg)
-                           : cli_error(C, "--%s: %s", ap->extra_key[i], err.msg);
-        return 0;
+    if (!*resume) { /* src/shell/model_config.c; a run config's training keys fill in the options not given */
+        int n_keys;
+        const char *const *keys = train_persisted_keys(&n_keys);
+        return cli_model_config(ap, C, keys, n_keys, &t->cfg);
     }
     const int data_given = cli_has(ap, "data");
     if (resume_path == t->last_path && access(resume_path, F_OK) != 0 && errno == ENOENT) {

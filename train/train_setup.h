@@ -10,8 +10,6 @@
 #include "train_run.h"
 
 /* train_options.c (the option table and the stored training keys: train_keys.h, src/shell/train_opts.c) */
-/* --config FILE: its training keys fill in the options not given; the rest is the model config (cfg). */
-int train_load_config(cli_args *ap, const char *path, lipt_config *cfg);
 /* The training options read, range-checked and stored in t->opts_text; on resume the global batch is kept unless
  * --batch was typed (batch_given). */
 int train_parse_settings(cli_args *ap, trainer *t, int resume, const run_extra *rx, const char *resume_path,
