@@ -456,6 +456,26 @@ for case in "--config $TMP/badval.cfg" "--config $CFG --d_model abc" "--config $
     fail "config prologue differs for '$case': train $rt $(cat "$TMP/pt.err") | bench $rb $(cat "$TMP/pb.err")"
   fi
 done
+# every list of attention kinds is the variant table's: lipt help config names every kind the config parser accepts
+# (its message lists them), and each kind is the attention of one variant of the training grids, whose PTB models exist
+kinds=$("$LIPT" train --attention nonsense --data "$DATA" --out "$TMP/kinds" 2>&1 | sed -n 's/.*is not one of: //p' | tr -d ',')
+attn_line=$("$LIPT" help config | grep '^  attention ')
+variants=$("$LIPT" experiment depth --variants nonsense 2>&1 | sed -n "s/.*unknown variant 'nonsense' (//p" |
+  sed 's/)$//; s/ ([^)]*)//g; s/,//g')
+grid_kinds=""
+for v in $variants; do
+  f="$(dirname "$0")/../models/ptb-$v.cfg"
+  if [ -f "$f" ]; then grid_kinds="$grid_kinds $(sed -n 's/^attention *= *\([^ #]*\).*/\1/p' "$f")"
+  else fail "experiment variant $v has no models/ptb-$v.cfg"; fi
+done
+missing=""
+[ -n "$kinds" ] || missing="(no kinds in the parser's message)"
+for k in $kinds; do
+  echo "$attn_line" | grep -q -- " $k\( \|$\)" || missing="$missing help:$k"
+  echo " $grid_kinds " | grep -q -- " $k " || missing="$missing grid:$k"
+done
+[ -z "$missing" ] && pass "help config and the experiment grids list every attention kind ($kinds)" ||
+  fail "a list of kinds disagrees with the table:$missing"
 printf '\xef\xbb\xbfd_model = 32\nn_heads = 2\n' > "$TMP/bom.cfg"
 "$LIPT" train --config "$TMP/bom.cfg" --data "$DATA" --steps 2 --batch 2 --seq_len 16 --d_ff 32 --n_layers 1 \
   --out "$TMP/bom_run" --threads 1 --quiet --final-eval none --eval-every 0 2>"$TMP/bom.err" &&
