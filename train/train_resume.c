@@ -51,14 +51,11 @@ int train_merge_config(cli_args *ap, trainer *t, int *resume, const char *resume
     }
     if (cli_has(ap, "config") || ap->n_extra)
         return cli_error(C, "--resume takes the model config from %s; drop --config and model keys", resume_path);
-    if (lipt_config_parse(&t->cfg, ck->config_text, resume_path, &err) != LIPT_OK ||
-        lipt_vocab_from_blob(&t->vocab, ck->vocab, ck->vocab_len, &err) != LIPT_OK ||
+    /* src/shell/run.c: what eval refuses (a vocabulary other than the model's), resume refuses too */
+    if (run_ckpt_config(ck, resume_path, &t->cfg, &t->vocab, &err) != LIPT_OK ||
         run_extra_unpack(rx, ck->extra, ck->extra_len, &err) != LIPT_OK)
         return cli_fail(C, &err);
     t->stored_cfg = t->cfg; /* the settings before this resume, for its record */
-    if (t->vocab.size != t->cfg.vocab_size) /* what eval refuses, resume must refuse too */
-        return cli_error(C, "%s: its vocabulary has %d symbols but its model %d: not a consistent checkpoint",
-                         resume_path, t->vocab.size, t->cfg.vocab_size);
     train_keys_from_ckpt(ap, rx->opts_text); /* src/shell/train_keys.c */
     /* the corpus by its absolute location (the spec as typed may be relative to another working directory) */
     char abs[1100];
