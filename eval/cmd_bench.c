@@ -8,6 +8,7 @@
 
 #include "bench.h"
 #include "cli.h"
+#include "model_config.h"
 
 static const cli_opt bench_opts[] = {
     {"config", CLI_STRING, "FILE", "model config (key = value); any config key can also be given as --key value", NULL},
@@ -89,13 +90,8 @@ static int bench_options(cli_args *a, const char *C, bench *b, lipt_error *err) 
     }
     b->rss_start = peak_rss_mb();
     b->hwm_start = vm_hwm_mb();
-    lipt_config_default(&b->cfg);
-    if (cli_has(a, "config") && lipt_config_load(&b->cfg, cli_str(a, "config"), err) != LIPT_OK)
-        return cli_fail(C, err);
-    for (int i = 0; i < a->n_extra; i++)
-        if (lipt_config_set(&b->cfg, a->extra_key[i], a->extra_val[i], err) != LIPT_OK)
-            return cli_error(C, "--%s: %s (not a lipt bench option either: see lipt bench --help)", a->extra_key[i],
-                             err->msg);
+    const int crc = cli_model_config(a, C, NULL, 0, &b->cfg); /* src/shell/model_config.c */
+    if (crc) return crc;
     if (lipt_config_validate(&b->cfg, err) != LIPT_OK) return cli_fail(C, err);
     const int prc = cli_apply_precision(a, C, &b->cfg.precision);
     if (prc) return prc;

@@ -109,8 +109,7 @@ int cmd_info(int argc, char **argv) {
     lipt_vocab vocab;
     run_extra x;
     int rc = 0;
-    if (lipt_config_parse(&cfg, ck.config_text, path, &err) != LIPT_OK ||
-        lipt_vocab_from_blob(&vocab, ck.vocab, ck.vocab_len, &err) != LIPT_OK) {
+    if (run_ckpt_config(&ck, path, &cfg, &vocab, &err) != LIPT_OK) { /* src/shell/run.c */
         rc = cli_fail(C, &err);
         goto out;
     }

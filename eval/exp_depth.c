@@ -23,6 +23,7 @@ typedef struct {
 typedef struct {
     depth_row *rows;
     int n, cap;
+    const grid_opts *g; /* the variants' names */
 } depth_row_buf;
 
 static int take_depth_row(char **x, void *user) {
@@ -30,7 +31,7 @@ static int take_depth_row(char **x, void *user) {
     if (b->n >= b->cap) return 0;
     depth_row r;
     memset(&r, 0, sizeof r);
-    r.variant = variant_index(x[0]);
+    r.variant = variant_index(b->g, x[0]);
     r.depth = atoi(x[1]);
     r.params = atol(x[2]);
     r.steps = atol(x[3]);
@@ -47,8 +48,9 @@ static int take_depth_row(char **x, void *user) {
 }
 
 /* Rows of OUT/depth.csv; -1 (message printed) when it holds rows of other settings or an older format. */
-static int read_depth_csv(const char *path, const char *key, depth_row *rows, int cap, const char *C) {
-    depth_row_buf b = {rows, 0, cap};
+static int read_depth_csv(const grid_opts *g, const char *path, const char *key, depth_row *rows, int cap,
+                          const char *C) {
+    depth_row_buf b = {rows, 0, cap, g};
     const int got = grid_read_csv(path, DEPTH_HEADER, 13, key, C, take_depth_row, &b);
     return got < 0 ? -1 : b.n;
 }
@@ -71,7 +73,7 @@ static lipt_status write_depth_outputs(const char *outdir, depth_row *rows, int 
     fprintf(o.f, DEPTH_HEADER "\n");
     for (int i = 0; i < n; i++) {
         const depth_row *r = &rows[i];
-        fprintf(o.f, "%s,%d,%ld,%ld,%.1f,%.5f,%ld,%.5f,%.5f,%ld,%.5f,%d,%s\n", variant_names[r->variant], r->depth,
+        fprintf(o.f, "%s,%d,%ld,%ld,%.1f,%.5f,%ld,%.5f,%.5f,%ld,%.5f,%d,%s\n", g->variant[r->variant], r->depth,
                 r->params, r->steps, r->train_s, r->valid_bpc, r->valid_symbols, r->valid_nll, r->test_bpc,
                 r->test_symbols, r->test_nll, r->diverged, key);
     }
@@ -93,10 +95,10 @@ static lipt_status write_depth_outputs(const char *outdir, depth_row *rows, int 
     static const svg_marker marks[5] = {SVG_MARK_CIRCLE, SVG_MARK_SQUARE, SVG_MARK_TRIANGLE, SVG_MARK_DIAMOND, SVG_MARK_CROSS};
     for (int v = 0; v < MAX_VARIANTS; v++) {
         if (!cnt[v]) continue;
-        snprintf(lab[ns], sizeof lab[0], "%s (validation)", variant_names[v]);
+        snprintf(lab[ns], sizeof lab[0], "%s (validation)", g->variant[v]);
         s[ns] = (svg_series){lab[ns], xs[v], yv[v], cnt[v], svg_color(v), marks[v % 5], 1, SVG_SOLID, 0};
         ns++;
-        snprintf(lab[ns], sizeof lab[0], "%s (test)", variant_names[v]);
+        snprintf(lab[ns], sizeof lab[0], "%s (test)", g->variant[v]);
         s[ns] = (svg_series){lab[ns], xs[v], yt[v], cnt[v], svg_color(v), marks[v % 5], 1, SVG_DASHED, 1.2};
         ns++;
     }
@@ -113,7 +115,7 @@ static lipt_status write_depth_outputs(const char *outdir, depth_row *rows, int 
 }
 
 static const cli_opt depth_own[] = {
-    {"variants", CLI_STRING, "LIST", "attention variants: dp,l2,l2-tied,contractive (the invertible model),contractive-l2 (the paper's)",
+    {"variants", CLI_STRING, "LIST", "variants, each the PTB model DIR/ptb-VARIANT.cfg of --models: ", /* + the list */
      "dp,l2,l2-tied,contractive"},
     {"depths", CLI_STRING, "LIST", "numbers of layers", "1,2,4,8,12"},
     {"steps", CLI_INT, "N", "optimizer steps of every cell (the same budget for all)", "1000"},
@@ -128,7 +130,8 @@ static const cli_opt depth_own[] = {
 int exp_depth(int argc, char **argv) {
     const char *C = "experiment depth";
     cli_opt opts[32];
-    int nopt = build_opts(opts, depth_own, (int)(sizeof depth_own / sizeof depth_own[0]));
+    char vhelp[640];
+    int nopt = build_opts(opts, depth_own, (int)(sizeof depth_own / sizeof depth_own[0]), vhelp, sizeof vhelp);
     cli_args a;
     int pr = cli_parse(&a, C,
                        "Expressiveness by depth (paper Fig. 4, SPEC §4.3): trains every attention variant at every depth on the\n"
@@ -165,7 +168,7 @@ int exp_depth(int argc, char **argv) {
     depth_row rows[MAX_CELLS];
     char key[256];
     grid_key(&g, key, sizeof key);
-    int n = read_depth_csv(csv, key, rows, MAX_CELLS, C);
+    int n = read_depth_csv(&g, csv, key, rows, MAX_CELLS, C);
     if (n < 0) {
         cli_free(&a);
         return 1;
@@ -201,17 +204,17 @@ int exp_depth(int argc, char **argv) {
             rows[n++] = r;
             written = 1;
             if (write_depth_outputs(g.out, rows, n, &g, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
-            if (r.diverged) fprintf(stderr, "[%d/%d] %s, %d layers: diverged (%s) after %.0f s\n", cell, total, variant_names[v], depth, why, secs);
+            if (r.diverged) fprintf(stderr, "[%d/%d] %s, %d layers: diverged (%s) after %.0f s\n", cell, total, g.variant[v], depth, why, secs);
             else
                 fprintf(stderr, "[%d/%d] %s, %d layers: valid %.4f, test %.4f BPC (%.0f s of training; %.0f s so far)\n",
-                        cell, total, variant_names[v], depth, r.valid_bpc, r.test_bpc, secs, cli_now() - t_start);
+                        cell, total, g.variant[v], depth, r.valid_bpc, r.test_bpc, secs, cli_now() - t_start);
         }
     /* a grid with nothing left to train (or CSVs of one grid run in parts, concatenated) still gets its figure */
     if (!rc && !written && write_depth_outputs(g.out, rows, n, &g, &err) != LIPT_OK) rc = cli_fail(C, &err);
     if (!rc) {
         printf("%-12s %6s %10s %9s %10s %10s\n", "variant", "layers", "params", "train_s", "valid_bpc", "test_bpc");
         for (int i = 0; i < n; i++)
-            printf("%-12s %6d %10ld %9.0f %10.4f %10.4f%s\n", variant_names[rows[i].variant], rows[i].depth, rows[i].params,
+            printf("%-12s %6d %10ld %9.0f %10.4f %10.4f%s\n", g.variant[rows[i].variant], rows[i].depth, rows[i].params,
                    rows[i].train_s, rows[i].valid_bpc, rows[i].test_bpc, rows[i].diverged ? "  (diverged)" : "");
         fprintf(stderr, "wrote %s/depth.csv and %s/depth.svg\n", g.out, g.out);
     }

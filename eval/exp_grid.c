@@ -17,25 +17,40 @@
 
 #define MAX_ARGS 80
 
-/* models/ptb-<name>.cfg: "contractive" is the invertible model (clipped-dp), "contractive-l2" the paper's; the
- * "-post" ones are post-LN blocks (norm = post) */
-const char *const variant_names[MAX_VARIANTS] = {"dp",          "l2",      "l2-tied",     "contractive",
-                                                 "contractive-l2", "dp-post", "l2-tied-post"};
+/* Variant v's name into buf ("" when it has none): see exp_grid.h. */
+static void variant_name(int v, char *buf, size_t n) {
+    const lipt_attn_info *ai = lipt_attn_info_of((lipt_attn_kind)(v % LIPT_ATTN_KIND_COUNT));
+    const int post = v >= LIPT_ATTN_KIND_COUNT;
+    if (post && ai->contractive) buf[0] = 0; /* norm = post is refused for the invertible model */
+    else snprintf(buf, n, "%s%s", ai->model ? ai->model : ai->name, post ? "-post" : "");
+}
 
-/* Index of a variant name in variant_names, -1 when unknown. */
-int variant_index(const char *name) {
+int variant_index(const grid_opts *g, const char *name) {
     for (int i = 0; i < MAX_VARIANTS; i++)
-        if (strcmp(name, variant_names[i]) == 0) return i;
+        if (g->variant[i][0] && strcmp(name, g->variant[i]) == 0) return i;
     return -1;
 }
 
-/* "dp,l2-tied" -> indices into variant_names; -1 on an unknown name. */
-static int parse_variants(const char *s, int *out, char *bad, size_t badn) {
+void variant_list(char *buf, size_t n) {
+    size_t k = 0;
+    buf[0] = 0;
+    for (int v = 0; v < MAX_VARIANTS && k < n; v++) {
+        char name[48];
+        variant_name(v, name, sizeof name);
+        if (!name[0]) continue;
+        const lipt_attn_info *ai = lipt_attn_info_of((lipt_attn_kind)(v % LIPT_ATTN_KIND_COUNT));
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? ", " : "", name);
+        if (v < LIPT_ATTN_KIND_COUNT && ai->model && k < n) k += (size_t)snprintf(buf + k, n - k, " (%s)", ai->name);
+    }
+}
+
+/* "dp,l2-tied" -> indices into g->variant; -1 on an unknown name. */
+static int parse_variants(const grid_opts *g, const char *s, int *out, char *bad, size_t badn) {
     int n = 0;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", s);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        const int k = variant_index(tok);
+        const int k = variant_index(g, tok);
         if (k < 0 || n >= MAX_VARIANTS) {
             snprintf(bad, badn, "%s", tok);
             return -1;
@@ -236,20 +251,20 @@ static int train_cell(const grid_opts *g, const char *variant, int depth, const 
 int grid_cell(const grid_opts *g, const char *C, int found, int cell, int total, int v, int depth, const char *prefix,
               int log_every, const char *csv, char *dir, size_t dirn, double *secs, char *why, size_t whyn, int *rc) {
     if (found) {
-        fprintf(stderr, "[%d/%d] %s, %d layers: in %s already, skipped\n", cell, total, variant_names[v], depth, csv);
+        fprintf(stderr, "[%d/%d] %s, %d layers: in %s already, skipped\n", cell, total, g->variant[v], depth, csv);
         return -1;
     }
     lipt_error err = {0};
     char key[256];
     grid_key(g, key, sizeof key);
-    snprintf(dir, dirn, "%s/%s%s-L%d-%s", g->runs, prefix, variant_names[v], depth, key);
+    snprintf(dir, dirn, "%s/%s%s-L%d-%s", g->runs, prefix, g->variant[v], depth, key);
     if (run_mkdir(dir, &err) != LIPT_OK) {
         *rc = cli_fail(C, &err);
         return 2;
     }
     fprintf(stderr, "[%d/%d] %s, %d layers: training %ld steps at lr %g (log %s/experiment.log) ...\n", cell, total,
-            variant_names[v], depth, g->steps, g->lr, dir);
-    const int tr = train_cell(g, variant_names[v], depth, dir, log_every, secs, why, whyn);
+            g->variant[v], depth, g->steps, g->lr, dir);
+    const int tr = train_cell(g, g->variant[v], depth, dir, log_every, secs, why, whyn);
     if (tr == 2) {
         *rc = 130;
         fprintf(stderr, "lipt experiment: interrupted; run the same command again to continue\n");
@@ -319,27 +334,38 @@ int parse_grid_common(cli_args *a, grid_opts *g) {
         cli_int(a, "threads", &g->threads) || cli_int(a, "steps", &g->steps) || cli_float(a, "lr", &g->lr) ||
         cli_float(a, "beta2", &g->beta2))
         return 2;
+    for (int v = 0; v < MAX_VARIANTS; v++) variant_name(v, g->variant[v], sizeof g->variant[v]);
     if (!(g->beta2 >= 0 && g->beta2 < 1)) return cli_error("experiment", "--beta2 must be in [0, 1), got %g", g->beta2);
     return 0;
 }
 
 #define N_COMMON ((int)(sizeof grid_common / sizeof grid_common[0]))
 
-/* own, then the options common to both grids, into dst (room for n_own + 10). Returns the count. */
-int build_opts(cli_opt *dst, const cli_opt *own, int n_own) {
+/* own, then the options common to both grids, into dst (room for n_own + 11). Returns the count. */
+int build_opts(cli_opt *dst, const cli_opt *own, int n_own, char *vhelp, size_t vn) {
     int n = 0;
-    for (int i = 0; i < n_own; i++) dst[n++] = own[i];
+    for (int i = 0; i < n_own; i++) {
+        dst[n] = own[i];
+        if (strcmp(own[i].name, "variants") == 0) { /* generated: a new attention kind is listed without an edit here */
+            char list[512];
+            variant_list(list, sizeof list);
+            snprintf(vhelp, vn, "%s%s", own[i].help, list);
+            dst[n].help = vhelp;
+        }
+        n++;
+    }
     for (int i = 0; i < N_COMMON; i++) dst[n++] = grid_common[i];
     return n;
 }
 
 /* --variants and --depths of a grid, checked; the output and run folders created. 0, or the exit status. */
 int grid_select(cli_args *a, const char *C, const grid_opts *g, int *vars, int *nv, double *dl, int *nd) {
-    char bad[64];
+    char bad[64], list[512];
     lipt_error err = {0};
-    *nv = parse_variants(cli_str(a, "variants"), vars, bad, sizeof bad);
+    *nv = parse_variants(g, cli_str(a, "variants"), vars, bad, sizeof bad);
     *nd = parse_list(cli_str(a, "depths"), dl, MAX_DEPTHS);
-    if (*nv < 1) return cli_error(C, "--variants: unknown variant '%s' (" VARIANT_LIST ")", bad);
+    variant_list(list, sizeof list);
+    if (*nv < 1) return cli_error(C, "--variants: unknown variant '%s' (%s)", bad, list);
     if (*nd < 1) return cli_error(C, "--depths must be a comma list of layer counts, got '%s'", cli_str(a, "depths"));
     if (g->steps < 1 || g->batch < 1 || g->threads < 1) return cli_error(C, "--steps, --batch and --threads must be >= 1");
     /* checked here, in the grid's own flags: the training runs would reject them in their logs under config key names

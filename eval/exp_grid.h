@@ -7,17 +7,15 @@
 
 #include "cli.h"
 #include "exp_util.h"
+#include "lipt/variants.h"
 
-#define MAX_VARIANTS 7
+/* The variants of the grids, generated from the attention table (include/lipt/variants.h), so that a new kind is one
+ * of them: first the PTB model of every kind (models/ptb-<model>.cfg, lipt_attn_info.model, else its name), then
+ * "<model>-post", the post-LN form (norm = post), of every kind that allows it (the non-contractive ones). Variant v
+ * is named variant[v] in grid_opts; "" where a kind has no post-LN form. */
+#define MAX_VARIANTS (2 * LIPT_ATTN_KIND_COUNT)
 #define MAX_DEPTHS 24
 #define MAX_CELLS (MAX_VARIANTS * MAX_DEPTHS)
-
-/* models/ptb-<name>.cfg for each variant; VARIANT_LIST spells them for help and error texts. */
-extern const char *const variant_names[MAX_VARIANTS];
-#define VARIANT_LIST "dp, l2, l2-tied, contractive, contractive-l2, dp-post, l2-tied-post"
-
-/* Index of a variant name in variant_names, -1 when unknown. */
-int variant_index(const char *name);
 
 /* Common model/recipe options of both grids. */
 typedef struct {
@@ -26,15 +24,24 @@ typedef struct {
     double lr, clip;
     double beta2;          /* Adam's second-moment decay of every cell */
     const char *schedule;
+    char variant[MAX_VARIANTS][48]; /* the variants' names (parse_grid_common) */
 } grid_opts;
+
+/* Index of a variant name in g->variant, -1 when unknown. */
+int variant_index(const grid_opts *g, const char *name);
+/* The variants for help and error texts: "dp, l2, ..., contractive (clipped-dp), dp-post, ..." (a model named
+ * other than its attention kind is followed by the kind). */
+void variant_list(char *buf, size_t n);
 
 /* Every setting that changes a cell's result, as one token: it names the cell's run folder and is stored with its
  * CSV row, so results of other settings are never read back as this grid's. */
 void grid_key(const grid_opts *g, char *buf, size_t n);
 
-/* own, then the options common to both grids, into dst (room for n_own + 11). Returns the count. */
-int build_opts(cli_opt *dst, const cli_opt *own, int n_own);
-/* The common options, plus --out, --runs, --steps and --lr, into g. 0, or 2 on a malformed value. */
+/* own, then the options common to both grids, into dst (room for n_own + 11). Returns the count. The help of an own
+ * option named "variants" is followed by the list of variants, written to vhelp (vn bytes, alive while dst is). */
+int build_opts(cli_opt *dst, const cli_opt *own, int n_own, char *vhelp, size_t vn);
+/* The common options, plus --out, --runs, --steps and --lr, into g, and the variants' names. 0, or 2 on a malformed
+ * value. */
 int parse_grid_common(cli_args *a, grid_opts *g);
 /* --variants and --depths of a grid, checked; the output and run folders created. 0, or the exit status. */
 int grid_select(cli_args *a, const char *C, const grid_opts *g, int *vars, int *nv, double *dl, int *nd);

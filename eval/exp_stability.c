@@ -25,6 +25,7 @@ static const char *stab_kind(int d) { return d == 0 ? "stable" : d == 1 ? "non-f
 typedef struct {
     stab_row *rows;
     int n, cap;
+    const grid_opts *g; /* the variants' names */
 } stab_row_buf;
 
 static int take_stab_row(char **x, void *user) {
@@ -32,7 +33,7 @@ static int take_stab_row(char **x, void *user) {
     if (b->n >= b->cap) return 0;
     stab_row r;
     memset(&r, 0, sizeof r);
-    r.variant = variant_index(x[0]);
+    r.variant = variant_index(b->g, x[0]);
     r.depth = atoi(x[1]);
     r.steps_done = atol(x[2]);
     r.first_loss = strtod(x[3], NULL);
@@ -48,8 +49,9 @@ static int take_stab_row(char **x, void *user) {
 }
 
 /* Rows of OUT/stability.csv; -1 (message printed) when it holds rows of other settings. */
-static int read_stab_csv(const char *path, const char *key, stab_row *rows, int cap, const char *C) {
-    stab_row_buf b = {rows, 0, cap};
+static int read_stab_csv(const grid_opts *g, const char *path, const char *key, stab_row *rows, int cap,
+                         const char *C) {
+    stab_row_buf b = {rows, 0, cap, g};
     const int got = grid_read_csv(path, STAB_HEADER, 13, key, C, take_stab_row, &b);
     return got < 0 ? -1 : b.n;
 }
@@ -116,7 +118,7 @@ static void detect(stab_row *r, const double *step, const double *loss, int n, i
 static void stab_dir(const grid_opts *g, int v, int depth, char *dir, size_t n) {
     char key[256];
     grid_key(g, key, sizeof key);
-    snprintf(dir, n, "%s/stab-%s-L%d-%s", g->runs, variant_names[v], depth, key);
+    snprintf(dir, n, "%s/stab-%s-L%d-%s", g->runs, g->variant[v], depth, key);
 }
 
 /* One plot per variant of every depth's loss curve, and their CSV. */
@@ -146,7 +148,7 @@ static lipt_status write_stab_curves(const grid_opts *g, const stab_row *rows, i
             double *x = sx + (size_t)ns * CAP, *y = sy + (size_t)ns * CAP;
             int m = read_curve(dir, x, y, CAP, NULL, NULL);
             for (int k = 0; k < m; k++) {
-                fprintf(o.f, "%s,%d,%.0f,%.5f\n", variant_names[v], rows[i].depth, x[k], y[k]);
+                fprintf(o.f, "%s,%d,%.0f,%.5f\n", g->variant[v], rows[i].depth, x[k], y[k]);
                 if (isfinite(y[k])) { lo = fmin(lo, y[k]); hi = fmax(hi, y[k]); }
             }
             snprintf(lab[ns], sizeof lab[0], "%d layers%s", rows[i].depth, rows[i].diverged ? " (diverged)" : "");
@@ -155,7 +157,7 @@ static lipt_status write_stab_curves(const grid_opts *g, const stab_row *rows, i
         }
         if (!ns) continue;
         char title[200];
-        snprintf(title, sizeof title, "%s: training loss, Adam lr %g constant, no warmup, clip %g, d_model %ld", variant_names[v],
+        snprintf(title, sizeof title, "%s: training loss, Adam lr %g constant, no warmup, clip %g, d_model %ld", g->variant[v],
                  g->lr, g->clip, g->d_model);
         svg_plot p = svg_plot_defaults();
         p.title = title;
@@ -166,7 +168,7 @@ static lipt_status write_stab_curves(const grid_opts *g, const stab_row *rows, i
             p.ymin = fmax(0, lo - 0.05 * (hi - lo));
             p.ymax = hi + 0.05 * (hi - lo);
         }
-        snprintf(path, sizeof path, "%s/stability_%s.svg", g->out, variant_names[v]);
+        snprintf(path, sizeof path, "%s/stability_%s.svg", g->out, g->variant[v]);
         st = svg_write_file(path, &p, s, ns, err);
     }
     free(sx);
@@ -186,7 +188,7 @@ static lipt_status write_stab_outputs(const grid_opts *g, stab_row *rows, int n,
     fprintf(o.f, STAB_HEADER "\n");
     for (int i = 0; i < n; i++) {
         const stab_row *r = &rows[i];
-        fprintf(o.f, "%s,%d,%ld,%.5f,%.5f,%.5f,%.5f,%.5f,%.5g,%.5g,%s,%ld,%s\n", variant_names[r->variant], r->depth,
+        fprintf(o.f, "%s,%d,%ld,%.5f,%.5f,%.5f,%.5f,%.5f,%.5g,%.5g,%s,%ld,%s\n", g->variant[r->variant], r->depth,
                 r->steps_done, r->first_loss, r->min_loss, r->final_loss, r->final_loss / log(2.0), r->valid_bpc,
                 r->max_gnorm, r->max_spread, stab_kind(r->diverged), r->diverge_step, key);
     }
@@ -206,7 +208,7 @@ static lipt_status write_stab_outputs(const grid_opts *g, stab_row *rows, int n,
     int ns = 0;
     for (int v = 0; v < MAX_VARIANTS; v++)
         if (cnt[v]) {
-            s[ns] = (svg_series){variant_names[v], xs[v], ys[v], cnt[v], svg_color(v), SVG_MARK_CIRCLE, 1, SVG_SOLID, 0};
+            s[ns] = (svg_series){g->variant[v], xs[v], ys[v], cnt[v], svg_color(v), SVG_MARK_CIRCLE, 1, SVG_SOLID, 0};
             ns++;
         }
     char title[256];
@@ -222,7 +224,8 @@ static lipt_status write_stab_outputs(const grid_opts *g, stab_row *rows, int n,
 }
 
 static const cli_opt stab_own[] = {
-    {"variants", CLI_STRING, "LIST", "variants: " VARIANT_LIST, "dp,l2-tied,contractive"},
+    {"variants", CLI_STRING, "LIST", "variants, each the PTB model DIR/ptb-VARIANT.cfg of --models: ", /* + the list */
+     "dp,l2-tied,contractive"},
     {"depths", CLI_STRING, "LIST", "numbers of layers", "2,4,6,8,10,12,14,16,18"},
     {"steps", CLI_INT, "N", "optimizer steps per run", "300"},
     {"lr", CLI_FLOAT, "LR", "fixed Adam learning rate (no warmup, no decay)", "1e-3"},
@@ -273,32 +276,33 @@ static int stab_cell(const grid_opts *g, const char *C, stab_row *rows, int *n, 
     lipt_error err = {0};
     if (write_stab_outputs(g, rows, *n, &err) != LIPT_OK) return cli_fail(C, &err) | 0x100;
     fprintf(stderr, "[%d/%d] %s, %d layers: %s%s, loss %.3f -> min %.3f -> final %.3f, valid %.3f BPC, max |g| %.3g, "
-            "max logit spread %.3g (%.0f s; %.0f s so far)\n", cell, total, variant_names[v], depth, stab_kind(r.diverged),
+            "max logit spread %.3g (%.0f s; %.0f s so far)\n", cell, total, g->variant[v], depth, stab_kind(r.diverged),
             r.diverged ? " detected" : "", r.first_loss, r.min_loss, r.final_loss, r.valid_bpc, r.max_gnorm, r.max_spread,
             secs, cli_now() - t_start);
     return 0;
 }
 
-static void stab_summary(const stab_row *rows, int n, const int *vars, int nv) {
+static void stab_summary(const grid_opts *g, const stab_row *rows, int n, const int *vars, int nv) {
     printf("%-13s %6s %7s %10s %9s %10s %9s %10s %11s %-11s %s\n", "variant", "layers", "steps", "first_loss", "min_loss",
            "final_loss", "valid_bpc", "max_gnorm", "max_spread", "outcome", "at_step");
     for (int i = 0; i < n; i++)
-        printf("%-13s %6d %7ld %10.4f %9.4f %10.4f %9.4f %10.4g %11.4g %-11s %ld\n", variant_names[rows[i].variant],
+        printf("%-13s %6d %7ld %10.4f %9.4f %10.4f %9.4f %10.4g %11.4g %-11s %ld\n", g->variant[rows[i].variant],
                rows[i].depth, rows[i].steps_done, rows[i].first_loss, rows[i].min_loss, rows[i].final_loss,
                rows[i].valid_bpc, rows[i].max_gnorm, rows[i].max_spread, stab_kind(rows[i].diverged), rows[i].diverge_step);
     for (int vi = 0; vi < nv; vi++) {
         int first = -1;
         for (int i = 0; i < n; i++)
             if (rows[i].variant == vars[vi] && rows[i].diverged && (first < 0 || rows[i].depth < first)) first = rows[i].depth;
-        if (first > 0) printf("%s first diverges at %d layers\n", variant_names[vars[vi]], first);
-        else printf("%s: stable at every depth tried\n", variant_names[vars[vi]]);
+        if (first > 0) printf("%s first diverges at %d layers\n", g->variant[vars[vi]], first);
+        else printf("%s: stable at every depth tried\n", g->variant[vars[vi]]);
     }
 }
 
 int exp_stability(int argc, char **argv) {
     const char *C = "experiment stability";
     cli_opt opts[32];
-    int nopt = build_opts(opts, stab_own, (int)(sizeof stab_own / sizeof stab_own[0]));
+    char vhelp[640];
+    int nopt = build_opts(opts, stab_own, (int)(sizeof stab_own / sizeof stab_own[0]), vhelp, sizeof vhelp);
     cli_args a;
     int pr = cli_parse(&a, C,
                        "Training stability without warmup (paper Fig. 11, SPEC §4.4): Adam at a fixed learning rate from step 1,\n"
@@ -338,7 +342,7 @@ int exp_stability(int argc, char **argv) {
     snprintf(csv, sizeof csv, "%s/stability.csv", g.out);
     grid_key(&g, key, sizeof key);
     stab_row rows[MAX_CELLS];
-    int n = read_stab_csv(csv, key, rows, MAX_CELLS, C);
+    int n = read_stab_csv(&g, csv, key, rows, MAX_CELLS, C);
     if (n < 0) {
         cli_free(&a);
         return 1;
@@ -353,7 +357,7 @@ int exp_stability(int argc, char **argv) {
         }
     if (!rc) {
         qsort(rows, (size_t)n, sizeof *rows, cmp_stab_row);
-        stab_summary(rows, n, vars, nv);
+        stab_summary(&g, rows, n, vars, nv);
         fprintf(stderr, "wrote %s/stability.csv, stability_curves.csv, stability.svg, stability_<variant>.svg\n", g.out);
     }
     cli_free(&a);

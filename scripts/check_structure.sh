@@ -4,7 +4,10 @@
 #      600 lines;
 #   2. no C function in those files over 100 lines, counted from the line of its name to the line of its closing
 #      brace;
-#   3. no cycle between the library's folders (src/<folder>/), neither by includes nor by calls.
+#   3. no cycle between the library's folders (src/<folder>/), neither by includes nor by calls;
+#   4. one writer of whole files (src/io/atomic_file.c: a fresh temporary, fsync of file and folder, rename): no
+#      rename(), no fopen() for writing ("w", "w+") and no open() with O_CREAT but without O_NOFOLLOW anywhere else
+#      (appends, a log or the run's lock, keep O_NOFOLLOW).
 # Method (source only, no build needed; approximate but conservative): comments, string and character literals and
 # preprocessor lines are blanked (line numbers kept); a function definition is a `name(...)` followed by `{` at file
 # scope. Includes: "<folder>/x.h" (resolved under src/) or a header in the including file's own folder; the public
@@ -99,6 +102,20 @@ for rel in sorted(product_files()):
         if b - a + 1 > MAX_FUNC:
             problems.append("%s:%d: function %s is %d lines (at most %d)" % (rel, a, name, b - a + 1, MAX_FUNC))
     parsed[rel] = (text, code, funcs)
+
+# ---- one writer of whole files ----
+WRITER = os.path.join("src", "io", "atomic_file.c")
+for rel, (text, code, _) in parsed.items():
+    if rel == WRITER:
+        continue
+    raw = text.split("\n")
+    for no, line in enumerate(code.split("\n"), 1):
+        if re.search(r"(?<![\w.>])rename\s*\(", line):
+            problems.append("%s:%d: rename(): files are replaced through lipt_output (%s) only" % (rel, no, WRITER))
+        if re.search(r"\bfopen\s*\(", line) and re.search(r'\bfopen\s*\([^;]*,\s*"w', raw[no - 1]):
+            problems.append("%s:%d: fopen() for writing: write a whole file through lipt_output (%s)" % (rel, no, WRITER))
+        if re.search(r"\bO_CREAT\b", line) and not re.search(r"\bO_NOFOLLOW\b", line):
+            problems.append("%s:%d: open() with O_CREAT but without O_NOFOLLOW" % (rel, no))
 
 # ---- cycles between the library's folders ----
 def folder_of(rel):

@@ -17,7 +17,9 @@ def main(path):
     if not rows:
         sys.exit(f"{path}: no rows")
     cell = {(r["variant"], int(r["depth"])): r for r in rows}
+    # the documented order first, then any other variant of the CSV (the grids' variants come from lipt's table)
     variants = [v for v in ORDER if any(k[0] == v for k in cell)]
+    variants += [v for v in dict.fromkeys(r["variant"] for r in rows) if v not in variants]
     depths = sorted({k[1] for k in cell})
     print(f"Settings: `{rows[0]['settings']}`; validation / test BPC over the whole splits.\n")
     head = "| variant | " + " | ".join(f"{d} layer{'s' if d > 1 else ''}" for d in depths) + " |"

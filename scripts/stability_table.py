@@ -23,7 +23,10 @@ def main(root: str) -> None:
               f"{rows[0]['steps_done']} steps; below it the largest gradient norm / attention-logit row spread seen\n")
         print("| variant | " + " | ".join(f"{d} layers" for d in depths) + " |")
         print("|---|" + "---:|" * len(depths))
-        for v in [v for v in ORDER if any(r["variant"] == v for r in rows)]:
+        # the documented order first, then any other variant of the CSV (the grids' variants come from lipt's table)
+        shown = [v for v in ORDER if any(r["variant"] == v for r in rows)]
+        shown += [v for v in dict.fromkeys(r["variant"] for r in rows) if v not in shown]
+        for v in shown:
             cells = []
             for d in depths:
                 r = next((r for r in rows if r["variant"] == v and int(r["depth"]) == d), None)

@@ -442,6 +442,40 @@ expect_error "a gzip corpus past the decompression cap" env LIPT_MAX_CORPUS_GB=0
 "$LIPT" eval --ckpt "$TMP/$(printf 'x\033]0;title\007\033[31m')" 2>"$TMP/esc.err"
 if grep -q "$(printf '\033')" "$TMP/esc.err"; then fail "a control byte reached the terminal raw"
 else pass "control bytes in messages are escaped: $(cat "$TMP/esc.err")"; fi
+# one config prologue (src/shell/model_config.c): train and bench read --config and --key value alike, with the same
+# message and exit status (2, a usage error) for a bad value in the file, a bad --key value and a missing file
+printf 'd_model = 7x\n' > "$TMP/badval.cfg"
+for case in "--config $TMP/badval.cfg" "--config $CFG --d_model abc" "--config $TMP/no-such.cfg"; do
+  # shellcheck disable=SC2086
+  "$LIPT" train $case --data "$DATA" --out "$TMP/prologue" --quiet 2>"$TMP/pt.err"; rt=$?
+  # shellcheck disable=SC2086
+  "$LIPT" bench $case --runs 1 2>"$TMP/pb.err"; rb=$?
+  if [ $rt -eq 2 ] && [ $rb -eq 2 ] && [ "$(sed 's/^lipt train: //' "$TMP/pt.err")" = "$(sed 's/^lipt bench: //' "$TMP/pb.err")" ]; then
+    pass "train and bench refuse '$case' alike (exit 2): $(cat "$TMP/pb.err")"
+  else
+    fail "config prologue differs for '$case': train $rt $(cat "$TMP/pt.err") | bench $rb $(cat "$TMP/pb.err")"
+  fi
+done
+# every list of attention kinds is the variant table's: lipt help config names every kind the config parser accepts
+# (its message lists them), and each kind is the attention of one variant of the training grids, whose PTB models exist
+kinds=$("$LIPT" train --attention nonsense --data "$DATA" --out "$TMP/kinds" 2>&1 | sed -n 's/.*is not one of: //p' | tr -d ',')
+attn_line=$("$LIPT" help config | grep '^  attention ')
+variants=$("$LIPT" experiment depth --variants nonsense 2>&1 | sed -n "s/.*unknown variant 'nonsense' (//p" |
+  sed 's/)$//; s/ ([^)]*)//g; s/,//g')
+grid_kinds=""
+for v in $variants; do
+  f="$(dirname "$0")/../models/ptb-$v.cfg"
+  if [ -f "$f" ]; then grid_kinds="$grid_kinds $(sed -n 's/^attention *= *\([^ #]*\).*/\1/p' "$f")"
+  else fail "experiment variant $v has no models/ptb-$v.cfg"; fi
+done
+missing=""
+[ -n "$kinds" ] || missing="(no kinds in the parser's message)"
+for k in $kinds; do
+  echo "$attn_line" | grep -q -- " $k\( \|$\)" || missing="$missing help:$k"
+  echo " $grid_kinds " | grep -q -- " $k " || missing="$missing grid:$k"
+done
+[ -z "$missing" ] && pass "help config and the experiment grids list every attention kind ($kinds)" ||
+  fail "a list of kinds disagrees with the table:$missing"
 printf '\xef\xbb\xbfd_model = 32\nn_heads = 2\n' > "$TMP/bom.cfg"
 "$LIPT" train --config "$TMP/bom.cfg" --data "$DATA" --steps 2 --batch 2 --seq_len 16 --d_ff 32 --n_layers 1 \
   --out "$TMP/bom_run" --threads 1 --quiet --final-eval none --eval-every 0 2>"$TMP/bom.err" &&

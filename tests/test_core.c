@@ -1,7 +1,9 @@
 /* Core: arena, RNG, parameter slab, reshape views, tape recording, no-grad mode, backward accumulation. */
+#define _GNU_SOURCE /* sched_setaffinity */
 #include "testutil.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,6 +301,29 @@ START_TEST(test_threads_knob) {
 }
 END_TEST
 
+/* The ranks of one machine share the CPUs of their affinity mask, not every CPU online: pinned to one CPU, one rank
+ * gets one thread however many the machine has. */
+START_TEST(test_cpus_per_rank) {
+    const int usable = lipt_cpus_usable();
+    ck_assert_int_ge(usable, 1);
+    ck_assert_int_eq(lipt_cpus_per_rank(1), usable);
+    ck_assert_int_eq(lipt_cpus_per_rank(0), usable);
+    ck_assert_int_eq(lipt_cpus_per_rank(2), usable / 2 > 1 ? usable / 2 : 1);
+    ck_assert_int_eq(lipt_cpus_per_rank(usable + 1), 1);
+    cpu_set_t was, one;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof was, &was), 0);
+    int first = 0;
+    while (!CPU_ISSET(first, &was)) first++;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    const int pinned = lipt_cpus_per_rank(1), pinned2 = lipt_cpus_per_rank(2);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof was, &was), 0);
+    ck_assert_int_eq(pinned, 1);
+    ck_assert_int_eq(pinned2, 1);
+}
+END_TEST
+
 START_TEST(test_errors) {
     lipt_error err = {0};
     lipt_status st = lipt_fail(&err, LIPT_ERR_ARG, "%s:%d: expected %s", "f.cfg", 3, "an integer");
@@ -323,6 +348,7 @@ int main(void) {
     tcase_add_test(tc, test_fresh_gradients);
     tcase_add_test(tc, test_op_table);
     tcase_add_test(tc, test_threads_knob);
+    tcase_add_test(tc, test_cpus_per_rank);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

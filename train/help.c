@@ -3,11 +3,13 @@
 #include <string.h>
 
 #include "commands.h"
+#include "lipt/variants.h"
 
-static const char *const topic_config =
+static const char *const topic_config_head =
     "Model config keys (a --config file holds `key = value` lines, # comments; every key is also --key VALUE):\n"
-    "  vocab_size       ids (set from the corpus by lipt train)         d_model, n_heads, d_ff, n_layers, seq_len\n"
-    "  attention        dp | l2 | l2-tied | contractive-l2 | clipped-dp  (the last two: the invertible model)\n"
+    "  vocab_size       ids (set from the corpus by lipt train)         d_model, n_heads, d_ff, n_layers, seq_len\n";
+/* then the attention line, generated from the variant table (config_topic) */
+static const char *const topic_config =
     "  ffn              standard | contractive (spectrally normalised, with an invertible attention)\n"
     "  activation       gelu | relu | elu | lipswish | maxmin              norm  pre | post (LayerNorm placement)\n"
     "  dropout          in [0, 1)                                         c     contraction of each branch, (0, 1)\n"
@@ -49,12 +51,26 @@ static const char *const topic_data =
     "Vocabulary: the bytes of the training split (--vocab built, the default) or all 256 bytes (--vocab bytes).\n"
     "lipt data --data NAME prints what was found.\n";
 
+/* The attention kinds of the variant table, "dp | l2 | ...", and the contractive ones (the invertible model's). */
+static void config_topic(void) {
+    char all[256] = "", inv[256] = "";
+    for (int k = 0; k < LIPT_ATTN_KIND_COUNT; k++) {
+        const lipt_attn_info *ai = lipt_attn_info_of((lipt_attn_kind)k);
+        snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", k ? " | " : "", ai->name);
+        if (ai->contractive) snprintf(inv + strlen(inv), sizeof inv - strlen(inv), "%s%s", inv[0] ? ", " : "", ai->name);
+    }
+    fputs(topic_config_head, stdout);
+    printf("  attention        %s  (%s: the invertible model)\n", all, inv);
+    fputs(topic_config, stdout);
+}
+
 int help_topic(const char *topic) {
     const struct { const char *name, *text; } topics[] = {
-        {"config", topic_config}, {"files", topic_files}, {"data", topic_data}};
+        {"config", NULL}, {"files", topic_files}, {"data", topic_data}};
     for (int i = 0; i < (int)(sizeof topics / sizeof topics[0]); i++)
         if (strcmp(topic, topics[i].name) == 0) {
-            fputs(topics[i].text, stdout);
+            if (topics[i].text) fputs(topics[i].text, stdout);
+            else config_topic();
             return 0;
         }
     for (int i = 0; i < lipt_n_commands; i++)

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "lipt/checkpoint.h"
@@ -47,31 +46,20 @@ lipt_status train_truncate_metrics(const char *path, int64_t step, lipt_error *e
         return LIPT_OK;
     }
     rewind(f);
-    char tmp[1300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *g = lipt_create_fresh(tmp, "w"); /* never written through a planted symlink */
-    if (!g) {
-        const int e = errno;
-        fclose(f);
-        return lipt_fail(err, LIPT_ERR_IO, "cannot rewrite %s to step %lld: %s; nothing changed", path, (long long)step,
-                         strerror(e));
-    }
-    int bad = 0;
-    while (!bad && fgets(line, sizeof line, f)) {
+    /* through the one atomic writer: the log is replaced only once its new contents are safely on disk (a full disk
+     * must not empty it), and never written through a planted symlink */
+    lipt_output o;
+    lipt_error why = {0};
+    lipt_status st = lipt_output_open(&o, path, &why);
+    while (st == LIPT_OK && fgets(line, sizeof line, f)) {
         const char *s = strstr(line, "\"step\":");
-        if ((s ? atoll(s + 7) : 0) <= step) bad = fputs(line, g) < 0;
+        if ((s ? atoll(s + 7) : 0) <= step && fputs(line, o.f) < 0) break; /* the stream's error: commit reports it */
     }
     fclose(f);
-    /* the log is replaced only once its new contents are safely on disk (a full disk must not empty it) */
-    bad = bad || fflush(g) != 0 || fsync(fileno(g)) != 0 || ferror(g);
-    const int e = errno;
-    bad = fclose(g) != 0 || bad;
-    if (bad || rename(tmp, path) != 0) {
-        const int e2 = bad ? e : errno;
-        unlink(tmp);
+    if (st == LIPT_OK) st = lipt_output_commit(&o, &why);
+    if (st != LIPT_OK)
         return lipt_fail(err, LIPT_ERR_IO, "cannot rewrite %s to step %lld: %s; nothing changed", path, (long long)step,
-                         strerror(e2));
-    }
+                         why.msg);
     return LIPT_OK;
 }
 

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "lipt/checkpoint.h"
+#include "model_config.h"
 #include "run.h"
 #include "train_keys.h"
 #include "train_run.h"
@@ -34,19 +35,10 @@ static int no_checkpoint(const trainer *t) {
 int train_merge_config(cli_args *ap, trainer *t, int *resume, const char *resume_path, lipt_ckpt *ck, run_extra *rx) {
     const char *C = "train";
     lipt_error err = {0};
-    if (!*resume) {
-        lipt_config_default(&t->cfg);
-        if (cli_has(ap, "config")) {
-            const int rc = train_load_config(ap, cli_str(ap, "config"), &t->cfg);
-            if (rc) return rc;
-        }
-        for (int i = 0; i < ap->n_extra; i++)
-            if (lipt_config_set(&t->cfg, ap->extra_key[i], ap->extra_val[i], &err) != LIPT_OK)
-                return strncmp(err.msg, "unknown config key", 18) == 0
-                           ? cli_error(C, "--%s: %s (not a lipt train option either: see lipt train --help)",
-                                       ap->extra_key[i], err.msg)
-                           : cli_error(C, "--%s: %s", ap->extra_key[i], err.msg);
-        return 0;
+    if (!*resume) { /* src/shell/model_config.c; a run config's training keys fill in the options not given */
+        int n_keys;
+        const char *const *keys = train_persisted_keys(&n_keys);
+        return cli_model_config(ap, C, keys, n_keys, &t->cfg);
     }
     const int data_given = cli_has(ap, "data");
     if (resume_path == t->last_path && access(resume_path, F_OK) != 0 && errno == ENOENT) {
@@ -59,14 +51,11 @@ int train_merge_config(cli_args *ap, trainer *t, int *resume, const char *resume
     }
     if (cli_has(ap, "config") || ap->n_extra)
         return cli_error(C, "--resume takes the model config from %s; drop --config and model keys", resume_path);
-    if (lipt_config_parse(&t->cfg, ck->config_text, resume_path, &err) != LIPT_OK ||
-        lipt_vocab_from_blob(&t->vocab, ck->vocab, ck->vocab_len, &err) != LIPT_OK ||
+    /* src/shell/run.c: what eval refuses (a vocabulary other than the model's), resume refuses too */
+    if (run_ckpt_config(ck, resume_path, &t->cfg, &t->vocab, &err) != LIPT_OK ||
         run_extra_unpack(rx, ck->extra, ck->extra_len, &err) != LIPT_OK)
         return cli_fail(C, &err);
     t->stored_cfg = t->cfg; /* the settings before this resume, for its record */
-    if (t->vocab.size != t->cfg.vocab_size) /* what eval refuses, resume must refuse too */
-        return cli_error(C, "%s: its vocabulary has %d symbols but its model %d: not a consistent checkpoint",
-                         resume_path, t->vocab.size, t->cfg.vocab_size);
     train_keys_from_ckpt(ap, rx->opts_text); /* src/shell/train_keys.c */
     /* the corpus by its absolute location (the spec as typed may be relative to another working directory) */
     char abs[1100];

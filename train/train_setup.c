@@ -172,12 +172,10 @@ int train_setup_batches(trainer *t, train_settings *s) {
     return 0;
 }
 
-/* Threads: ranks sharing a machine split its cores unless told otherwise; then --threads. 0, or the exit status. */
+/* Threads: ranks sharing a machine split the CPUs of their affinity mask unless told otherwise; then --threads. 0,
+ * or the exit status. */
 int train_setup_threads(cli_args *ap, const lipt_dist *dist) {
-    if (dist->local_size > 1 && !getenv("LIPT_THREADS")) {
-        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-        lipt_set_threads(ncpu / dist->local_size > 1 ? (int)(ncpu / dist->local_size) : 1);
-    }
+    if (dist->local_size > 1 && !getenv("LIPT_THREADS")) lipt_set_threads(lipt_cpus_per_rank(dist->local_size));
     return cli_apply_threads(ap, "train");
 }
 

@@ -6,16 +6,10 @@
 #include "cli.h"
 #include "lipt/checkpoint.h"
 #include "run.h"
+#include "train_keys.h"
 #include "train_run.h"
 
-/* train_options.c: the option table; the training keys stored in checkpoints and run.cfg */
-const cli_opt *train_options(int *n);
-/* The i-th stored training key ("data", "steps", ...), NULL past the last. */
-const char *train_persisted_key(int i);
-/* Index of a stored training key named `key` ('_' and '-' alike), or -1. */
-int train_persisted_index(const char *key);
-/* --config FILE: its training keys fill in the options not given; the rest is the model config (cfg). */
-int train_load_config(cli_args *ap, const char *path, lipt_config *cfg);
+/* train_options.c (the option table and the stored training keys: train_keys.h, src/shell/train_opts.c) */
 /* The training options read, range-checked and stored in t->opts_text; on resume the global batch is kept unless
  * --batch was typed (batch_given). */
 int train_parse_settings(cli_args *ap, trainer *t, int resume, const run_extra *rx, const char *resume_path,

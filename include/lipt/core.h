@@ -49,12 +49,6 @@ void *lipt_xaligned_at(size_t bytes, const char *file, int line); /* 64-byte ali
 #define lipt_xcalloc(n, s) lipt_xcalloc_at((n), (s), __FILE__, __LINE__)
 #define lipt_xaligned(b) lipt_xaligned_at((b), __FILE__, __LINE__)
 
-/* A new file at path for writing (fopen mode "w" or "wb"): whatever held the name (a leftover, or a planted
- * symlink, never followed; not a folder) is removed first, then the file is created with O_EXCL | O_NOFOLLOW, so
- * nothing that appears there in between is written through. NULL on failure, errno set. The temporaries of every
- * write-then-rename go through it. */
-FILE *lipt_create_fresh(const char *path, const char *mode);
-
 /* A file lipt reads but did not just create (a corpus, a config, a checkpoint, a run's metrics.jsonl or run.cfg),
  * for reading ("rb"): opened with O_NONBLOCK, so that a FIFO cannot block the open, then checked with fstat on what
  * was opened (not the name, which could change in between): only a regular file is read. Its size in *size (may be
@@ -65,11 +59,13 @@ FILE *lipt_open_regular(const char *path, uint64_t *size, lipt_error *err);
  * "P is a symbolic link ..."), regular files only, as above. NULL on failure, errno and err set. */
 FILE *lipt_open_append(const char *path, lipt_error *err);
 
-/* An output written whole or not at all (a figure, a table, run.cfg): lipt_output_open refuses a path that exists
- * and is not a regular file or a symlink (a device, a FIFO, a folder is never replaced) and creates PATH.tmp as
- * lipt_create_fresh does; write to o->f; lipt_output_commit checks the stream, flushes, fsyncs, renames the
- * temporary over PATH (a symlink there is replaced, never followed) and fsyncs the folder; on any failure the
- * temporary is removed and PATH is as it was. lipt_output_discard abandons it. The checkpoints' writer, for text. */
+/* An output written whole or not at all (a figure, a table, run.cfg, the rewritten metrics.jsonl): lipt_output_open
+ * refuses a path that exists and is not a regular file or a symlink (a device, a FIFO, a folder is never replaced)
+ * and creates PATH.tmp fresh (a leftover or a planted symlink of that name is unlinked, then O_CREAT | O_EXCL |
+ * O_NOFOLLOW); write to o->f; lipt_output_commit checks the stream, flushes, fsyncs, renames the temporary over PATH
+ * (a symlink there is replaced, never followed) and fsyncs the folder; on any failure the temporary is removed and
+ * PATH is as it was. lipt_output_discard abandons it. The checkpoints' writer, for text: every file lipt writes whole
+ * goes through it. */
 typedef struct {
     FILE *f;
     void *state;
@@ -103,6 +99,9 @@ int  lipt_threads_default(double *busy); /* 1 when the count is the default; *bu
  * part of the machine to others (load there cannot be told apart). */
 int    lipt_cpus_usable(void);
 double lipt_cpus_busy_elsewhere(void);
+/* The CPUs of lipt_cpus_usable() shared by `ranks` processes on this machine (MPI ranks started side by side, each
+ * with the same mask): their count / ranks, at least 1. */
+int    lipt_cpus_per_rank(int ranks);
 /* True when a BLAS call made inside our own OpenMP region runs single-threaded
  * (OpenBLAS built for OpenMP), so kernels may parallelise over heads around GEMMs. */
 int  lipt_blas_nests_safely(void);

@@ -45,6 +45,8 @@ typedef struct {
     lipt_attn_bound_kind bound;
     lipt_qk_init qk_init;
     const char *lipschitz_note; /* its Lipschitz status in one line, as `lipt lipschitz` reports it */
+    const char *model;         /* its name among lipt's models when not `name`: models/ptb-<model>.cfg is its PTB model,
+                                * the variant lipt experiment depth and stability train (NULL: `name`) */
 } lipt_attn_info;
 
 /* The row of kind k (aborts on a value outside the enum). */

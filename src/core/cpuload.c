@@ -19,6 +19,12 @@ int lipt_cpus_usable(void) {
     return n > 0 ? (int)n : 1;
 }
 
+int lipt_cpus_per_rank(int ranks) {
+    /* the affinity mask, not the machine's CPUs: under taskset or a cpuset the ranks share only what they may use */
+    const int n = lipt_cpus_usable() / (ranks > 1 ? ranks : 1);
+    return n > 1 ? n : 1;
+}
+
 /* Runnable tasks on the whole system (/proc/stat's procs_running, which counts the reading thread); -1 if unknown. */
 static int procs_running(void) {
     FILE *f = fopen("/proc/stat", "r");

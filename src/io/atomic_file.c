@@ -22,7 +22,10 @@ uint32_t lipt_crc32(uint32_t crc, const void *buf, size_t n) {
     return (uint32_t)c;
 }
 
-FILE *lipt_create_fresh(const char *path, const char *mode) {
+/* A new file at path for writing: whatever held the name (a leftover, or a planted symlink, never followed; not a
+ * folder) is removed first, then the file is created with O_EXCL | O_NOFOLLOW, so nothing that appears there in
+ * between is written through. NULL on failure, errno set. The temporary of every file lipt writes whole. */
+static FILE *create_fresh(const char *path, const char *mode) {
     struct stat sb;
     if (lstat(path, &sb) == 0 && !S_ISDIR(sb.st_mode)) (void)unlink(path);
     const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
@@ -138,7 +141,7 @@ lipt_status lipt_afile_open(lipt_afile *af, const char *path, size_t fail_after,
         lipt_afile_discard(af);
         return af->st;
     }
-    af->f = lipt_create_fresh(af->tmp, "wb"); /* created, never opened through a leftover or planted symlink */
+    af->f = create_fresh(af->tmp, "wb"); /* created, never opened through a leftover or planted symlink */
     if (af->f) af->created = 1;
     if (!af->f) {
         int e = errno;

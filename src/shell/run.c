@@ -47,16 +47,22 @@ lipt_status run_extra_unpack(run_extra *x, const unsigned char *blob, size_t len
     return LIPT_OK;
 }
 
+lipt_status run_ckpt_config(const lipt_ckpt *ck, const char *path, lipt_config *cfg, lipt_vocab *vocab,
+                            lipt_error *err) {
+    lipt_status st = lipt_config_parse(cfg, ck->config_text, path, err);
+    if (st == LIPT_OK && vocab) st = lipt_vocab_from_blob(vocab, ck->vocab, ck->vocab_len, err);
+    if (st == LIPT_OK && vocab && vocab->size != cfg->vocab_size)
+        st = lipt_fail(err, LIPT_ERR_FORMAT, "%s: its vocabulary has %d symbols but its model %d: not a consistent "
+                       "checkpoint", path, vocab->size, cfg->vocab_size);
+    return st;
+}
+
 lipt_status run_load_model(const char *path, lipt_model *m, lipt_vocab *vocab, int64_t *step, lipt_error *err) {
     lipt_ckpt ck;
     lipt_status st = lipt_ckpt_open(path, &ck, err);
     if (st != LIPT_OK) return st;
     lipt_config cfg;
-    st = lipt_config_parse(&cfg, ck.config_text, path, err);
-    if (st == LIPT_OK && vocab) st = lipt_vocab_from_blob(vocab, ck.vocab, ck.vocab_len, err);
-    if (st == LIPT_OK && vocab && vocab->size != cfg.vocab_size)
-        st = lipt_fail(err, LIPT_ERR_FORMAT, "%s: vocabulary has %d symbols but the model %d", path, vocab->size,
-                       cfg.vocab_size);
+    st = run_ckpt_config(&ck, path, &cfg, vocab, err);
     if (st == LIPT_OK) {
         /* the stored tensors must be the ones the stored config describes, checked before anything is allocated */
         size_t want_t = 0, want_b = 0, have_t = 0, have_b = 0;

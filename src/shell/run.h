@@ -21,6 +21,12 @@ unsigned char *run_extra_pack(const run_extra *x, size_t *len);
 /* Parses; opts_text points into the blob (valid while the checkpoint is open). */
 lipt_status run_extra_unpack(run_extra *x, const unsigned char *blob, size_t len, lipt_error *err);
 
+/* The model config and (when vocab is not NULL) the vocabulary of an open checkpoint, path naming it in messages;
+ * the vocabulary's size must be the config's vocab_size ("PATH: its vocabulary has N symbols but its model M: not a
+ * consistent checkpoint"). What every command reading a checkpoint's model starts with. */
+lipt_status run_ckpt_config(const lipt_ckpt *ck, const char *path, lipt_config *cfg, lipt_vocab *vocab,
+                            lipt_error *err);
+
 /* Open a checkpoint and build its model (config, weights and power-iteration vectors as saved) and vocabulary.
  * The checkpoint is closed before returning. */
 lipt_status run_load_model(const char *path, lipt_model *m, lipt_vocab *vocab, int64_t *step, lipt_error *err);

@@ -1,9 +1,19 @@
-/* defines: lipt train's options read from text: the training keys of a run config (--config FILE, a run's run.cfg)
+/* defines: lipt train's option table and its options read from text: the training keys of a run config (--config FILE, a run's run.cfg)
  * and the training options stored in a checkpoint (what --resume restores). Fuzzed by tests/fuzz/. */
 #ifndef LIPT_TRAIN_KEYS_H
 #define LIPT_TRAIN_KEYS_H
 
 #include "cli.h"
+
+/* lipt train's option table (src/shell/train_opts.c); options stored in the checkpoint are restored on --resume
+ * unless given again. */
+const cli_opt *train_options(int *n);
+/* The training keys a checkpoint and run.cfg store ("data", "steps", ...), *n of them. */
+const char *const *train_persisted_keys(int *n);
+/* The i-th stored training key, NULL past the last. */
+const char *train_persisted_key(int i);
+/* Index of a stored training key named `key` ('_' and '-' alike), or -1. */
+int train_persisted_index(const char *key);
 
 /* Index in keys[] of `key` ('_' in key matches '-' in keys[i]), or -1. */
 int train_key_index(const char *const *keys, int n_keys, const char *key);

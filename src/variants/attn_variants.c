@@ -27,6 +27,7 @@ static const lipt_attn_info attn_table[] = {
         .name = "clipped-dp", .has_wk = 1, .clip_rows = 1, .rel_bias = 1, .contractive = 1, .token_norm_only = 1,
         .bound = LIPT_ATTN_BOUND_CLIPPED_DP, .qk_init = LIPT_QK_INIT_CLIPPED,
         .lipschitz_note = "clipped-dp attention / max(1, UB/c), UB in the token-wise norm (independent of N)",
+        .model = "contractive", /* lipt's invertible model: models/ptb-contractive.cfg */
     },
 };
 /* a kind added to the enum without its row fails to compile */

@@ -2,7 +2,7 @@
  * (src/shell/run.c, src/shell/train_keys.c). The input is the checkpoint's training-state blob ("LRX1", the batcher
  * state, the best BPC and its step, then the "key=value\n" options text): when its first byte is 'L' the input is
  * the blob as stored; otherwise a valid head is put before input[1..] so that the options text itself is fuzzed.
- * Then: run_extra_unpack; the options filled into a train-shaped option table (train_keys_from_ckpt, what --resume
+ * Then: run_extra_unpack; the options filled into lipt train's own option table (train_keys_from_ckpt, what --resume
  * does) and read back as the command does; every stored option lipt looks up (run_opt_get) into buffers of the sizes
  * the commands use; the "global-batch" value; info's listing; a pack / unpack round trip. The checkpoint's CRCs and
  * sections are fuzz_checkpoint's; this one starts where they have been passed.
@@ -15,7 +15,7 @@
 #include "cli.h"
 #include "run.h"
 #include "train_keys.h"
-#include "train_like.h"
+#include "use_train_options.h"
 
 static FILE *devnull;
 static unsigned char head[4 + LIPT_BATCHER_STATE_BYTES + 16];
@@ -109,7 +109,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     cli_args a;
     char *argv[] = {"--resume", NULL};
-    if (cli_parse(&a, "fuzz", "", train_opts_like, N_TRAIN_OPTS_LIKE, 1, argv, 1, 0) != 0) abort();
+    int n_topts;
+    const cli_opt *topts = train_options(&n_topts);
+    if (cli_parse(&a, "fuzz", "", topts, n_topts, 1, argv, 1, 0) != 0) abort();
     train_keys_from_ckpt(&a, opts);
     check_filled(&a, opts);
     use_train_options(&a);

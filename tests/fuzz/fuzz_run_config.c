@@ -1,6 +1,6 @@
 /* libFuzzer target: a run config's training keys (lipt train --config FILE, a run's run.cfg), as lipt train reads the
- * file (train/cmd_train.c load_run_config): the text (a file with a NUL byte is refused there, so such inputs stop
- * here; a UTF-8 byte-order mark is skipped), train_keys_from_config into a train-shaped option table, then the rest
+ * file (src/shell/model_config.c): the text (a file with a NUL byte is refused there, so such inputs stop here; a
+ * UTF-8 byte-order mark is skipped), train_keys_from_config into lipt train's own option table, then the rest
  * through lipt_config_parse, and the options read back as the command does. The first byte picks the command line
  * the file is combined with (none, or options already given, which the file must not override).
  * Build and run: scripts/fuzz.sh run_config SECONDS. */
@@ -12,7 +12,7 @@
 #include "cli.h"
 #include "lipt/config.h"
 #include "train_keys.h"
-#include "train_like.h"
+#include "use_train_options.h"
 
 static char *argv0[] = {NULL};
 static char *argv1[] = {"--steps", "7", "--lr", "0.5", "--data", "given", NULL};
@@ -48,9 +48,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     const int c = data[0] % 3;
     cli_args a;
-    if (cli_parse(&a, "fuzz", "", train_opts_like, N_TRAIN_OPTS_LIKE, ARGCS[c], ARGVS[c], 1, 0) != 0) abort();
+    int n_opts, n_keys;
+    const cli_opt *opts = train_options(&n_opts);
+    const char *const *keys = train_persisted_keys(&n_keys);
+    if (cli_parse(&a, "fuzz", "", opts, n_opts, ARGCS[c], ARGVS[c], 1, 0) != 0) abort();
     lipt_error err = {0};
-    const lipt_status st = train_keys_from_config(&a, text + bom, "fuzz.cfg", persisted_like, N_PERSISTED_LIKE, &err);
+    const lipt_status st = train_keys_from_config(&a, text + bom, "fuzz.cfg", keys, n_keys, &err);
     if (st != LIPT_OK) {
         if (!strstr(err.msg, "set twice") && !strstr(err.msg, "unknown key")) abort(); /* the two refusals */
     } else {
