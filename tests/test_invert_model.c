@@ -1,5 +1,5 @@
 /* Model inversion from a hidden state (lipt_model_invert_hidden) against lipt_model_invert and the true embedding
- * input, its trace and errors; the inversion defaults in one place. */
+ * input, its trace and errors; the inversion defaults in one place; the branch inputs (lipt_model_branch_inputs). */
 #include "testutil.h"
 
 #include <math.h>
@@ -179,6 +179,52 @@ START_TEST(test_invert_hidden) {
 }
 END_TEST
 
+/* Every branch input: the first attention's is the embedding, every feed-forward's is the one before plus its
+ * attention, every later attention's the previous block's output (ActNorm included), the last block's output is
+ * lipt_model_hidden's. */
+START_TEST(test_branch_inputs) {
+    const int T = 8;
+    for (int clipped = 0; clipped < 2; clipped++) {
+        lipt_model m;
+        build(&m, clipped, T);
+        const int D = m.cfg.d_model, L = m.cfg.n_layers;
+        const size_t n = (size_t)T * D;
+        lipt_ctx ctx;
+        lipt_ctx_init(&ctx, 1 << 20, 1);
+        int ids[8];
+        for (int t = 0; t < T; t++) ids[t] = (3 * t + 1) % m.cfg.vocab_size;
+        float *x = malloc(2 * (size_t)L * n * sizeof(float)), *h = malloc(n * sizeof(float));
+        float *x0 = malloc(n * sizeof(float));
+        hidden(&ctx, &m, ids, T, h, x0);
+        lipt_error err = {0};
+        const size_t used = ctx.arena.used_total;
+        ck_assert_msg(lipt_model_branch_inputs(&ctx, &m, ids, T, x, &err) == LIPT_OK, "%s", err.msg);
+        ck_assert(ctx.arena.used_total == used && ctx.no_grad == 0);
+        ck_assert(memcmp(x, x0, n * sizeof(float)) == 0);
+        double worst = 0;
+        lipt_no_grad_push(&ctx);
+        for (int k = 0; k < 2 * L; k++) {
+            const int l = k / 2, which = k % 2;
+            const float *in = x + (size_t)k * n, *next = k + 1 < 2 * L ? x + (size_t)(k + 1) * n : h;
+            lipt_tensor *xt = lipt_tensor_wrap(&ctx, (float *)in, 3, (int[]){1, T, D});
+            lipt_tensor *out = lipt_model_residual(&ctx, &m, l, which, xt, lipt_model_branch(&ctx, &m, l, which, xt));
+            for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)out->data[i] - next[i]));
+        }
+        lipt_no_grad_pop(&ctx);
+        printf("branch inputs %s: worst |residual(x_k) - x_{k+1}| %.2e\n", clipped ? "clipped-dp" : "contractive-l2",
+               worst);
+        ck_assert_msg(worst <= 1e-5, "branch inputs off by %g", worst);
+        ids[2] = m.cfg.vocab_size; /* out of range: refused with a message */
+        ck_assert(lipt_model_branch_inputs(&ctx, &m, ids, T, x, &err) == LIPT_ERR_ARG);
+        free(x);
+        free(h);
+        free(x0);
+        lipt_ctx_free(&ctx);
+        lipt_model_free(&m);
+    }
+}
+END_TEST
+
 int main(void) {
     lipt_set_threads(1);
     Suite *s = suite_create("invert_model");
@@ -186,6 +232,7 @@ int main(void) {
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_invert_hidden);
+    tcase_add_test(tc, test_branch_inputs);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
