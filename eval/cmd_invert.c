@@ -18,8 +18,8 @@ static const cli_opt invert_opts[] = {
     {"split", CLI_STRING, "SPLIT", "train, valid or test", "test"},
     {"data-split", CLI_STRING, "HOW", "auto, standard or F0,F1,F2 (default: the run's own split)", NULL},
     {"windows", CLI_INT, "K", "invert the split's first K windows of seq_len symbols", "1"},
-    {"tol", CLI_FLOAT, "TOL", "fixed-point tolerance, relative change", "1e-6"},
-    {"max-iter", CLI_INT, "N", "iteration cap per residual map", "100"},
+    {"tol", CLI_FLOAT, "TOL", "fixed-point tolerance, relative change", LIPT_INVERT_STR(LIPT_INVERT_TOL)},
+    {"max-iter", CLI_INT, "N", "iteration cap per residual map", LIPT_INVERT_STR(LIPT_INVERT_MAX_ITER)},
     {"trace", CLI_FLAG, NULL, "print the error after every iteration of every map", NULL},
     {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS", NULL},
     {"json", CLI_FLAG, NULL, "print one JSON object: per window the maps' iterations and errors, input error, texts, exact", NULL},
@@ -86,23 +86,24 @@ static int load_windows(cli_args *a, const invert_opts_v *o, const lipt_model *m
 }
 
 /* One window's maps (from the top block down, as inverted) in JSON. */
-static void json_window(json_w *j, const lipt_model *m, const lipt_vocab *vocab, const invert_opts_v *o, int w,
-                        const int *wid, int T, const lipt_model_invert_result *res, int ok, const char *msg) {
+static void json_window(json_w *j, const lipt_model *m, const lipt_vocab *vocab, int w, const int *wid, int T,
+                        const lipt_model_invert_result *res, int ok, const char *msg) {
     json_obj_open(j, NULL);
     json_int(j, "window", w);
     json_bool(j, "converged", ok);
     json_arr_open(j, "maps");
+    const lipt_invert_trace *tr = &res->trace;
     for (int l = m->cfg.n_layers - 1; l >= 0; l--)
         for (int b = 1; b >= 0; b--) {
             const int k = 2 * l + b;
-            if (res->iters[k] == 0 && !(res->failed_layer == l && res->failed_branch == b)) continue;
+            if (tr->iters[k] == 0 && !(tr->failed_layer == l && tr->failed_branch == b)) continue;
             json_obj_open(j, NULL);
             json_int(j, "layer", l);
             json_str(j, "branch", b ? "ffn" : "attn");
-            json_int(j, "iters", res->iters[k]);
-            json_bool(j, "converged", res->converged[k]);
+            json_int(j, "iters", tr->iters[k]);
+            json_bool(j, "converged", tr->converged[k]);
             json_arr_open(j, "err");
-            for (int i = 0; i < res->iters[k]; i++) json_num(j, NULL, res->err[(size_t)k * o->max_iter + i]);
+            for (int i = 0; i < tr->iters[k]; i++) json_num(j, NULL, tr->err[(size_t)k * tr->max_iter + i]);
             json_arr_close(j);
             json_obj_close(j);
         }
@@ -126,15 +127,16 @@ static void json_window(json_w *j, const lipt_model *m, const lipt_vocab *vocab,
 static void print_window(const lipt_model *m, const lipt_vocab *vocab, const invert_opts_v *o, int w, const int *wid,
                          int T, const lipt_model_invert_result *res, int ok, const char *msg) {
     printf("window %d (%d symbols):\n", w, T);
+    const lipt_invert_trace *tr = &res->trace;
     for (int l = m->cfg.n_layers - 1; l >= 0; l--)
         for (int b = 1; b >= 0; b--) {
             const int k = 2 * l + b;
-            if (res->iters[k] == 0 && !(res->failed_layer == l && res->failed_branch == b)) continue;
-            const double *e = res->err + (size_t)k * o->max_iter;
-            printf("  layer %d %-4s %3d iterations, final change %.2e%s\n", l, b ? "ffn" : "attn", res->iters[k],
-                   res->iters[k] ? e[res->iters[k] - 1] : NAN, res->converged[k] ? "" : "  NOT CONVERGED");
+            if (tr->iters[k] == 0 && !(tr->failed_layer == l && tr->failed_branch == b)) continue;
+            const double *e = tr->err + (size_t)k * tr->max_iter;
+            printf("  layer %d %-4s %3d iterations, final change %.2e%s\n", l, b ? "ffn" : "attn", tr->iters[k],
+                   tr->iters[k] ? e[tr->iters[k] - 1] : NAN, tr->converged[k] ? "" : "  NOT CONVERGED");
             if (o->trace)
-                for (int i = 0; i < res->iters[k]; i++) printf("      iter %3d  change %.3e\n", i + 1, e[i]);
+                for (int i = 0; i < tr->iters[k]; i++) printf("      iter %3d  change %.3e\n", i + 1, e[i]);
         }
     if (!ok) {
         printf("  %s\n", msg);
@@ -155,7 +157,9 @@ static int invert_windows(const lipt_model *m, const lipt_vocab *vocab, const in
     lipt_error err = {0};
     lipt_ctx ctx;
     lipt_ctx_init(&ctx, (size_t)16 << 20, 1);
-    lipt_fp_opts fo = {o->tol, (int)o->max_iter, 0};
+    lipt_fp_opts fo = lipt_fp_opts_default();
+    fo.tol = o->tol;
+    fo.max_iter = (int)o->max_iter;
     int all_exact = 1, rc = 0;
     json_w j;
     if (o->json) {
@@ -170,14 +174,14 @@ static int invert_windows(const lipt_model *m, const lipt_vocab *vocab, const in
         const int *wid = ids + (size_t)w * T;
         lipt_model_invert_result res;
         lipt_status st = lipt_model_invert(&ctx, m, wid, T, &fo, &res, &err);
-        if (st != LIPT_OK && res.failed_layer < 0) {
+        if (st != LIPT_OK && res.trace.failed_layer < 0) {
             rc = cli_fail("invert", &err);
             lipt_model_invert_result_free(&res);
             break;
         }
         const int ok = st == LIPT_OK;
         if (!ok || !res.exact) all_exact = 0;
-        if (o->json) json_window(&j, m, vocab, o, w, wid, T, &res, ok, err.msg);
+        if (o->json) json_window(&j, m, vocab, w, wid, T, &res, ok, err.msg);
         else print_window(m, vocab, o, w, wid, T, &res, ok, err.msg);
         lipt_model_invert_result_free(&res);
     }

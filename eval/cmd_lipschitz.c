@@ -153,17 +153,7 @@ static int measure(lipt_model *m, const lipt_dataset *ds, int split, long N, lon
         int ids[1024];
         for (long t = 0; t < N; t++) ids[t] = ds->tok[split][w * N + t];
         /* inputs of every branch: the block input for attention, the mid-block state for the feed-forward */
-        lipt_no_grad_push(&ctx);
-        lipt_tensor *h = lipt_model_embed(&ctx, m, ids, 1, (int)N);
-        for (int l = 0; l < L; l++) {
-            memcpy(x + (size_t)(2 * l) * n, h->data, n * sizeof(float));
-            lipt_tensor *mid = lipt_model_residual(&ctx, m, l, LIPT_BRANCH_ATTN, h,
-                                                    lipt_model_branch(&ctx, m, l, LIPT_BRANCH_ATTN, h));
-            memcpy(x + (size_t)(2 * l + 1) * n, mid->data, n * sizeof(float));
-            h = lipt_model_residual(&ctx, m, l, LIPT_BRANCH_FFN, mid, lipt_model_branch(&ctx, m, l, LIPT_BRANCH_FFN, mid));
-        }
-        lipt_no_grad_pop(&ctx);
-        lipt_ctx_reset(&ctx);
+        if (lipt_model_branch_inputs(&ctx, m, ids, (int)N, x, &err) != LIPT_OK) { rc = cli_fail(C, &err); break; }
         for (int k = 0; k < 2 * L; k++) {
             lipt_branch_ref ref = {m, k / 2, k % 2, NULL};
             lipt_jac_map jm = {lipt_model_branch_fn, &ref, 3, {1, (int)N, D, 0}, 1};

@@ -58,6 +58,8 @@ from lipt_format import (ACTIVATIONS, ATTENTIONS, BOUND_VECTORS, CONTRACTIVE_ATT
 
 LIPSWISH_SCALE = 1.1
 REL_BIAS_GAIN = 8.0  # LIPT_REL_BIAS_GAIN: the logit bias of clipped-dp is REL_BIAS_GAIN * attn.rel_bias
+INVERT_TOL = 1e-6  # LIPT_INVERT_TOL (include/lipt/invert.h): the inversion's default relative tolerance
+INVERT_MAX_ITER = 100  # LIPT_INVERT_MAX_ITER: its default iteration cap per map
 
 
 
@@ -640,7 +642,7 @@ class LiptTransformer(nn.Module):
 
     # ---- inversion (lipt_model_invert)
     @torch.no_grad()
-    def invert(self, ids: Sequence[int], tol: float = 1e-6, max_iter: int = 100) -> Dict[str, object]:
+    def invert(self, ids: Sequence[int], tol: float = INVERT_TOL, max_iter: int = INVERT_MAX_ITER) -> Dict[str, object]:
         """Forward one sequence to the last hidden state, undo the blocks from the top (ActNorm exactly, then the
         feed-forward map, then the attention map, each by x <- y - g(x) from x = y until
         max|x_{k+1} - x_k| <= tol * max(1, max|x_k|) or the cap), subtract pos_emb and take the nearest token

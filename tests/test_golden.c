@@ -300,8 +300,8 @@ static double check_lipschitz(golden *G) {
 }
 
 /* Inversion of each golden sequence at the initial values: lipt_model_invert (tokens, iterations, input error),
- * and the recovered embedding input x0 by the same top-down lipt_fixed_point_invert sweep over lipt's branches
- * (lipt_model_invert_result does not hand x0 out). Returns the worst x0 error. */
+ * and the recovered embedding input x0 by lipt_model_invert_hidden from the last hidden state. Returns the worst x0
+ * error. */
 static double check_inversion(golden *G) {
     const gold_entry *oe = gold_get(&G->g, "invert/opts", DT_F64), *ie = gold_get(&G->g, "invert/ids", DT_I32);
     const gold_entry *xe = gold_get(&G->g, "invert/x0", DT_F32), *xt = gold_get(&G->g, "invert/x0_true", DT_F32);
@@ -313,7 +313,11 @@ static double check_inversion(golden *G) {
     lipt_ctx ctx;
     lipt_ctx_init(&ctx, 1 << 20, 1);
     double worst = 0;
-    float *y = malloc((size_t)T * D * sizeof(float)), *x = malloc((size_t)T * D * sizeof(float));
+    /* make_golden.py inverts with python/lipt_torch.py's defaults: they must be lipt's */
+    ck_assert_msg(opts.tol == LIPT_INVERT_TOL && opts.max_iter == LIPT_INVERT_MAX_ITER,
+                  "invert/opts tol %g, max_iter %d: not lipt's defaults %g, %d (python/lipt_torch.py INVERT_TOL, "
+                  "INVERT_MAX_ITER)", opts.tol, opts.max_iter, LIPT_INVERT_TOL, LIPT_INVERT_MAX_ITER);
+    float *y = malloc((size_t)T * D * sizeof(float));
     for (int r = 0; r < n_seq; r++) {
         const int *ids = (const int *)ie->data + (size_t)r * T;
         const float *x0_ref = (const float *)xe->data + (size_t)r * T * D;
@@ -334,46 +338,30 @@ static double check_inversion(golden *G) {
         ck_assert_msg(res.max_abs_input_err <= GOLD_TOL * xmax, "row %d: lipt's input error %.2e (torch's %.2e)", r,
                       res.max_abs_input_err, torch_in_err);
         printf("  inversion row %d: tokens exact; iterations per map lipt [", r);
-        for (int k = 0; k < 2 * L; k++) printf("%s%d", k ? " " : "", res.iters[k]);
+        for (int k = 0; k < 2 * L; k++) printf("%s%d", k ? " " : "", res.trace.iters[k]);
         printf("] torch [");
         for (int k = 0; k < 2 * L; k++) printf("%s%d", k ? " " : "", it_ref[k]);
         printf("]; max|x0 - x0_true| lipt %.2e torch %.2e\n", res.max_abs_input_err, torch_in_err);
         for (int k = 0; k < 2 * L; k++)
-            ck_assert_msg(abs(res.iters[k] - it_ref[k]) <= 1, "row %d map %d: %d iterations, torch %d", r, k,
-                          res.iters[k], it_ref[k]);
+            ck_assert_msg(abs(res.trace.iters[k] - it_ref[k]) <= 1, "row %d map %d: %d iterations, torch %d", r, k,
+                          res.trace.iters[k], it_ref[k]);
         lipt_model_invert_result_free(&res);
 
-        /* the same sweep as lipt_model_invert, keeping x0 */
+        /* the recovered embedding input x0: the blocks undone from the last hidden state */
         lipt_no_grad_push(&ctx);
         lipt_tensor *h = lipt_model_embed(&ctx, &G->m, ids, 1, T);
         double e_true = rel_err(h->data, x0_true, (size_t)T * D);
         ck_assert_msg(e_true < GOLD_TOL, "row %d: embedding input rel err %.2e", r, e_true);
         for (int l = 0; l < L; l++) h = lipt_model_block(&ctx, &G->m, l, h);
-        memcpy(y, h->data, (size_t)T * D * sizeof(float));
-        for (int l = L - 1; l >= 0; l--) {
-            const lipt_layer *Ly = &G->m.layers[l];
-            if (Ly->an_s) /* ActNorm y = x exp(s) + b undone exactly, as lipt_model_invert does */
-                for (int i = 0; i < T * D; i++) {
-                    const int c = i % D;
-                    y[i] = (float)(((double)y[i] - Ly->an_b->data[c]) * exp(-(double)Ly->an_s->data[c]));
-                }
-            for (int which = LIPT_BRANCH_FFN; which >= LIPT_BRANCH_ATTN; which--) {
-                lipt_branch_ref ref = {&G->m, l, which, NULL};
-                lipt_tensor *yt = lipt_tensor_wrap(&ctx, y, 3, (int[]){1, T, D});
-                lipt_fp_result fr = {0, 0, NULL, 0};
-                st = lipt_fixed_point_invert(&ctx, lipt_model_branch_fn, &ref, yt, x, &opts, &fr, &err);
-                ck_assert_msg(st == LIPT_OK, "row %d layer %d branch %d: %s", r, l, which, err.msg);
-                memcpy(y, x, (size_t)T * D * sizeof(float));
-            }
-        }
         lipt_no_grad_pop(&ctx);
+        st = lipt_model_invert_hidden(&ctx, &G->m, h->data, T, y, &opts, NULL, &err);
+        ck_assert_msg(st == LIPT_OK, "row %d: lipt_model_invert_hidden: %s", r, err.msg);
         lipt_ctx_reset(&ctx);
         double e = rel_err(y, x0_ref, (size_t)T * D);
         upd(&worst, e);
         ck_assert_msg(e < GOLD_TOL, "row %d: recovered x0 rel err %.2e vs torch", r, e);
     }
     free(y);
-    free(x);
     lipt_ctx_free(&ctx);
     return worst;
 }

@@ -852,17 +852,18 @@ START_TEST(test_invert) {
             ck_assert_msg(st == LIPT_OK, "%d layers: %s", layers[li], err.msg);
             printf("invert %d layers (lip_norm %s, T %d): max abs input err %.2e, tokens %d/%d, iters per map:",
                    layers[li], lipt_lipnorm_name(cfg.lip_norm), T, res.max_abs_input_err, res.tokens_correct, T);
-            for (int k = 2 * layers[li] - 1; k >= 0; k--) printf(" %d", res.iters[k]);
+            for (int k = 2 * layers[li] - 1; k >= 0; k--) printf(" %d", res.trace.iters[k]);
             printf("\n");
             worst_err = fmax(worst_err, res.max_abs_input_err);
             ck_assert_msg(res.max_abs_input_err <= 1e-4, "input err %g", res.max_abs_input_err);
             ck_assert(res.exact && res.tokens_correct == T);
             for (int t = 0; t < T; t++) ck_assert_int_eq(res.tokens[t], ids[t]);
             for (int k = 0; k < 2 * layers[li]; k++) {
-                ck_assert(res.converged[k] && res.iters[k] >= 1 && res.iters[k] <= o.max_iter);
+                ck_assert(res.trace.converged[k] && res.trace.iters[k] >= 1 && res.trace.iters[k] <= o.max_iter);
                 /* geometric convergence: the recorded changes shrink */
-                const double *e = res.err + (size_t)k * res.max_iter;
-                if (res.iters[k] >= 3) ck_assert_msg(e[res.iters[k] - 1] < e[0], "map %d: changes did not shrink", k);
+                const double *e = res.trace.err + (size_t)k * res.trace.max_iter;
+                if (res.trace.iters[k] >= 3)
+                    ck_assert_msg(e[res.trace.iters[k] - 1] < e[0], "map %d: changes did not shrink", k);
             }
             lipt_model_invert_result_free(&res);
             ck_assert(ctx.no_grad == 0);
@@ -871,8 +872,8 @@ START_TEST(test_invert) {
             o.max_iter = 2;
             st = lipt_model_invert(&ctx, &m, ids, T, &o, &res, &err);
             ck_assert_int_eq(st, LIPT_ERR_NUMERIC);
-            ck_assert_int_eq(res.failed_layer, layers[li] - 1);
-            ck_assert_int_eq(res.failed_branch, LIPT_BRANCH_FFN);
+            ck_assert_int_eq(res.trace.failed_layer, layers[li] - 1);
+            ck_assert_int_eq(res.trace.failed_branch, LIPT_BRANCH_FFN);
             ck_assert(strstr(err.msg, "did not converge") && strstr(err.msg, "feed-forward"));
             if (li == 0 && ln == 0) printf("non-convergence: %s\n", err.msg);
             lipt_model_invert_result_free(&res);
@@ -900,11 +901,11 @@ START_TEST(test_invert) {
         lipt_error err = {0};
         ck_assert_msg(lipt_model_invert(&ctx, &m, ids, 16, NULL, &res, &err) == LIPT_OK, "%s", err.msg);
         printf("invert c = %.1f: total iterations %d, max abs input err %.2e, exact %d\n", (double)cs[i],
-               res.total_iters, res.max_abs_input_err, res.exact);
+               res.trace.total_iters, res.max_abs_input_err, res.exact);
         ck_assert(res.exact);
-        ck_assert_msg(res.total_iters < prev, "c %.1f: %d iterations, not fewer than %d", (double)cs[i], res.total_iters,
-                      prev);
-        prev = res.total_iters;
+        ck_assert_msg(res.trace.total_iters < prev, "c %.1f: %d iterations, not fewer than %d", (double)cs[i],
+                      res.trace.total_iters, prev);
+        prev = res.trace.total_iters;
         lipt_model_invert_result_free(&res);
         lipt_ctx_free(&ctx);
         lipt_model_free(&m);

@@ -114,6 +114,13 @@ lipt_tensor *lipt_model_branch(lipt_ctx *ctx, const lipt_model *m, int layer, in
  * the LayerNorm of that branch with norm = post, then ActNorm after the feed-forward when the model has it. */
 lipt_tensor *lipt_model_residual(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x,
                                  lipt_tensor *g);
+/* The input of every residual branch for one sequence ids[T] (the points the Jacobian tools measure the branches at):
+ * x holds 2*n_layers*T*d_model floats (caller-owned), branch (layer l, which) at (2*l + which)*T*d_model: the block's
+ * input for the attention, the sum after the attention (lipt_model_residual) for the feed-forward. The forward pass
+ * in no-grad mode, without dropout; ctx's arena holds only temporaries, released before it returns. LIPT_OK, or
+ * LIPT_ERR_ARG for bad ids (lipt_model_check_ids). */
+lipt_status lipt_model_branch_inputs(lipt_ctx *ctx, const lipt_model *m, const int *ids, int T, float *x,
+                                     lipt_error *err);
 
 /* A lipt_branch_fn adaptor for lipt_fixed_point_invert and the Jacobian tools. */
 typedef struct {

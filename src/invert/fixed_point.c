@@ -4,10 +4,11 @@
 #include <math.h>
 #include <string.h>
 
+lipt_fp_opts lipt_fp_opts_default(void) { return (lipt_fp_opts){LIPT_INVERT_TOL, LIPT_INVERT_MAX_ITER, 0}; }
+
 lipt_status lipt_fixed_point_invert(lipt_ctx *ctx, lipt_branch_fn g, void *user, const lipt_tensor *y,
                                     float *x_out, const lipt_fp_opts *opts, lipt_fp_result *res, lipt_error *err) {
-    lipt_fp_opts o = {1e-6, 100, 0};
-    if (opts) o = *opts;
+    const lipt_fp_opts o = opts ? *opts : lipt_fp_opts_default();
     if (res) {
         res->iters = 0;
         res->converged = 0;

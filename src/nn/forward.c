@@ -164,6 +164,26 @@ lipt_tensor *lipt_model_residual(lipt_ctx *ctx, const lipt_model *m, int layer, 
     return x;
 }
 
+lipt_status lipt_model_branch_inputs(lipt_ctx *ctx, const lipt_model *m, const int *ids, int T, float *x,
+                                     lipt_error *err) {
+    lipt_status st = lipt_model_check_ids(m, ids, 1, T, err);
+    if (st != LIPT_OK) return st;
+    const size_t n = (size_t)T * m->cfg.d_model;
+    lipt_no_grad_push(ctx);
+    lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
+    lipt_tensor *h = lipt_model_embed(ctx, m, ids, 1, T);
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        memcpy(x + (size_t)(2 * l) * n, h->data, n * sizeof(float));
+        lipt_tensor *mid =
+            lipt_model_residual(ctx, m, l, LIPT_BRANCH_ATTN, h, branch(ctx, m, l, LIPT_BRANCH_ATTN, h, NULL));
+        memcpy(x + (size_t)(2 * l + 1) * n, mid->data, n * sizeof(float));
+        h = lipt_model_residual(ctx, m, l, LIPT_BRANCH_FFN, mid, branch(ctx, m, l, LIPT_BRANCH_FFN, mid, NULL));
+    }
+    lipt_arena_release(&ctx->arena, mark);
+    lipt_no_grad_pop(ctx);
+    return LIPT_OK;
+}
+
 /* One residual half-block, x + dropout(branch(x)) (then its norm), as a lipt_segment_fn over a lipt_branch_ref. */
 static lipt_tensor *half_block(lipt_ctx *ctx, lipt_tensor *x, void *branch_ref) {
     const lipt_branch_ref *r = branch_ref;

@@ -1,4 +1,5 @@
-/* Model inversion (SPEC §3): hidden state -> blocks undone from the top by fixed-point iteration -> tokens. */
+/* Model inversion (SPEC §3): a hidden state -> the blocks undone from the top by fixed-point iteration -> the
+ * embedding input; from tokens, the forward pass first and the nearest tokens last. */
 #include "lipt/invert.h"
 
 #include <float.h>
@@ -8,51 +9,49 @@
 
 #include "lipt/model.h"
 
+void lipt_invert_trace_free(lipt_invert_trace *trace) {
+    if (!trace) return;
+    free(trace->iters);
+    free(trace->converged);
+    free(trace->err);
+    memset(trace, 0, sizeof *trace);
+    trace->failed_layer = trace->failed_branch = -1;
+}
+
 void lipt_model_invert_result_free(lipt_model_invert_result *res) {
     if (!res) return;
-    free(res->iters);
-    free(res->converged);
-    free(res->err);
+    lipt_invert_trace_free(&res->trace);
     free(res->tokens);
     memset(res, 0, sizeof *res);
+    res->trace.failed_layer = res->trace.failed_branch = -1;
+}
+
+lipt_fp_opts lipt_model_invert_opts(const lipt_model *m, const lipt_fp_opts *opts) {
+    lipt_fp_opts o = opts ? *opts : lipt_fp_opts_default();
+    /* maps certified in the token-wise norm stop on the change in that norm */
+    if (m->cfg.lip_norm == LIPT_LIPNORM_INF2) o.row_width = m->cfg.d_model;
+    return o;
 }
 
 static const char *branch_name(int which) { return which == LIPT_BRANCH_ATTN ? "attention" : "feed-forward"; }
 
-/* The inversion's options for model m (o from opts or the defaults), and res's arrays for T tokens. */
-static lipt_status invert_setup(const lipt_model *m, const int *ids, int T, const lipt_fp_opts *opts, lipt_fp_opts *o,
-                                lipt_model_invert_result *res, lipt_error *err) {
-    memset(res, 0, sizeof *res);
-    res->failed_layer = res->failed_branch = -1;
+/* The checks every model inversion starts with: an invertible (or coupling) model, the options o. */
+static lipt_status invert_check(const lipt_model *m, const lipt_fp_opts *o, lipt_error *err) {
     if (!m->invertible && !m->cfg.coupling)
         return lipt_fail(err, LIPT_ERR_ARG,
                          "model inversion needs the invertible model (attention = clipped-dp or contractive-l2, ffn = "
                          "contractive); "
                          "this one has attention = %s, ffn = %s",
                          lipt_attn_name(m->cfg.attention), lipt_ffn_name(m->cfg.ffn));
-    lipt_status st = lipt_model_check_ids(m, ids, 1, T, err);
-    if (st != LIPT_OK) return st;
-    *o = (lipt_fp_opts){1e-6, 100, 0};
-    if (opts) *o = *opts;
-    /* maps certified in the token-wise norm stop on the change in that norm */
-    if (m->cfg.lip_norm == LIPT_LIPNORM_INF2) o->row_width = m->cfg.d_model;
     if (o->max_iter < 1 || !(o->tol > 0))
         return lipt_fail(err, LIPT_ERR_ARG, "inversion: need tol > 0 and max_iter >= 1");
-    const int L = m->cfg.n_layers;
-    res->n_layers = L;
-    res->T = T;
-    res->max_iter = o->max_iter;
-    res->iters = lipt_xcalloc((size_t)(2 * L + 1), sizeof(int));
-    res->converged = lipt_xcalloc((size_t)(2 * L + 1), sizeof(int));
-    res->err = lipt_xcalloc((size_t)(2 * L + 1) * (size_t)o->max_iter, sizeof(double));
-    res->tokens = lipt_xcalloc((size_t)T, sizeof(int));
     return LIPT_OK;
 }
 
 /* The blocks undone from the top: y [T, D] is the last block's output on entry and the recovered embedding input on
- * success (x [T, D] scratch; the two may trade buffers, so both are passed by address). */
+ * success (x [T, D] scratch; the two may trade buffers, so both are passed by address). tr may be NULL. */
 static lipt_status invert_blocks(lipt_ctx *ctx, const lipt_model *m, int T, const lipt_fp_opts *o, float **py,
-                                 float **px, lipt_model_invert_result *res, lipt_error *err) {
+                                 float **px, lipt_invert_trace *tr, lipt_error *err) {
     const int L = m->cfg.n_layers, D = m->cfg.d_model;
     const size_t n = (size_t)T * D;
     float *y = *py, *x = *px;
@@ -68,19 +67,23 @@ static lipt_status invert_blocks(lipt_ctx *ctx, const lipt_model *m, int T, cons
         for (int which = LIPT_BRANCH_FFN; which >= LIPT_BRANCH_ATTN; which--) {
             const int k = 2 * l + which;
             lipt_branch_ref ref = {m, l, which, NULL};
-            lipt_fp_result fr = {0, 0, res->err + (size_t)k * o->max_iter, 0};
+            lipt_fp_result fr = {0, 0, tr ? tr->err + (size_t)k * o->max_iter : NULL, 0};
             lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
             lipt_tensor *yt = lipt_tensor_wrap(ctx, y, 3, (int[]){1, T, D});
             lipt_error inner = {LIPT_OK, ""};
             st = lipt_fixed_point_invert(ctx, lipt_model_branch_fn, &ref, yt, x, o, &fr, &inner);
             lipt_arena_release(&ctx->arena, mark);
-            res->iters[k] = fr.iters;
-            res->converged[k] = fr.converged && st == LIPT_OK;
-            res->total_iters += fr.iters;
+            if (tr) {
+                tr->iters[k] = fr.iters;
+                tr->converged[k] = fr.converged && st == LIPT_OK;
+                tr->total_iters += fr.iters;
+            }
             if (st != LIPT_OK) {
-                res->failed_layer = l;
-                res->failed_branch = which;
-                res->failed_err = fr.final_err;
+                if (tr) {
+                    tr->failed_layer = l;
+                    tr->failed_branch = which;
+                    tr->failed_err = fr.final_err;
+                }
                 st = lipt_fail(err, LIPT_ERR_NUMERIC,
                                "inversion of layer %d %s map did not converge: %d iterations, last change %.3e "
                                "(tol %.1e relative): %.300s",
@@ -94,6 +97,41 @@ static lipt_status invert_blocks(lipt_ctx *ctx, const lipt_model *m, int T, cons
     }
     *py = y;
     *px = x;
+    return st;
+}
+
+lipt_status lipt_model_invert_hidden(lipt_ctx *ctx, const lipt_model *m, const float *h, int T, float *x0,
+                                     const lipt_fp_opts *opts, lipt_invert_trace *trace, lipt_error *err) {
+    if (trace) {
+        memset(trace, 0, sizeof *trace);
+        trace->failed_layer = trace->failed_branch = -1;
+    }
+    if (!ctx || !m || !h || !x0) return lipt_fail(err, LIPT_ERR_ARG, "model inversion: NULL argument");
+    const lipt_fp_opts o = lipt_model_invert_opts(m, opts);
+    lipt_status st = invert_check(m, &o, err);
+    if (st != LIPT_OK) return st;
+    if (T < 1 || T > m->cfg.seq_len)
+        return lipt_fail(err, LIPT_ERR_ARG, "model inversion: T = %d positions, need 1..seq_len %d", T, m->cfg.seq_len);
+    const int L = m->cfg.n_layers;
+    if (trace) {
+        trace->n_layers = L;
+        trace->max_iter = o.max_iter;
+        trace->iters = lipt_xcalloc((size_t)(2 * L), sizeof(int));
+        trace->converged = lipt_xcalloc((size_t)(2 * L), sizeof(int));
+        trace->err = lipt_xcalloc((size_t)(2 * L) * (size_t)o.max_iter, sizeof(double));
+    }
+    const size_t n = (size_t)T * m->cfg.d_model;
+    float *y = lipt_xmalloc(n * sizeof(float)), *x = lipt_xmalloc(n * sizeof(float));
+    memcpy(y, h, n * sizeof(float)); /* h is not read again: x0 may be h */
+    const int training = ctx->training; /* no dropout, whatever mode the caller is in */
+    ctx->training = 0;
+    lipt_no_grad_push(ctx);
+    st = invert_blocks(ctx, m, T, &o, &y, &x, trace, err);
+    lipt_no_grad_pop(ctx);
+    ctx->training = training;
+    if (st == LIPT_OK) memcpy(x0, y, n * sizeof(float)); /* y is the recovered embedding input */
+    free(x);
+    free(y);
     return st;
 }
 
@@ -133,14 +171,17 @@ static lipt_status invert_tokens(const lipt_model *m, const int *ids, int T, con
 
 lipt_status lipt_model_invert(lipt_ctx *ctx, const lipt_model *m, const int *ids, int T, const lipt_fp_opts *opts,
                               lipt_model_invert_result *res, lipt_error *err) {
-    lipt_fp_opts o;
-    lipt_status st = invert_setup(m, ids, T, opts, &o, res, err);
+    memset(res, 0, sizeof *res);
+    res->trace.failed_layer = res->trace.failed_branch = -1;
+    const lipt_fp_opts o = lipt_model_invert_opts(m, opts);
+    lipt_status st = invert_check(m, &o, err);
+    if (st == LIPT_OK) st = lipt_model_check_ids(m, ids, 1, T, err);
     if (st != LIPT_OK) return st;
-    const int L = m->cfg.n_layers, D = m->cfg.d_model;
-    const size_t n = (size_t)T * D;
+    res->T = T;
+    res->tokens = lipt_xcalloc((size_t)T, sizeof(int));
+    const size_t n = (size_t)T * m->cfg.d_model;
     float *x0 = lipt_xmalloc(n * sizeof(float)); /* the true input: embeddings of ids */
     float *y = lipt_xmalloc(n * sizeof(float));
-    float *x = lipt_xmalloc(n * sizeof(float));
 
     /* Forward without dropout, whatever mode the caller is in. */
     const int training = ctx->training;
@@ -149,17 +190,15 @@ lipt_status lipt_model_invert(lipt_ctx *ctx, const lipt_model *m, const int *ids
     lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
     lipt_tensor *h = lipt_model_embed(ctx, m, ids, 1, T);
     memcpy(x0, h->data, n * sizeof(float));
-    for (int l = 0; l < L; l++) h = lipt_model_block(ctx, m, l, h);
+    for (int l = 0; l < m->cfg.n_layers; l++) h = lipt_model_block(ctx, m, l, h);
     memcpy(y, h->data, n * sizeof(float));
     lipt_arena_release(&ctx->arena, mark);
-
-    st = invert_blocks(ctx, m, T, &o, &y, &x, res, err);
     lipt_no_grad_pop(ctx);
     ctx->training = training;
 
+    st = lipt_model_invert_hidden(ctx, m, y, T, y, &o, &res->trace, err);
     if (st == LIPT_OK) st = invert_tokens(m, ids, T, y, x0, res, err); /* y is the recovered embedding input */
     free(x0);
-    free(x);
     free(y);
     return st;
 }

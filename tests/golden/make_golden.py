@@ -25,7 +25,7 @@ import torch
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-from lipt_torch import (KIND_BUFFER, LiptConfig, LiptTransformer, _f32,  # noqa: E402
+from lipt_torch import (INVERT_MAX_ITER, INVERT_TOL, KIND_BUFFER, LiptConfig, LiptTransformer, _f32,  # noqa: E402
                         norm_inf_blocks, spectral_sigma)
 
 torch.set_num_threads(1)
@@ -151,7 +151,7 @@ VARIANTS = [
 LATER_KEYS = (("ffn_full_budget", "coupling", "head_hidden"), ("norm",), ("precision",))
 B, STEPS = 2, 3
 ADAMW = dict(lr=1e-2, beta1=0.9, beta2=0.98, eps=1e-8, weight_decay=0.1)
-INVERT = dict(tol=1e-6, max_iter=100)
+INVERT = dict(tol=INVERT_TOL, max_iter=INVERT_MAX_ITER)  # lipt's defaults (the golden test checks)
 PRECISION = 1e-5  # largest float32-vs-float64 difference of any compared tensor (a tenth of the test's 1e-4)
 MARGIN = 1e-3  # least relative gap between the top two candidates of every max in the infinity-norm bound
 CLIP_MARGIN = 1e-3  # least relative distance |(|x_i| / R) - 1| of every row clipped-dp attention sees
