@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The house rules that a script can check (issue 36, item 5); scripts/test.sh runs it before the builds:
-#   1. no source file of the product (*.c, *.h under src/, include/, train/, eval/; tests/ is not the product) over
-#      600 lines;
+#   1. no source file of the product (*.c, *.h anywhere under src/, include/, train/, eval/; tests/ is not the
+#      product) over 600 lines;
 #   2. no C function in those files over 100 lines, counted from the line of its name to the line of its closing
 #      brace;
 #   3. no cycle between the library's folders (src/<folder>/), neither by includes nor by calls;

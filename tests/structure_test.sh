@@ -2,7 +2,8 @@
 # scripts/check_structure.sh can pass and can fail: it passes on a small tree at the limits (a 600-line file, a
 # 100-line function, folders that call downwards only), and fails on each rule broken in a copy of this repository's
 # sources: a file over 600 lines, a function over 100 lines, an include cycle and a call cycle between src/ folders,
-# a whole file written other than through the one writer (a rename, a fopen for writing, O_CREAT without O_NOFOLLOW).
+# a whole file written other than through the one writer (a rename, a fopen for writing, also in a subfolder of
+# eval/, O_CREAT without O_NOFOLLOW).
 # Each planted violation must be named in the output of the copy it was planted in, and not in the untouched copy's.
 #   bash tests/structure_test.sh [SOURCE_DIR]
 set -euo pipefail
@@ -64,6 +65,8 @@ plant own_rename "train/planted_write.c:2: rename()" \
   'printf "#include <stdio.h>\nint planted(void) { return rename(\"a.tmp\", \"a\"); }\n" > train/planted_write.c'
 plant own_fopen "eval/planted_fopen.c:2: fopen() for writing" \
   'printf "#include <stdio.h>\nFILE *planted(void) { return fopen(\"out.csv\", \"w\"); }\n" > eval/planted_fopen.c'
+plant nested_fopen "eval/tools/planted_fopen.c:2: fopen() for writing" \
+  'printf "#include <stdio.h>\nFILE *planted(void) { return fopen(\"out.csv\", \"w\"); }\n" > eval/tools/planted_fopen.c'
 plant creat_follow "src/shell/planted_open.c:2: open() with O_CREAT but without O_NOFOLLOW" \
   'printf "#include <fcntl.h>\nint planted(void) { return open(\"log\", O_WRONLY | O_CREAT | O_APPEND, 0666); }\n" > src/shell/planted_open.c'
 grep -q "cycle between src/ folders" <<<"$(bash "$GUARD" "$TMP/call_cycle" || true)" || fail "call_cycle: no cycle line"

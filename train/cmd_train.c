@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "commands.h"
 #include "lipt/checkpoint.h"
 #include "run.h"
 #include "train_run.h"

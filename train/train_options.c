@@ -1,5 +1,5 @@
 /* lipt train's options: the training settings read and checked (the option table and the stored training keys:
- * src/shell/train_opts.c; a run config file: src/shell/model_config.c). */
+ * src/shell/train_option_table.c; a run config file: src/shell/model_config.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

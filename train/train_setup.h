@@ -9,7 +9,7 @@
 #include "train_keys.h"
 #include "train_run.h"
 
-/* train_options.c (the option table and the stored training keys: train_keys.h, src/shell/train_opts.c) */
+/* train_options.c (the option table and the stored training keys: train_keys.h, src/shell/train_option_table.c) */
 /* The training options read, range-checked and stored in t->opts_text; on resume the global batch is kept unless
  * --batch was typed (batch_given). */
 int train_parse_settings(cli_args *ap, trainer *t, int resume, const run_extra *rx, const char *resume_path,

@@ -5,8 +5,8 @@
 
 #include "cli.h"
 
-/* lipt train's option table (src/shell/train_opts.c); options stored in the checkpoint are restored on --resume
- * unless given again. */
+/* lipt train's option table (src/shell/train_option_table.c); options stored in the checkpoint are restored on
+ * --resume unless given again. */
 const cli_opt *train_options(int *n);
 /* The training keys a checkpoint and run.cfg store ("data", "steps", ...), *n of them. */
 const char *const *train_persisted_keys(int *n);

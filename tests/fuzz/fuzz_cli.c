@@ -13,9 +13,9 @@
 #include "lipt/data.h"
 #include "train_keys.h"
 
-/* lipt train's own option table (src/shell/train_opts.c), and tables shaped like eval's and plot's (eval/cmd_eval.c,
- * eval/cmd_plot.c, static to their commands): every option kind, defaults and none, extras allowed or not, positional
- * arguments or not. */
+/* lipt train's own option table (src/shell/train_option_table.c), and tables shaped like eval's and plot's
+ * (eval/cmd_eval.c, eval/tools/cmd_plot.c, static to their commands): every option kind, defaults and none, extras
+ * allowed or not, positional arguments or not. */
 static const cli_opt eval_like[] = {
     {"ckpt", CLI_STRING, "FILE", "checkpoint", NULL},
     {"data", CLI_STRING, "NAME|PATH", "corpus", NULL},

@@ -1,6 +1,7 @@
 /* What lipt train does with its options once parsed, for the fuzz targets of the training options (fuzz_ckpt_opts.c,
  * fuzz_run_config.c). They parse with lipt train's own option table and stored training keys (train_options,
- * train_persisted_keys: src/shell/train_opts.c, in the shell library every target links), so they cannot drift. */
+ * train_persisted_keys: src/shell/train_option_table.c, in the shell library every target links), so they cannot
+ * drift. */
 #ifndef LIPT_FUZZ_USE_TRAIN_OPTIONS_H
 #define LIPT_FUZZ_USE_TRAIN_OPTIONS_H
 
