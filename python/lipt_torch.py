@@ -459,14 +459,13 @@ class LiptTransformer(nn.Module):
 
     def attn_bound(self, l: int) -> torch.Tensor:
         """UB of the unnormalised contractive attention of layer l (lipt_model_attn_bound: the lip_norm norm,
-        N = seq_len, cfg.gram_iters squarings), one element."""
+        N = seq_len, cfg.gram_iters squarings), one element. A contractive kind's bound is clipped-dp or tied-l2
+        (lipt_variants.py refuses any other)."""
         cfg, p = self.cfg, f"layers.{l}."
         wq, wv, wo = self.p(p + "attn.wq"), self.p(p + "attn.wv"), self.p(p + "attn.wo")
         if cfg.attn.bound == "clipped-dp":
             return bound_clipped_dp(wq, self.p(p + "attn.wk"), wv, wo, cfg.n_heads, cfg.radius, self.bound_vectors(l),
                                     cfg.gram_arg)
-        if cfg.attn.bound != "tied-l2":
-            raise ValueError(f"attention {cfg.attention}: no certified bound (bound {cfg.attn.bound})")
         if cfg.lip_norm == "2":
             return bound_l2_2(wq, wv, wo, cfg.n_heads, cfg.seq_len, self.bound_vectors(l), cfg.gram_arg)
         if cfg.lip_norm == "inf2":
