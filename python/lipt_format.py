@@ -1,7 +1,8 @@
 """lipt's file formats without torch: the model config (LiptConfig), the parameters a config implies
 (parameter_specs), the vocabulary with lipt's text mapping (Vocab), and the reader of `lipt export` files
 (read_safetensors, read_export), which validates a file as lipt's own checkpoint reader does before anything is
-allocated from it. python/lipt_torch.py builds the PyTorch model on top of it (python/README.md).
+allocated from it. python/lipt_torch.py builds the PyTorch model on top of it (python/README.md). The kinds a config
+may name and the properties of each attention kind come from lipt's variant table (lipt_variants.py).
 
 Every problem with a file raises SafetensorsError (a ValueError) naming the file and what was expected."""
 from __future__ import annotations
@@ -13,16 +14,17 @@ import os
 import re
 import stat
 import struct
+import sys
 from collections import OrderedDict
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-ATTENTIONS = ("dp", "l2", "l2-tied", "contractive-l2", "clipped-dp")
-CONTRACTIVE_ATTENTIONS = ("contractive-l2", "clipped-dp")
-FFNS = ("standard", "contractive")
-ACTIVATIONS = ("gelu", "relu", "elu", "lipswish", "maxmin")
-LIP_NORMS = ("inf", "2", "inf2")
+if os.path.dirname(os.path.abspath(__file__)) not in map(os.path.abspath, sys.path):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # lipt_variants.py lives next to this file
+from lipt_variants import (ACTIVATIONS, ATTENTIONS, CONTRACTIVE_ATTENTIONS, FFNS, LIP_NORMS, NORMS,  # noqa: F401
+                           PRECISIONS, SPECTRAL_BOUNDS, AttnProps, attn_props, names_text, optional_props)
+
 SPECTRAL_CHOLESKY = 1 << 16  # LIPT_SPECTRAL_CHOLESKY: or'd into gram_iters, the Cholesky-verified bound first
 BOUND_VECTORS = ("uq", "vq", "uv", "vv", "uo", "vo", "uk", "vk")  # attn.bound.*, registration order
 
@@ -76,6 +78,9 @@ class LiptConfig:
     precision: str = "float32"  # lipt's matrix products (float32, bf16, bf16-emulated); this module computes in its
                                 # own dtype (torch.autocast gives bf16 products)
     spectral_bound: str = "gram"  # "cholesky": sigma certified by a Cholesky factorisation at an eigenvalue estimate
+    # not a config key: the properties of `attention` when they come from an export's metadata (attention_info);
+    # None (or another kind's) takes them from lipt's table (lipt_variants.attn_props_of)
+    attn_info: Optional[AttnProps] = dataclasses.field(default=None, compare=False, repr=False)
 
     KEYS = ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn", "activation",
             "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps", "clip_radius", "rel_bias", "actnorm",
@@ -85,8 +90,13 @@ class LiptConfig:
         self.validate()
 
     @property
+    def attn(self) -> AttnProps:
+        """The properties of the attention kind: what the model computes (lipt_attn_info_of(cfg.attention))."""
+        return optional_props(self.attn_info, self.attention)
+
+    @property
     def invertible(self) -> bool:
-        return self.attention in CONTRACTIVE_ATTENTIONS and self.ffn == "contractive"
+        return self.attn.contractive and self.ffn == "contractive"
 
     @property
     def head_dim(self) -> int:
@@ -99,31 +109,34 @@ class LiptConfig:
 
     @property
     def n_bound_vectors(self) -> int:
-        """Attention-bound power vectors per layer: 8 for clipped-dp, 6 for contractive-l2 with lip_norm 2/inf2."""
-        if self.attention == "clipped-dp":
-            return 8
-        return 6 if self.attention == "contractive-l2" and self.lip_norm != "inf" else 0
+        """Attention-bound power vectors per layer (lipt_attn_bound_vector_count): 8 for the clipped-dp bound (W^K
+        too), 6 for the tied L2 bound with lip_norm 2 or inf2, none unless the attention is contractive."""
+        a = self.attn
+        if not a.contractive:
+            return 0
+        return {"clipped-dp": 8, "tied-l2": 0 if self.lip_norm == "inf" else 6}.get(a.bound, 0)
 
     def validate(self) -> None:
         self._check_ranges()
-        if self.attention not in ATTENTIONS: raise ValueError(f"attention {self.attention!r} not in {ATTENTIONS}")
+        a = self.attn  # ValueError for a kind lipt does not know or this module does not implement
         if self.ffn not in FFNS: raise ValueError(f"ffn {self.ffn!r} not in {FFNS}")
         if self.activation not in ACTIVATIONS: raise ValueError(f"activation {self.activation!r} not in {ACTIVATIONS}")
         if self.lip_norm not in LIP_NORMS: raise ValueError(f"lip_norm {self.lip_norm!r} not in {LIP_NORMS}")
         if self.d_model % self.n_heads: raise ValueError(f"n_heads {self.n_heads} does not divide d_model {self.d_model}")
-        if (self.attention in CONTRACTIVE_ATTENTIONS) != (self.ffn == "contractive"):
-            raise ValueError("attention = clipped-dp or contractive-l2 and ffn = contractive go together "
-                             "(the invertible model)")
-        if self.attention == "clipped-dp" and self.lip_norm != "inf2":
-            raise ValueError("attention = clipped-dp needs lip_norm = inf2")
+        if a.contractive != (self.ffn == "contractive"):
+            raise ValueError(f"attention = {names_text(CONTRACTIVE_ATTENTIONS)} and ffn = contractive go together "
+                             f"(the invertible model; got attention = {self.attention}, ffn = {self.ffn})")
+        if a.token_norm_only and self.lip_norm != "inf2":
+            raise ValueError(f"attention = {self.attention} is certified in the token-wise norm only: it needs "
+                             f"lip_norm = inf2")
         if self.actnorm and not self.invertible:
             raise ValueError("actnorm = 1 is an option of the invertible model")
         if self.rel_bias not in (0, 1) or self.actnorm not in (0, 1):
             raise ValueError("rel_bias and actnorm are 0 or 1")
         if not 1 <= self.gram_iters <= 30:
             raise ValueError(f"gram_iters {self.gram_iters} outside [1, 30]")
-        if self.spectral_bound not in ("gram", "cholesky"):
-            raise ValueError(f"spectral_bound {self.spectral_bound!r} not in ('gram', 'cholesky')")
+        if self.spectral_bound not in SPECTRAL_BOUNDS:
+            raise ValueError(f"spectral_bound {self.spectral_bound!r} not in {SPECTRAL_BOUNDS}")
         if self.spectral_bound != "gram" and self.ffn != "contractive":
             raise ValueError("spectral_bound = cholesky needs ffn = contractive")
         if not 0 <= self.clip_radius <= 1e6:
@@ -137,15 +150,16 @@ class LiptConfig:
             raise ValueError("ffn_full_budget and coupling are 0 or 1")
         if not 0 <= self.head_hidden <= 1 << 18:
             raise ValueError(f"head_hidden {self.head_hidden} outside [0, 2^18]")
-        if self.precision not in ("float32", "bf16", "bf16-emulated"):
-            raise ValueError(f"precision {self.precision!r} not in ('float32', 'bf16', 'bf16-emulated')")
-        if self.norm not in ("pre", "post"):
-            raise ValueError(f"norm {self.norm!r} not in ('pre', 'post')")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision {self.precision!r} not in {PRECISIONS}")
+        if self.norm not in NORMS:
+            raise ValueError(f"norm {self.norm!r} not in {NORMS}")
         if self.norm == "post" and (self.invertible or self.coupling):
             raise ValueError("norm = post is an option of the non-invertible variants without coupling")
         if self.coupling and (self.invertible or self.ffn != "standard" or self.d_model % 2):
-            raise ValueError("coupling = 1 is for the pre-LN variants (attention dp, l2 or l2-tied, ffn standard) "
-                             "with an even d_model")
+            plain = names_text(n for n in ATTENTIONS if n not in CONTRACTIVE_ATTENTIONS)
+            raise ValueError(f"coupling = 1 is for the pre-LN variants (attention {plain}, ffn standard) with an "
+                             f"even d_model")
 
     def _check_ranges(self) -> None:
         """The ranges lipt's config parser accepts (src/nn/config.c), types included."""
@@ -166,9 +180,9 @@ class LiptConfig:
                 raise ValueError(f"{key} = {getattr(self, key)!r}: expected a name")
 
     @classmethod
-    def from_text(cls, text: str) -> "LiptConfig":
+    def from_text(cls, text: str, attn_info: Optional[AttnProps] = None) -> "LiptConfig":
         """Parse lipt's `key = value` format (comments with #, '-' for '_' in keys, each key once). ValueError on
-        anything lipt's own parser refuses."""
+        anything lipt's own parser refuses. attn_info: the attention kind's properties (an export's metadata)."""
         kw = {}
         types = {f.name: f.type for f in dataclasses.fields(cls)}
         for line in text.splitlines():
@@ -193,7 +207,7 @@ class LiptConfig:
                 kw[key] = float(val)
             else:
                 kw[key] = val
-        return cls(**kw)
+        return cls(**kw, attn_info=attn_info)
 
     def to_text(self) -> str:
         """lipt_config_to_text's keys (floats with 9 digits, which read back as the same float32; lipt itself now
@@ -227,10 +241,10 @@ def parameter_specs(cfg: LiptConfig) -> List[Tuple[str, Tuple[int, ...], str]]:
         if not cfg.invertible:
             s += [(p + "ln1.gamma", (D,), ND), (p + "ln1.beta", (D,), ND)]
         s.append((p + "attn.wq", (D, D), DEC))
-        if cfg.attention in ("dp", "l2", "clipped-dp"):
+        if cfg.attn.has_wk:
             s.append((p + "attn.wk", (D, D), DEC))
         s += [(p + "attn.wv", (D, D), DEC), (p + "attn.wo", (D, D), DEC), (p + "attn.bo", (D,), ND)]
-        if cfg.attention == "clipped-dp" and cfg.rel_bias:
+        if cfg.attn.rel_bias and cfg.rel_bias:
             s.append((p + "attn.rel_bias", (H, cfg.seq_len), ND))
         if not cfg.invertible:
             s += [(p + "ln2.gamma", (D,), ND), (p + "ln2.beta", (D,), ND)]
@@ -454,15 +468,34 @@ def read_safetensors(path: str, max_bytes: int = MAX_MODEL_BYTES) -> Tuple["Orde
     return _read_checked(path, max_bytes)
 
 
+def _attn_info(meta: Dict[str, str], path: str) -> Optional[AttnProps]:
+    """The attention kind's properties from the metadata (attention_info), None for a file from a lipt that did not
+    write them: the kind's properties then come from lipt_variants.json."""
+    if "attention_info" not in meta:
+        return None
+    try:
+        row = json.loads(meta["attention_info"], object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:
+        raise SafetensorsError(path, f"metadata 'attention_info' is not valid JSON ({str(e)[:80]})") from None
+    try:
+        return attn_props(row, "metadata 'attention_info'")
+    except ValueError as e:
+        raise SafetensorsError(path, str(e)) from None
+
+
 def _config_check(path: str, max_bytes: int, need_vocab: bool, found: dict):
     """The check read_export runs between the header and the data: config, vocabulary, every tensor's shape."""
     def check(shapes: Dict[str, Tuple[int, ...]], meta: Dict[str, str]) -> None:
         if "config" not in meta:
             raise SafetensorsError(path, "no 'config' in the metadata: expected a file written by `lipt export`")
+        info = _attn_info(meta, path)
         try:
-            cfg = LiptConfig.from_text(meta["config"])
+            cfg = LiptConfig.from_text(meta["config"], info)
         except (ValueError, TypeError) as e:
             raise SafetensorsError(path, f"metadata 'config': {e}") from None
+        if info is not None and info.name != cfg.attention:
+            raise SafetensorsError(path, f"metadata 'attention_info' describes attention {info.name[:40]!r}, the "
+                                         f"config's attention is {cfg.attention!r}: expected the same")
         vocab = Vocab.from_metadata(meta, path) if need_vocab or "vocab" in meta else None
         if vocab is not None and vocab.size != cfg.vocab_size:
             raise SafetensorsError(path, f"the vocabulary has {vocab.size} ids, the config's vocab_size is "

@@ -22,7 +22,8 @@ Conventions follow lipt exactly:
     rounds, so its training trajectories differ there, while every forward value is the same function);
   * AdamW excludes biases, LayerNorm parameters, embeddings and ffn.beta from weight decay (`param_groups`).
 The config, the parameter list, the vocabulary and the validating file reader are in lipt_format.py (next to this
-file, no torch needed), re-exported here.
+file, no torch needed), re-exported here. What differs between the attention kinds comes from the properties of the
+kind (cfg.attn, lipt_variants.py: lipt's own variant table, or an export's metadata), never from its name.
 
 Use (python/README.md):
     import lipt_torch
@@ -54,7 +55,8 @@ if os.path.dirname(os.path.abspath(__file__)) not in map(os.path.abspath, sys.pa
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # lipt_format.py lives next to this file
 from lipt_format import (ACTIVATIONS, ATTENTIONS, BOUND_VECTORS, CONTRACTIVE_ATTENTIONS, FFNS,  # noqa: F401
                          KIND_BUFFER, KIND_DECAY, KIND_NO_DECAY, LIP_NORMS, MAX_MODEL_BYTES, SPECTRAL_CHOLESKY,
-                         LiptConfig, SafetensorsError, Vocab, _f32, parameter_specs, read_export, read_safetensors)
+                         AttnProps, LiptConfig, SafetensorsError, Vocab, _f32, parameter_specs, read_export,
+                         read_safetensors)
 
 LIPSWISH_SCALE = 1.1
 REL_BIAS_GAIN = 8.0  # LIPT_REL_BIAS_GAIN: the logit bias of clipped-dp is REL_BIAS_GAIN * attn.rel_bias
@@ -393,8 +395,8 @@ class LiptTransformer(nn.Module):
         d = D // H
         emb_std = math.sqrt(0.5) if cfg.invertible else 0.02
         out_std = 0.02 / math.sqrt(2.0 * max(cfg.n_layers, 1))
-        l2_std = 1.0 / (math.sqrt(D) * d ** 0.25)
-        qk_std = {"dp": 0.02, "clipped-dp": 0.5 / math.sqrt(D * math.sqrt(d))}.get(cfg.attention, l2_std)
+        qk_std = {"small": 0.02, "l2": 1.0 / (math.sqrt(D) * d ** 0.25),
+                  "clipped": 0.5 / math.sqrt(D * math.sqrt(d))}[cfg.attn.qk_init]
         for name, shape, kind in self.specs:
             t = self.p(name)
             leaf = name.split(".", 2)[-1] if name.startswith("layers.") else name
@@ -457,10 +459,11 @@ class LiptTransformer(nn.Module):
 
     def attn_bound(self, l: int) -> torch.Tensor:
         """UB of the unnormalised contractive attention of layer l (lipt_model_attn_bound: the lip_norm norm,
-        N = seq_len, cfg.gram_iters squarings), one element."""
+        N = seq_len, cfg.gram_iters squarings), one element. A contractive kind's bound is clipped-dp or tied-l2
+        (lipt_variants.py refuses any other)."""
         cfg, p = self.cfg, f"layers.{l}."
         wq, wv, wo = self.p(p + "attn.wq"), self.p(p + "attn.wv"), self.p(p + "attn.wo")
-        if cfg.attention == "clipped-dp":
+        if cfg.attn.bound == "clipped-dp":
             return bound_clipped_dp(wq, self.p(p + "attn.wk"), wv, wo, cfg.n_heads, cfg.radius, self.bound_vectors(l),
                                     cfg.gram_arg)
         if cfg.lip_norm == "2":
@@ -517,40 +520,41 @@ class LiptTransformer(nn.Module):
         return F.gelu(x)  # exact erf form
 
     def attention(self, l: int, x: torch.Tensor) -> torch.Tensor:
-        """Multi-head causal attention with its output projection (x already layer-normed for pre-LN)."""
-        cfg, p = self.cfg, f"layers.{l}."
+        """Multi-head causal attention with its output projection (x already layer-normed for pre-LN); each step
+        taken as the kind's properties say (cfg.attn), as lipt's forward pass reads its table row."""
+        cfg, p, a = self.cfg, f"layers.{l}.", self.cfg.attn
         B, T, D = x.shape
         H, d = cfg.n_heads, cfg.head_dim
         inv_s = 1.0 / math.sqrt(d)
         heads = lambda t: t.reshape(B, T, H, d).transpose(1, 2)  # [B,H,T,d]
         wq, wv = self.p(p + "attn.wq"), self.p(p + "attn.wv")
-        if cfg.attention == "clipped-dp":
+        if a.clip_rows:
             x = clip_rows(x, cfg.radius)
         qh = heads(x @ wq)
-        if cfg.attention in ("dp", "l2", "clipped-dp"):
-            kh = heads(x @ self.p(p + "attn.wk"))
-            vh = heads(x @ wv)
-        else:
-            # tied: keys are the queries; values Q_h M_h with M_h = W^{Q,h}^T W^{V,h} / s  [H,d,d]
+        if a.tied:
+            # keys are the queries; values Q_h M_h with M_h = W^{Q,h}^T W^{V,h} / s  [H,d,d]
             kh = qh
             M = torch.einsum("ihc,ihe->hce", wq.reshape(D, H, d), wv.reshape(D, H, d)) * inv_s
             vh = qh @ M.unsqueeze(0)
-        if cfg.attention in ("dp", "clipped-dp"):
-            logits = (qh @ kh.transpose(-1, -2)) * inv_s
-            if cfg.attention == "clipped-dp" and cfg.rel_bias:
-                # logit (i, j <= i) of head h gets REL_BIAS_GAIN * rel[h, i - j] (j > i is masked below)
-                idx = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).clamp_min(0)
-                logits = logits + (self.p(p + "attn.rel_bias") * REL_BIAS_GAIN)[:, idx]
         else:
+            kh = heads(x @ self.p(p + "attn.wk"))
+            vh = heads(x @ wv)
+        if a.l2_logits:
             # -|q_i - k_j|^2 / s up to the row constant -|q_i|^2 / s, which cancels in the softmax (as lipt)
             logits = (2.0 * (qh @ kh.transpose(-1, -2)) - (kh * kh).sum(-1).unsqueeze(-2)) * inv_s
+        else:
+            logits = (qh @ kh.transpose(-1, -2)) * inv_s
+        if self.has(p + "attn.rel_bias"):  # registered for a kind with rel_bias when the config's rel_bias = 1
+            # logit (i, j <= i) of head h gets REL_BIAS_GAIN * rel[h, i - j] (j > i is masked below)
+            idx = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).clamp_min(0)
+            logits = logits + (self.p(p + "attn.rel_bias") * REL_BIAS_GAIN)[:, idx]
         mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
         P = torch.softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
-        a = (P @ vh).transpose(1, 2).reshape(B, T, D)
+        y = (P @ vh).transpose(1, 2).reshape(B, T, D)
         wo = self.p(p + "attn.wo")
-        if cfg.attention in CONTRACTIVE_ATTENTIONS:  # the factor scales W^O, as lipt's forward pass does
+        if a.contractive:  # the factor scales W^O, as lipt's forward pass does
             wo = wo * contract_factor(self.attn_bound(l), _f32(cfg.c))
-        return a @ wo + self.p(p + "attn.bo")
+        return y @ wo + self.p(p + "attn.bo")
 
     def feed_forward(self, l: int, x: torch.Tensor) -> torch.Tensor:
         p = f"layers.{l}."

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "lipt/safetensors.h"
 #include "run.h"
+#include "variants_json.h"
 
 static const cli_opt export_opts[] = {
     {"ckpt", CLI_STRING, "FILE", "checkpoint to export (required)", NULL},
@@ -18,7 +19,8 @@ int cmd_export(int argc, char **argv) {
     int pr = cli_parse(&a, C,
                        "Export a checkpoint's parameters and buffers as safetensors (F32; metadata: config, format, step, vocab\n"
                        "(a JSON list: id i is byte vocab[i]), unk_id (-1: none), ptb_form (1: a PTB-style vocabulary, which reads a\n"
-                       "space as '_'), training (the run's options)).\n"
+                       "space as '_'), training (the run's options), attention_info (the properties of the model's attention\n"
+                       "kind, a JSON object as `lipt info --variants --json` lists them)).\n"
                        "Load with safetensors.torch.load_file or json + numpy.frombuffer.",
                        export_opts, 2, argc, argv, 0, 0);
     if (pr) return pr > 0 ? 0 : 2;
@@ -29,8 +31,14 @@ int cmd_export(int argc, char **argv) {
     int64_t step;
     const char *ckpt = cli_str(&a, "ckpt");
     if (run_load_model(ckpt, &m, &vocab, &step, &err) != LIPT_OK) return cli_fail(C, &err);
-    char cfg[4096], stepbuf[32], vocab_json[2048], unk[16], training[4096] = "";
+    char cfg[4096], stepbuf[32], vocab_json[2048], unk[16], training[4096] = "", attn_info[2048];
     lipt_config_to_text(&m.cfg, cfg, sizeof cfg);
+    if (variants_json_attn_text(lipt_attn_info_of(m.cfg.attention), attn_info, sizeof attn_info) != 0) {
+        lipt_fail(&err, LIPT_ERR_INTERNAL, "the properties of attention %s do not fit in %zu bytes of metadata",
+                  lipt_attn_name(m.cfg.attention), sizeof attn_info);
+        lipt_model_free(&m);
+        return cli_fail(C, &err);
+    }
     snprintf(stepbuf, sizeof stepbuf, "%lld", (long long)step);
     /* the vocabulary as a JSON list of byte values, id i -> byte vocab[i], so that ids become text outside lipt */
     size_t k = (size_t)snprintf(vocab_json, sizeof vocab_json, "[");
@@ -49,7 +57,8 @@ int cmd_export(int argc, char **argv) {
     }
     lipt_st_meta meta[] = {{"format", "lipt"},        {"config", cfg},   {"step", stepbuf},
                            {"layout", "y = x W, W [in, out]"}, {"vocab", vocab_json}, {"unk_id", unk},
-                           {"ptb_form", vocab.ptb_form ? "1" : "0"}, {"training", training}};
+                           {"ptb_form", vocab.ptb_form ? "1" : "0"}, {"training", training},
+                           {"attention_info", attn_info}};
     int rc = 0;
     const char *out = cli_str(&a, "out");
     struct stat so, sc;

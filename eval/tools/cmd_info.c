@@ -1,5 +1,6 @@
 /* lipt info: what a checkpoint holds (model, training settings, corpus, step, metrics), without loading the model; or,
- * with --system, the machine: the CPU, its features and the kernels OpenBLAS and oneDNN run on it. */
+ * with --system, the machine: the CPU, its features and the kernels OpenBLAS and oneDNN run on it; or, with
+ * --variants, the model kinds this lipt knows (the attention table with every property of each kind). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,11 +11,14 @@
 #include "metrics_read.h"
 #include "run.h"
 #include "sysinfo.h"
+#include "variants_json.h"
 
 static const cli_opt info_opts[] = {
     {"ckpt", CLI_STRING, "FILE", "checkpoint to describe (this or --system)", NULL},
     {"system", CLI_FLAG, NULL, "describe this machine instead: CPU, features, the kernels OpenBLAS and oneDNN run",
      NULL},
+    {"variants", CLI_FLAG, NULL, "list the model kinds instead: each attention kind with its properties, and the "
+     "names of the other kinds (the table python/lipt_variants.json copies)", NULL},
     {"json", CLI_FLAG, NULL, "one JSON object on stdout", NULL},
 };
 
@@ -31,6 +35,29 @@ static int info_system(int json) {
         printf("system:\n");
         sysinfo_print(stdout, &ci, "  ");
     }
+    return 0;
+}
+
+/* lipt info --variants [--json]: the text form has one line per attention kind, its set properties by name. */
+static int info_variants(int json) {
+    if (json) {
+        json_w j;
+        json_begin(&j, stdout);
+        variants_json_table(&j);
+        json_end(&j);
+        return 0;
+    }
+    printf("attention kinds (config key attention):\n");
+    for (int k = 0; k < LIPT_ATTN_KIND_COUNT; k++) {
+        const lipt_attn_info *ai = lipt_attn_info_of((lipt_attn_kind)k);
+        printf("  %-15s", ai->name);
+#define PRINT_FLAG(f) if (ai->f) printf(" %s", #f);
+        LIPT_ATTN_FLAGS(PRINT_FLAG)
+#undef PRINT_FLAG
+        printf("; bound %s, qk_init %s, model %s\n    %s\n", lipt_attn_bound_name(ai->bound),
+               lipt_qk_init_name(ai->qk_init), ai->model ? ai->model : ai->name, ai->lipschitz_note);
+    }
+    printf("(every kind and its properties as JSON: lipt info --variants --json)\n");
     return 0;
 }
 
@@ -93,14 +120,21 @@ int cmd_info(int argc, char **argv) {
     int pr = cli_parse(&a, C, "Describe a checkpoint: its model config, training settings, corpus (path, size, CRC-32),\n"
                               "step, best validation BPC and the run's last metrics. Or, with --system, this machine:\n"
                               "the CPU and its features, OpenBLAS's kernels (core type, and whether OpenBLAS, the user\n"
-                              "or lipt chose them: OPENBLAS_CORETYPE) and oneDNN's instruction set.",
-                       info_opts, 3, argc, argv, 0, 0);
+                              "or lipt chose them: OPENBLAS_CORETYPE) and oneDNN's instruction set. Or, with\n"
+                              "--variants, the model kinds this lipt knows: each attention kind with its properties.",
+                       info_opts, 4, argc, argv, 0, 0);
     if (pr) return pr > 0 ? 0 : 2;
+    if (cli_has(&a, "variants")) {
+        if (cli_has(&a, "ckpt") || cli_has(&a, "system"))
+            return cli_error(C, "--variants lists the model kinds: give it without --ckpt or --system");
+        return info_variants(cli_has(&a, "json"));
+    }
     if (cli_has(&a, "system")) {
         if (cli_has(&a, "ckpt")) return cli_error(C, "--system describes this machine, --ckpt a checkpoint: one at a time");
         return info_system(cli_has(&a, "json"));
     }
-    if (!cli_has(&a, "ckpt")) return cli_error(C, "--ckpt FILE is required (or --system for this machine)");
+    if (!cli_has(&a, "ckpt"))
+        return cli_error(C, "--ckpt FILE is required (or --system for this machine, --variants for the model kinds)");
     const char *path = cli_str(&a, "ckpt");
     lipt_error err = {0};
     lipt_ckpt ck;

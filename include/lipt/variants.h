@@ -33,15 +33,25 @@ typedef enum {
     LIPT_QK_INIT_CLIPPED       /* std ½ (D√d)^{-1/2}: the clipped-dp bound's τ starts near 2.3 */
 } lipt_qk_init;
 
+/* The yes/no properties of an attention kind, X(field): each is an int member of lipt_attn_info, 0 unless the kind's
+ * row sets it. `lipt info --variants` and `lipt export` (metadata attention_info) write every one of them
+ * (src/shell/variants_json.c), so the PyTorch module (python/lipt_variants.py) refuses a kind that sets one it does
+ * not implement instead of computing another model. */
+#define LIPT_ATTN_FLAGS(X)                                                                                             \
+    X(has_wk)          /* a key projection of its own ("attn.wk"); else the keys are the queries */                    \
+    X(tied)            /* W^K = W^Q: lipt_attention_l2_tied, values Q_h M_h, M_h = W^{Q,h}ᵀ W^{V,h} / √d */           \
+    X(l2_logits)       /* logits −‖q_i − k_j‖² / √d; else q_i·k_j / √d */                                              \
+    X(clip_rows)       /* input rows projected on the ball of radius R (lipt_config_clip_radius) first */              \
+    X(rel_bias)        /* has the relative-position logit bias "attn.rel_bias" when the config's rel_bias = 1 */       \
+    X(contractive)     /* divided by max(1, UB/c): an invertible model's attention (needs ffn = contractive) */        \
+    X(token_norm_only) /* its bound exists in the token-wise norm only: needs lip_norm = inf2 */
+
+/* A member added outside LIPT_ATTN_FLAGS needs its line in src/shell/variants_json.c too. */
 typedef struct {
     const char *name;          /* the config value ("dp", ...) */
-    int has_wk;                /* a key projection of its own ("attn.wk"); else the keys are the queries */
-    int tied;                  /* W^K = W^Q: lipt_attention_l2_tied, values Q_h M_h with M_h = W^{Q,h}ᵀ W^{V,h} / √d */
-    int l2_logits;             /* logits −‖q_i − k_j‖² / √d; else q_i·k_j / √d */
-    int clip_rows;             /* input rows projected on the ball of radius R (lipt_config_clip_radius) first */
-    int rel_bias;              /* has the relative-position logit bias "attn.rel_bias" when the config's rel_bias = 1 */
-    int contractive;           /* divided by max(1, UB/c): an invertible model's attention (needs ffn = contractive) */
-    int token_norm_only;       /* its bound exists in the token-wise norm only: needs lip_norm = inf2 */
+#define LIPT_ATTN_FLAG_MEMBER(f) int f;
+    LIPT_ATTN_FLAGS(LIPT_ATTN_FLAG_MEMBER)
+#undef LIPT_ATTN_FLAG_MEMBER
     lipt_attn_bound_kind bound;
     lipt_qk_init qk_init;
     const char *lipschitz_note; /* its Lipschitz status in one line, as `lipt lipschitz` reports it */
@@ -51,6 +61,10 @@ typedef struct {
 
 /* The row of kind k (aborts on a value outside the enum). */
 const lipt_attn_info *lipt_attn_info_of(lipt_attn_kind k);
+/* Value names, as `lipt info --variants` and `lipt export` write them: "none", "tied-l2", "clipped-dp"; "small", "l2",
+ * "clipped" ("?" outside the enum). */
+const char *lipt_attn_bound_name(lipt_attn_bound_kind b);
+const char *lipt_qk_init_name(lipt_qk_init q);
 
 #ifdef __cplusplus
 }

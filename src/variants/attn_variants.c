@@ -1,5 +1,5 @@
-/* The one description of the attention kinds: a row per lipt_attn_kind (fields in include/lipt/variants.h), and
- * the radius of the kinds that clip their input rows. */
+/* The one description of the attention kinds: a row per lipt_attn_kind (fields in include/lipt/variants.h), the names
+ * of the bound and initialisation kinds, and the radius of the kinds that clip their input rows. */
 #include "lipt/config.h"
 
 #include <math.h>
@@ -48,4 +48,23 @@ const char *lipt_attn_name(lipt_attn_kind k) {
  * the bounds all read it. */
 float lipt_config_clip_radius(const lipt_config *cfg) {
     return cfg->clip_radius > 0 ? cfg->clip_radius : (float)sqrt((double)cfg->d_model);
+}
+
+/* switches without a default: a value added to either enum without its name is a -Wswitch warning */
+const char *lipt_attn_bound_name(lipt_attn_bound_kind b) {
+    switch (b) {
+    case LIPT_ATTN_BOUND_NONE: return "none";
+    case LIPT_ATTN_BOUND_TIED_L2: return "tied-l2";
+    case LIPT_ATTN_BOUND_CLIPPED_DP: return "clipped-dp";
+    }
+    return "?";
+}
+
+const char *lipt_qk_init_name(lipt_qk_init q) {
+    switch (q) {
+    case LIPT_QK_INIT_SMALL: return "small";
+    case LIPT_QK_INIT_L2: return "l2";
+    case LIPT_QK_INIT_CLIPPED: return "clipped";
+    }
+    return "?";
 }

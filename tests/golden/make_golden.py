@@ -229,7 +229,7 @@ def margins(m: LiptTransformer):
                 s1, s2 = m.ffn_sigmas(l)
                 out.append((p + "ffn sigma1/c1", float(s1) / m.ffn_c1, 1.05))
                 out.append((p + "ffn sigma2/c", float(s2) / c, 1.05))
-            if cfg.attention == "contractive-l2" and cfg.lip_norm == "inf":
+            if cfg.attn.bound == "tied-l2" and cfg.invertible and cfg.lip_norm == "inf":
                 wq, wv, wo = m.p(p + "attn.wq"), m.p(p + "attn.wv"), m.p(p + "attn.wo")
                 cb = D // H
                 rows = wq.abs().reshape(D, H, cb).sum(-1)          # [D,H]: argmax over rows per head
@@ -332,7 +332,7 @@ def make_variant(stem, overrides, seed, T, verbose=True):
             r = kink_margin(m, ids_t)
             if not r >= 1e-4:
                 failures.append(f"{cfg.activation} pre-activation margin {r:.3g} < 1e-4")
-        if cfg.attention == "clipped-dp":
+        if cfg.attn.clip_rows:
             for l, (_, _, gap) in enumerate(clip_stats(m, ids_t)):
                 if not gap >= CLIP_MARGIN:
                     failures.append(f"layer {l} clip: a row norm within {gap:.3g} of R")
@@ -359,7 +359,7 @@ def make_variant(stem, overrides, seed, T, verbose=True):
     m0 = build(cfg, vals, torch.float32)
     m0.eval()
     lip = [m0.layer_lipschitz(l) for l in range(cfg.n_layers)]
-    clips = clip_stats(m0, ids_t) if cfg.attention == "clipped-dp" else []
+    clips = clip_stats(m0, ids_t) if cfg.attn.clip_rows else []
     if clips:
         n_clip, n_rows = sum(c[0] for c in clips), sum(c[1] for c in clips)
         if not 0 < n_clip < n_rows:

@@ -70,12 +70,13 @@ def mutate(header, d):
     """One structured mutation of a copy of the header, drawn from d."""
     h = json.loads(json.dumps(header))
     meta = h["__metadata__"]
-    name = d.draw(st.sampled_from(NAMES))
+    names = [n for n in NAMES if n in h]  # a first mutation may have dropped one
+    name = d.draw(st.sampled_from(names))
     ints = st.one_of(st.integers(-5, 5), st.integers(-2**70, 2**70), st.sampled_from([len(DATA), len(DATA) + 4]))
     junk = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False), st.text(max_size=8), ints,
                      st.lists(ints, max_size=3), st.dictionaries(st.text(max_size=4), ints, max_size=2))
     op = d.draw(st.sampled_from(["dtype", "shape", "dim", "offsets", "shift", "overlap", "drop", "extra", "field",
-                                 "config", "vocab", "unk", "ptb", "meta_drop", "meta_type"]))
+                                 "config", "vocab", "unk", "ptb", "meta_drop", "meta_type", "attn_info"]))
     t = h[name]
     if op == "dtype":
         t["dtype"] = d.draw(st.one_of(st.sampled_from(["F16", "BF16", "F64", "I32", "U8", "f32", ""]), junk))
@@ -90,7 +91,7 @@ def mutate(header, d):
         k = d.draw(ints)
         t["data_offsets"] = [t["data_offsets"][0] + k, t["data_offsets"][1] + k]
     elif op == "overlap":
-        other = h[d.draw(st.sampled_from(NAMES))]
+        other = h[d.draw(st.sampled_from(names))]
         t["data_offsets"] = list(other["data_offsets"])
         t["shape"] = list(other["shape"])
     elif op == "drop":
@@ -119,6 +120,12 @@ def mutate(header, d):
         meta["unk_id"] = d.draw(st.one_of(st.text(max_size=5), ints.map(str)))
     elif op == "ptb":
         meta["ptb_form"] = d.draw(st.one_of(st.sampled_from(["1", "0", "2", ""]), st.text(max_size=3)))
+    elif op == "attn_info" and "attention_info" in meta:
+        row = json.loads(meta["attention_info"])
+        key = d.draw(st.one_of(st.sampled_from(sorted(row)), st.text(max_size=6)))
+        row[key] = d.draw(st.one_of(st.booleans(), st.sampled_from(["dp", "l2", "tied-l2", "clipped-dp", "small", ""]),
+                                    junk))
+        meta["attention_info"] = d.draw(st.one_of(st.just(json.dumps(row)), st.text(max_size=10)))
     elif op == "meta_drop":
         meta.pop(d.draw(st.sampled_from(sorted(meta))), None)
     elif op == "meta_type":
