@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "lipt/decode.h"
+#include "lipt/sample.h"
 #include "run.h"
 
 static const cli_opt sample_opts[] = {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lipt/decode.h"
+#include "lipt/sample.h"
 #include "lipt/model.h"
 
 /* Heap-allocation counter: glibc lets a program replace malloc; forwarding to the __libc_ entry points keeps

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "gemm_ref.h"
 #include "lipt/decode.h"
+#include "lipt/sample.h"
 #include "lipt/optim.h"
 #include "lipt/train.h"
 

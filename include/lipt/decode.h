@@ -1,4 +1,4 @@
-/* defines: incremental (key/value-cached) decoding of a lipt_model for generation, and next-token sampling. */
+/* defines: incremental (key/value-cached) decoding of a lipt_model for generation (the sampler: lipt/sample.h). */
 #ifndef LIPT_DECODE_H
 #define LIPT_DECODE_H
 
@@ -48,12 +48,6 @@ int lipt_decoder_batch(const lipt_decoder *d);
 const int *lipt_decoder_window(const lipt_decoder *d, int b); /* the window's token ids of sequence b */
 long lipt_decoder_slides(const lipt_decoder *d);          /* slides since creation or reset */
 size_t lipt_decoder_bytes(const lipt_decoder *d);         /* heap bytes the state owns (fixed at creation) */
-
-/* Next-token choice from logits [n_logits], over ids [0, n_allowed) only (e.g. to exclude the unknown id).
- * temperature 0: greedy argmax (first maximum). Otherwise softmax(logits / temperature), restricted to the
- * top_k largest logits when top_k > 0 (ties at the k-th value are all kept), drawn with lipt_rng_uniform.
- * work: n_allowed floats of scratch. */
-int lipt_sample_next(const float *logits, int n_allowed, double temperature, int top_k, lipt_rng *rng, float *work);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@
 #include "lipt/invert.h"
 #include "lipt/jacobian.h"
 #include "lipt/decode.h"
+#include "lipt/sample.h"
 #include "lipt/evaluate.h"
 #include "lipt/optim.h"
 #include "lipt/data.h"

@@ -1,19 +1,20 @@
-/* Incremental decoding with per-layer key/value caches (the maths of lipt_model_forward, one new row at a time),
- * window sliding at seq_len, and next-token sampling (greedy, temperature, top-k). Every attention kind: dp, l2,
- * l2-tied, contractive-l2, and clipped-dp (rows clipped to the ball of radius R before the projections, relative
- * position bias by window position), with the invertible model's optional ActNorm after each block. */
+/* Incremental decoding with per-layer key/value caches (lipt_model_forward's blocks, one new row or block of rows at
+ * a time, through the ops' row functions of src/ops/rows.h) and window sliding at seq_len. Every attention kind: dp,
+ * l2, l2-tied, contractive-l2, and clipped-dp (rows clipped to the ball of radius R before the projections, relative
+ * position bias by window position), with the invertible model's optional ActNorm after each block. The next-token
+ * sampler is in sample.c. */
 #include "lipt/decode.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/attention_impl.h"
 #include "kernels/kernels.h"
+#include "ops/attention_impl.h"
+#include "ops/rows.h"
 
 /* Work (B*H*T*d) above which the one-token attention runs its (sequence, head) loop in parallel. */
 #define DEC_ATTN_PAR_MIN 65536.0
-#define LIPSWISH_SCALE 1.1f   /* as in src/ops/activation.c */
 
 typedef struct {
     float *k, *v;        /* [B, T, D]: dp/l2 key and value rows; tied: query rows (= keys) and rows Q_h M_h */
@@ -204,76 +205,9 @@ const int *lipt_decoder_window(const lipt_decoder *s, int b) {
     return s->tok + (size_t)b * s->T;
 }
 
-/* ---------------------------------------------------------------- row kernels */
+/* ---------------------------------------------------------------- one block of new rows */
 
-/* As lipt_layernorm: two-pass mean and variance in double. */
-static void layernorm_rows(const float *x, float *y, int rows, int D, const float *gamma, const float *beta, float eps) {
-    for (int r = 0; r < rows; r++) {
-        const float *xr = x + (size_t)r * D;
-        float *yr = y + (size_t)r * D;
-        double mu = 0;
-        for (int j = 0; j < D; j++) mu += xr[j];
-        mu /= D;
-        double var = 0;
-        for (int j = 0; j < D; j++) {
-            double t = xr[j] - mu;
-            var += t * t;
-        }
-        var /= D;
-        double rstd = 1.0 / sqrt(var + (double)eps);
-        for (int j = 0; j < D; j++) yr[j] = (float)((xr[j] - mu) * rstd * gamma[j] + beta[j]);
-    }
-}
-
-/* Post-LN: x <- LN(x) in place, through the scratch rows u (R x D). */
-static void post_norm(float *x, float *u, int R, int D, const float *gamma, const float *beta, float eps) {
-    layernorm_rows(x, u, R, D, gamma, beta, eps);
-    memcpy(x, u, (size_t)R * D * sizeof(float));
-}
-
-/* As lipt_clip_rows: each row projected on the ball of radius R, the norm in double, the scale R/‖x‖ rounded
- * to float. */
-static void clip_rows(const float *x, float *y, int rows, int D, float R) {
-    for (int r = 0; r < rows; r++) {
-        const float *xr = x + (size_t)r * D;
-        float *yr = y + (size_t)r * D;
-        double acc = 0;
-        for (int c = 0; c < D; c++) acc += (double)xr[c] * xr[c];
-        const double nrm = sqrt(acc);
-        if (nrm > R) {
-            const float f = (float)(R / nrm);
-            for (int c = 0; c < D; c++) yr[c] = xr[c] * f;
-        } else if (yr != xr) {
-            memcpy(yr, xr, (size_t)D * sizeof(float));
-        }
-    }
-}
-
-/* As src/ops/activation.c. */
-static void activate(lipt_act_kind act, float beta, float *x, size_t n) {
-    switch (act) {
-    case LIPT_ACT_RELU:
-        for (size_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : 0.0f;
-        break;
-    case LIPT_ACT_ELU:
-        for (size_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : expm1f(x[i]);
-        break;
-    case LIPT_ACT_LIPSWISH:
-        lipt_vlipswish(x, x, n, beta, LIPSWISH_SCALE);
-        break;
-    case LIPT_ACT_MAXMIN: /* as lipt_maxmin */
-        for (size_t p = 0; p + 1 < n; p += 2) {
-            const float u = x[p], v = x[p + 1];
-            x[p] = u >= v ? u : v;
-            x[p + 1] = u >= v ? v : u;
-        }
-        break;
-    case LIPT_ACT_GELU:
-    default:
-        lipt_vgelu(x, x, NULL, n);
-        break;
-    }
-}
+/* The model's maths, row by row, through the ops' own row functions (src/ops/rows.h). */
 
 /* y = x W (+ b) over rows, at the model's precision. */
 static void linear_rows(lipt_decoder *s, const float *x, int rows, int K, const float *w, int N, const float *b,
@@ -284,95 +218,160 @@ static void linear_rows(lipt_decoder *s, const float *x, int rows, int K, const 
             for (int j = 0; j < N; j++) y[(size_t)r * N + j] += b[j];
 }
 
-/* Softmax of row[0..cnt) in place (the kernel of softmax_rows in src/ops/attention_dp.c), after
- * subtracting kn[j] when given; row[cnt..nc) set to 0. */
-static void softmax_row(float *row, int cnt, int nc, const float *kn) {
-    lipt_vsoftmax_row(row, (size_t)cnt, kn);
-    for (int j = cnt; j < nc; j++) row[j] = 0.0f;
+static void layernorm_rows(const float *x, float *y, int rows, int D, const lipt_tensor *g, const lipt_tensor *b,
+                           float eps) {
+    for (int r = 0; r < rows; r++) lipt_layernorm_row(x + (size_t)r * D, y + (size_t)r * D, D, g->data, b->data, eps);
 }
 
-/* One query row (the newest position) of sequence b = bh / H, head h = bh % H against its nc cached rows:
- * plain loops, P·V accumulated in double; at a low precision q, k, P and v are rounded to bf16 as the products of the
- * forward pass round them. */
-static void attend_one(lipt_decoder *s, const dec_layer *L, int bh, int nc, float alpha) {
-    const int T = s->T, D = s->D, H = s->H, d = s->d, b = bh / H, h = bh % H;
-    const float *qh = s->q + (size_t)b * D + (size_t)h * d;
-    const float *Kh = L->k + (size_t)b * T * D + (size_t)h * d, *Vh = L->v + (size_t)b * T * D + (size_t)h * d;
-    float *row = s->P + (size_t)bh * T;
-    for (int j = 0; j < nc; j++) {
-        const float *kr = Kh + (size_t)j * D;
-        float dot = 0;
-        if (s->lowp)
-            for (int c = 0; c < d; c++) dot += lipt_bf16_round(qh[c]) * lipt_bf16_round(kr[c]);
-        else
-            for (int c = 0; c < d; c++) dot += qh[c] * kr[c];
-        row[j] = alpha * dot;
-    }
-    if (L->rel) { /* the query is window position nc - 1 (softmax_rows in attention_dp.c: row[j] += rel[i - j]) */
-        const float *rel = L->rel + (size_t)h * T;
-        for (int j = 0; j < nc; j++) row[j] += rel[nc - 1 - j];
-    }
-    softmax_row(row, nc, nc, s->l2 ? L->kn + (size_t)bh * T : NULL);
-    double *acc = s->acc + (size_t)b * D + (size_t)h * d;
-    for (int c = 0; c < d; c++) acc[c] = 0;
-    for (int j = 0; j < nc; j++) {
-        const double pj = s->lowp ? lipt_bf16_round(row[j]) : row[j];
-        const float *vr = Vh + (size_t)j * D;
-        if (s->lowp)
-            for (int c = 0; c < d; c++) acc[c] += pj * lipt_bf16_round(vr[c]);
-        else
-            for (int c = 0; c < d; c++) acc[c] += pj * vr[c];
-    }
-    float *o = s->att + (size_t)b * D + (size_t)h * d;
-    for (int c = 0; c < d; c++) o[c] = (float)acc[c];
+/* Post-LN: x <- LN(x) in place, through the scratch rows u (R x D). */
+static void post_norm(float *x, float *u, int R, int D, const lipt_tensor *g, const lipt_tensor *b, float eps) {
+    layernorm_rows(x, u, R, D, g, b, eps);
+    memcpy(x, u, (size_t)R * D * sizeof(float));
+}
+
+/* x += g over n floats (the residual add). */
+static void add_rows(float *x, const float *g, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = x[i] + g[i];
+}
+
+/* Head h of sequence b in layer L's cache, as the attention kernel reads it (keys from window position 0). */
+static lipt_attn_head cached_head(const lipt_decoder *s, const dec_layer *L, int b, int h) {
+    const size_t off = (size_t)b * s->T * s->D + (size_t)h * s->d;
+    return (lipt_attn_head){.k = L->k + off, .v = L->v + off, .kn = s->l2 ? L->kn + ((size_t)b * s->H + h) * s->T : NULL,
+                            .rel = L->rel ? L->rel + (size_t)h * s->T : NULL, .ld = s->D, .d = s->d, .causal = 1,
+                            .alpha = lipt_attn_logit_scale(s->l2, s->d)};
+}
+
+/* One query (the newest position) of sequence b = bh / H, head h = bh % H, against its nc cached rows. */
+static void attend_one(lipt_decoder *s, const dec_layer *L, int bh, int nc) {
+    const int D = s->D, H = s->H, d = s->d, b = bh / H, h = bh % H;
+    const lipt_attn_head hd = cached_head(s, L, b, h);
+    const size_t o = (size_t)b * D + (size_t)h * d;
+    lipt_attn_query_row(&hd, s->q + o, nc, s->lowp, s->P + (size_t)bh * s->T, s->acc + o, s->att + o);
 }
 
 /* Attention of the n new rows of every sequence (queries in s->q, keys/values already in the cache at positions
  * 0 .. len+n-1) -> s->att [B*n, D], heads concatenated. */
 static void attend(lipt_decoder *s, const dec_layer *L, int n) {
     const int B = s->B, T = s->T, D = s->D, H = s->H, d = s->d, len = s->len, nc = len + n;
-    const double inv_s = 1.0 / sqrt((double)d);
-    const float alpha = (float)((s->l2 ? 2.0 : 1.0) * inv_s);
     if (n == 1) {
         /* one query per (sequence, head). Only enter an OpenMP region when it runs in parallel: a serial
          * region still costs libgomp a team allocation per call. */
         const int BH = B * H;
         if (BH > 1 && (double)BH * nc * d >= DEC_ATTN_PAR_MIN) {
 #pragma omp parallel for schedule(static)
-            for (int bh = 0; bh < BH; bh++) attend_one(s, L, bh, nc, alpha);
+            for (int bh = 0; bh < BH; bh++) attend_one(s, L, bh, nc);
         } else {
-            for (int bh = 0; bh < BH; bh++) attend_one(s, L, bh, nc, alpha);
+            for (int bh = 0; bh < BH; bh++) attend_one(s, L, bh, nc);
         }
         return;
     }
-    /* a block of rows (prompt, re-encoding after a slide): GEMMs as in head_forward, causal inside the block */
+    /* a block of rows (prompt, re-encoding after a slide): the kernel's block of query rows [len, nc) */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
-            const float *qh = s->q + (size_t)b * n * D + (size_t)h * d;
-            const float *Kh = L->k + (size_t)b * T * D + (size_t)h * d, *Vh = L->v + (size_t)b * T * D + (size_t)h * d;
-            const float *kn = s->l2 ? L->kn + ((size_t)b * H + h) * T : NULL;
-            const float *rel = L->rel ? L->rel + (size_t)h * T : NULL;
-            lipt_gemm_gemv_p(&s->gemm, 0, 1, n, nc, d, alpha, qh, D, Kh, D, 0.0f, s->P, T);
-            for (int i = 0; i < n; i++) {
-                float *row = s->P + (size_t)i * T;
-                const int pi = len + i; /* window position of the query */
-                if (rel)
-                    for (int j = 0; j <= pi; j++) row[j] += rel[pi - j];
-                softmax_row(row, pi + 1, nc, kn);
-            }
-            lipt_gemm_gemv_p(&s->gemm, 0, 0, n, d, nc, 1.0f, s->P, T, Vh, D, 0.0f,
-                             s->att + (size_t)b * n * D + (size_t)h * d, D);
+            const lipt_attn_head hd = cached_head(s, L, b, h);
+            const size_t o = (size_t)b * n * D + (size_t)h * d;
+            lipt_attn_rows(&s->gemm, &hd, s->q + o, NULL, len, nc, nc, s->P, T, NULL, s->att + o, D, 0);
         }
+}
+
+/* The new rows' queries, and their keys and values (and L2's |k|²/s) into the cache at positions len .. len+n-1;
+ * in: the branch's input rows (after LayerNorm or the clip). */
+static void project_rows(lipt_decoder *s, const lipt_layer *W, const dec_layer *L, const float *in, int n) {
+    const int B = s->B, T = s->T, D = s->D, H = s->H, d = s->d, len = s->len;
+    linear_rows(s, in, B * n, D, W->wq->data, D, NULL, s->q);
+    for (int b = 0; b < B; b++) {
+        const float *inb = in + (size_t)b * n * D, *qb = s->q + (size_t)b * n * D;
+        float *kc = L->k + ((size_t)b * T + len) * D, *vc = L->v + ((size_t)b * T + len) * D;
+        if (s->tied) { /* keys are the queries, values Q_h M_h */
+            memcpy(kc, qb, (size_t)n * D * sizeof(float));
+            lipt_attn_l2_tied_values(&s->gemm, qb, NULL, n, D, H, L->M, vc, 1);
+        } else {
+            lipt_gemm_gemv_p(&s->gemm, 0, 0, n, D, D, 1.0f, inb, D, W->wk->data, D, 0.0f, kc, D);
+            lipt_gemm_gemv_p(&s->gemm, 0, 0, n, D, D, 1.0f, inb, D, W->wv->data, D, 0.0f, vc, D);
+        }
+        if (s->l2)
+            for (int h = 0; h < H; h++)
+                lipt_attn_l2_key_norms(kc + (size_t)h * d, n, D, d, 1.0 / sqrt((double)d),
+                                       L->kn + ((size_t)b * H + h) * T + len);
+    }
+}
+
+/* The attention half-block of layer l on the R = B*n rows of s->x (x + attention, then post-LN). */
+static void attention_half(lipt_decoder *s, int l, int n) {
+    const lipt_model *m = s->m;
+    const lipt_layer *W = &m->layers[l];
+    const dec_layer *L = &s->layers[l];
+    const int R = s->B * n, D = s->D;
+    const float *in = s->x;
+    if (!m->invertible && m->cfg.norm == LIPT_NORM_PRE) {
+        layernorm_rows(s->x, s->u, R, D, W->ln1_g, W->ln1_b, m->cfg.ln_eps);
+        in = s->u;
+    }
+    if (s->clip) { /* clipped-dp (invertible: no LayerNorm before) */
+        for (int r = 0; r < R; r++) lipt_clip_row(in + (size_t)r * D, s->u + (size_t)r * D, D, s->R);
+        in = s->u;
+    }
+    project_rows(s, W, L, in, n);
+    attend(s, L, n);
+    linear_rows(s, s->att, R, D, L->wo, D, W->bo->data, s->g);
+    add_rows(s->x, s->g, (size_t)R * D);
+    if (m->cfg.norm == LIPT_NORM_POST) post_norm(s->x, s->u, R, D, W->ln1_g, W->ln1_b, m->cfg.ln_eps);
+}
+
+/* The feed-forward half-block of layer l (then post-LN, then ActNorm). */
+static void feed_forward_half(lipt_decoder *s, int l, int n) {
+    const lipt_model *m = s->m;
+    const lipt_config *c = &m->cfg;
+    const lipt_layer *W = &m->layers[l];
+    const dec_layer *L = &s->layers[l];
+    const int R = s->B * n, D = s->D, F = s->F;
+    const float *in = s->x;
+    if (!m->invertible && c->norm == LIPT_NORM_PRE) {
+        layernorm_rows(s->x, s->u, R, D, W->ln2_g, W->ln2_b, c->ln_eps);
+        in = s->u;
+    }
+    linear_rows(s, in, R, D, L->w1, F, W->b1->data, s->h);
+    for (int r = 0; r < R; r++) /* row by row: MaxMin's pairs start at each row (d_ff is even) */
+        lipt_act_row(c->activation, W->beta ? W->beta->data[0] : 1.0f, s->h + (size_t)r * F, s->h + (size_t)r * F,
+                     (size_t)F);
+    linear_rows(s, s->h, R, F, L->w2, D, W->b2->data, s->g);
+    add_rows(s->x, s->g, (size_t)R * D);
+    if (c->norm == LIPT_NORM_POST) post_norm(s->x, s->u, R, D, W->ln2_g, W->ln2_b, c->ln_eps);
+    if (L->an_scale) { /* ActNorm: lipt_mul by exp(log_scale), then lipt_add of the bias */
+        const float *as = L->an_scale, *ab = W->an_b->data;
+        for (int r = 0; r < R; r++) {
+            float *xr = s->x + (size_t)r * D;
+            for (int j = 0; j < D; j++) {
+                const float t = xr[j] * as[j];
+                xr[j] = t + ab[j];
+            }
+        }
+    }
+}
+
+/* Logits of each sequence's last new row (row n-1 of its block) into s->logits, as lipt_model_logits. */
+static void head_logits(lipt_decoder *s, int n) {
+    const lipt_model *m = s->m;
+    const int B = s->B, D = s->D, V = s->V;
+    for (int b = 0; b < B; b++)
+        lipt_layernorm_row(s->x + ((size_t)b * n + n - 1) * D, s->lnrow + (size_t)b * D, D, m->lnf_g->data,
+                           m->lnf_b->data, m->cfg.ln_eps);
+    if (m->head_w1) { /* the MLP head: GELU(ln W1 + b1) W + b */
+        const int Fh = m->cfg.head_hidden;
+        linear_rows(s, s->lnrow, B, D, m->head_w1->data, Fh, m->head_b1->data, s->hrow);
+        lipt_act_row(LIPT_ACT_GELU, 1.0f, s->hrow, s->hrow, (size_t)B * Fh);
+        linear_rows(s, s->hrow, B, Fh, m->head_w->data, V, m->head_b->data, s->logits);
+    } else {
+        linear_rows(s, s->lnrow, B, D, m->head_w->data, V, m->head_b->data, s->logits);
+    }
 }
 
 /* Append n tokens (1 <= n <= T - len) to every sequence: ids[b*ld + i]. Logits of each sequence's last new row
  * into s->logits when want_logits. */
 static void run_block(lipt_decoder *s, const int *ids, int ld, int n, int want_logits) {
     const lipt_model *m = s->m;
-    const lipt_config *c = &m->cfg;
-    const int B = s->B, T = s->T, D = s->D, H = s->H, d = s->d, F = s->F, V = s->V, len = s->len, R = B * n;
-    const double inv_s = 1.0 / sqrt((double)d);
-    const float eps = c->ln_eps;
+    const int B = s->B, T = s->T, D = s->D, len = s->len;
     LIPT_CHECK(n >= 1 && len + n <= T, "decoder: block of %d at length %d (capacity %d)", n, len, T);
     /* token + position embedding; window ids */
     for (int b = 0; b < B; b++)
@@ -383,80 +382,12 @@ static void run_block(lipt_decoder *s, const int *ids, int ld, int n, int want_l
             float *xr = s->x + ((size_t)b * n + i) * D;
             for (int j = 0; j < D; j++) xr[j] = te[j] + pe[j];
         }
-    for (int l = 0; l < c->n_layers; l++) {
-        const lipt_layer *W = &m->layers[l];
-        const dec_layer *L = &s->layers[l];
-        /* ---- attention branch ---- */
-        const float *in = s->x;
-        const int pre = !m->invertible && c->norm == LIPT_NORM_PRE, post = c->norm == LIPT_NORM_POST;
-        if (pre) {
-            layernorm_rows(s->x, s->u, R, D, W->ln1_g->data, W->ln1_b->data, eps);
-            in = s->u;
-        }
-        if (s->clip) { /* clipped-dp (invertible: no LayerNorm before) */
-            clip_rows(in, s->u, R, D, s->R);
-            in = s->u;
-        }
-        linear_rows(s, in, R, D, W->wq->data, D, NULL, s->q);
-        for (int b = 0; b < B; b++) {
-            const float *inb = in + (size_t)b * n * D, *qb = s->q + (size_t)b * n * D;
-            float *kc = L->k + ((size_t)b * T + len) * D, *vc = L->v + ((size_t)b * T + len) * D;
-            if (s->tied) {
-                memcpy(kc, qb, (size_t)n * D * sizeof(float));
-                for (int h = 0; h < H; h++)
-                    lipt_gemm_gemv_p(&s->gemm, 0, 0, n, d, d, 1.0f, qb + (size_t)h * d, D, L->M + (size_t)h * d * d, d,
-                                     0.0f, vc + (size_t)h * d, D);
-            } else {
-                lipt_gemm_gemv_p(&s->gemm, 0, 0, n, D, D, 1.0f, inb, D, W->wk->data, D, 0.0f, kc, D);
-                lipt_gemm_gemv_p(&s->gemm, 0, 0, n, D, D, 1.0f, inb, D, W->wv->data, D, 0.0f, vc, D);
-            }
-            if (s->l2) /* |k|²/s of the n new keys, per head */
-                for (int h = 0; h < H; h++)
-                    lipt_attn_l2_key_norms(kc + (size_t)h * d, n, D, d, inv_s, L->kn + ((size_t)b * H + h) * T + len);
-        }
-        attend(s, L, n);
-        linear_rows(s, s->att, R, D, L->wo, D, W->bo->data, s->g);
-        for (int r = 0; r < R; r++) { /* the residual add */
-            const float *gr = s->g + (size_t)r * D;
-            float *xr = s->x + (size_t)r * D;
-            for (int j = 0; j < D; j++) xr[j] = xr[j] + gr[j];
-        }
-        if (post) post_norm(s->x, s->u, R, D, W->ln1_g->data, W->ln1_b->data, eps);
-        /* ---- feed-forward branch ---- */
-        in = s->x;
-        if (pre) {
-            layernorm_rows(s->x, s->u, R, D, W->ln2_g->data, W->ln2_b->data, eps);
-            in = s->u;
-        }
-        linear_rows(s, in, R, D, L->w1, F, W->b1->data, s->h);
-        activate(c->activation, W->beta ? W->beta->data[0] : 1.0f, s->h, (size_t)R * F);
-        linear_rows(s, s->h, R, F, L->w2, D, W->b2->data, s->g);
-        for (size_t i = 0; i < (size_t)R * D; i++) s->x[i] = s->x[i] + s->g[i];
-        if (post) post_norm(s->x, s->u, R, D, W->ln2_g->data, W->ln2_b->data, eps);
-        if (L->an_scale) { /* ActNorm: lipt_mul by exp(log_scale), then lipt_add of the bias */
-            const float *as = L->an_scale, *ab = W->an_b->data;
-            for (int r = 0; r < R; r++) {
-                float *xr = s->x + (size_t)r * D;
-                for (int j = 0; j < D; j++) {
-                    const float t = xr[j] * as[j];
-                    xr[j] = t + ab[j];
-                }
-            }
-        }
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        attention_half(s, l, n);
+        feed_forward_half(s, l, n);
     }
     s->len = len + n;
-    if (!want_logits) return;
-    for (int b = 0; b < B; b++)
-        layernorm_rows(s->x + ((size_t)b * n + n - 1) * D, s->lnrow + (size_t)b * D, 1, D, m->lnf_g->data,
-                       m->lnf_b->data, eps);
-    if (m->head_w1) { /* as lipt_model_logits: GELU(ln W1 + b1) W + b */
-        const int Fh = c->head_hidden;
-        linear_rows(s, s->lnrow, B, D, m->head_w1->data, Fh, m->head_b1->data, s->hrow);
-        activate(LIPT_ACT_GELU, 1.0f, s->hrow, (size_t)B * Fh);
-        linear_rows(s, s->hrow, B, Fh, m->head_w->data, V, m->head_b->data, s->logits);
-    } else {
-        linear_rows(s, s->lnrow, B, D, m->head_w->data, V, m->head_b->data, s->logits);
-    }
+    if (want_logits) head_logits(s, n);
 }
 
 /* Keep the newest keep tokens of every window and re-encode them at positions 0 .. keep-1. */
@@ -482,58 +413,4 @@ lipt_status lipt_decoder_append(lipt_decoder *s, const int *ids, int n, const fl
     }
     if (logits) *logits = s->logits;
     return LIPT_OK;
-}
-
-/* ---------------------------------------------------------------- sampling */
-
-/* The k-th largest (k in [1, n]) of a[0..n) by quickselect; reorders a. */
-static float kth_largest(float *a, int n, int k) {
-    int lo = 0, hi = n - 1;
-    const int target = k - 1;
-    while (lo < hi) {
-        const float pivot = a[lo + (hi - lo) / 2];
-        int i = lo, j = hi;
-        while (i <= j) {
-            while (a[i] > pivot) i++;
-            while (a[j] < pivot) j--;
-            if (i <= j) {
-                const float t = a[i];
-                a[i] = a[j];
-                a[j] = t;
-                i++;
-                j--;
-            }
-        }
-        if (target <= j) hi = j;
-        else if (target >= i) lo = i;
-        else break;
-    }
-    return a[target];
-}
-
-int lipt_sample_next(const float *logits, int n, double temperature, int top_k, lipt_rng *rng, float *work) {
-    LIPT_CHECK(n >= 1, "sample: %d allowed ids", n);
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (logits[i] > logits[best]) best = i;
-    if (!(temperature > 0)) return best;
-    float thr = -INFINITY;
-    if (top_k > 0 && top_k < n) {
-        memcpy(work, logits, (size_t)n * sizeof(float));
-        thr = kth_largest(work, n, top_k);
-    }
-    const double mx = logits[best], invt = 1.0 / temperature;
-    double sum = 0;
-    for (int i = 0; i < n; i++)
-        if (logits[i] >= thr) sum += exp((logits[i] - mx) * invt);
-    const double u = lipt_rng_uniform(rng) * sum;
-    double cum = 0;
-    int last = best;
-    for (int i = 0; i < n; i++)
-        if (logits[i] >= thr) {
-            cum += exp((logits[i] - mx) * invt);
-            last = i;
-            if (u < cum) return i;
-        }
-    return last; /* rounding: u landed at the very end */
 }

@@ -1,4 +1,6 @@
-/* Activations: ReLU, ELU (alpha 1), exact-erf GELU and LipSwish x·sigmoid(βx)/1.1, each with its backward. */
+/* Activations: ReLU, ELU (alpha 1), exact-erf GELU and LipSwish x·sigmoid(βx)/1.1, each with its backward; and
+ * lipt_act_row, every activation of the model (MaxMin's pairs from maxmin.c) on one row, which the ops' forward
+ * passes and the incremental decoder run. */
 #include "lipt/ops.h"
 
 #include <math.h>
@@ -7,11 +9,12 @@
 #include "ops/activation_impl.h"
 #include "kernels/kernels.h"
 #include "ops/reduce_impl.h"
+#include "ops/rows.h"
 
 /* Below this many elements a loop runs on one thread (exp/erf make these loops heavier than add). */
 #define ACT_PAR_MIN ((size_t)1 << 14)
 
-/* GELU and LipSwish split their work in chunks of ACT_CHUNK floats (a multiple of the vector width), so the
+/* The activations split their work in chunks of ACT_CHUNK floats (a multiple of the vector width), so the
  * result does not depend on the thread count. */
 #define ACT_CHUNK ((size_t)4096)
 
@@ -21,15 +24,45 @@ static inline size_t act_chunk_len(size_t n, size_t c) { return n - c * ACT_CHUN
 
 #define LIPSWISH_SCALE 1.1f                     /* max of d/dx x·sigmoid(x) is ~1.0998, so /1.1 makes it 1-Lipschitz */
 
+/* ---------------------------------------------------------------- the rows (one thread) */
+
+void lipt_act_row(lipt_act_kind act, float beta, const float *x, float *y, size_t n) {
+    switch (act) {
+    case LIPT_ACT_RELU:
+        for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
+        break;
+    case LIPT_ACT_ELU:
+        for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : expm1f(x[i]);
+        break;
+    case LIPT_ACT_LIPSWISH:
+        lipt_vlipswish(x, y, n, beta, LIPSWISH_SCALE);
+        break;
+    case LIPT_ACT_MAXMIN:
+        lipt_maxmin_row(x, y, n);
+        break;
+    case LIPT_ACT_GELU:
+    default:
+        lipt_vgelu(x, y, NULL, n);
+        break;
+    }
+}
+
+/* lipt_act_row over n floats on the context's threads, in the fixed chunks (the same bits on any thread count). */
+static void act_pass(lipt_act_kind act, float beta, const float *x, float *y, size_t n) {
+    const size_t nchunk = act_nchunk(n);
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
+    for (size_t c = 0; c < nchunk; c++) {
+        const size_t i = c * ACT_CHUNK;
+        lipt_act_row(act, beta, x + i, y + i, act_chunk_len(n, c));
+    }
+}
+
 /* ---------------------------------------------------------------- ReLU */
 
 lipt_tensor *lipt_relu(lipt_ctx *ctx, lipt_tensor *x) {
     lipt_tensor *out = lipt_tensor_like(ctx, x);
     const size_t n = x->numel;
-    const float *xi = x->data;
-    float *o = out->data;
-#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
-    for (size_t i = 0; i < n; i++) o[i] = xi[i] > 0 ? xi[i] : 0.0f;
+    act_pass(LIPT_ACT_RELU, 1.0f, x->data, out->data, n);
     lipt_record(ctx, LIPT_OP_RELU, out, 1, (lipt_tensor *[]){x});
     return out;
 }
@@ -50,10 +83,7 @@ void lipt_relu_backward(lipt_ctx *ctx, lipt_node *node) {
 lipt_tensor *lipt_elu(lipt_ctx *ctx, lipt_tensor *x) {
     lipt_tensor *out = lipt_tensor_like(ctx, x);
     const size_t n = x->numel;
-    const float *xi = x->data;
-    float *o = out->data;
-#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
-    for (size_t i = 0; i < n; i++) o[i] = xi[i] > 0 ? xi[i] : expm1f(xi[i]);
+    act_pass(LIPT_ACT_ELU, 1.0f, x->data, out->data, n);
     lipt_record(ctx, LIPT_OP_ELU, out, 1, (lipt_tensor *[]){x});
     return out;
 }
@@ -142,14 +172,7 @@ lipt_tensor *lipt_lipswish(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *beta) {
     LIPT_CHECK(beta->numel == 1, "lipswish: beta %s must have one element", lipt_shape_str(beta, sb, sizeof sb));
     const float bt = beta->data[0];
     lipt_tensor *out = lipt_tensor_like(ctx, x);
-    const size_t n = x->numel, nchunk = act_nchunk(n);
-    const float *xi = x->data;
-    float *o = out->data;
-#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
-    for (size_t c = 0; c < nchunk; c++) {
-        const size_t i = c * ACT_CHUNK;
-        lipt_vlipswish(xi + i, o + i, act_chunk_len(n, c), bt, LIPSWISH_SCALE);
-    }
+    act_pass(LIPT_ACT_LIPSWISH, bt, x->data, out->data, x->numel);
     lipt_node *node = lipt_record(ctx, LIPT_OP_LIPSWISH, out, 2, (lipt_tensor *[]){x, beta});
     if (node) node->farg[0] = bt;
     return out;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "ops/rows.h"
 
 /* Work (T*T*d summed over heads) above which the (batch, head) loop runs in parallel, and the
  * number of row elements above which a softmax block is split over threads in the serial case. */
@@ -74,11 +75,7 @@ static int rows_par(int i0, int i1, int nc) {
     return !omp_in_parallel() && (long)(i1 - i0) * nc >= ATTN_ROWS_PAR_MIN;
 }
 
-/* Row i of softmax_rows; returns its logit spread when want_spread (else 0). */
-static inline float softmax_row(const lipt_ctx *ctx, float *P, int T, int i, int i0, int nc, int causal,
-                                const float *kn, const float *rel, int want_spread, void *ppk) {
-    float *row = P + (size_t)i * T;
-    const int n = causal ? i + 1 : T;
+float lipt_attn_probs_row(float *row, int i, int n, int len, const float *kn, const float *rel, int want_spread) {
     float spread = 0;
     if (rel)
         for (int j = 0; j < n; j++) row[j] += rel[i - j];
@@ -92,13 +89,21 @@ static inline float softmax_row(const lipt_ctx *ctx, float *P, int T, int i, int
         spread = hi - lo;
     }
     lipt_vsoftmax_row(row, (size_t)n, kn);
-    if (n < T) memset(row + n, 0, (size_t)(T - n) * sizeof(float));
+    if (n < len) memset(row + n, 0, (size_t)(len - n) * sizeof(float));
+    return spread;
+}
+
+/* Row i of softmax_rows; returns its logit spread when want_spread (else 0). */
+static inline float softmax_row(const lipt_ctx *ctx, float *P, int T, int i, int i0, int nc, int causal,
+                                const float *kn, const float *rel, int want_spread, void *ppk) {
+    float *row = P + (size_t)(i - i0) * T;
+    const float spread = lipt_attn_probs_row(row, i, causal ? i + 1 : T, T, kn, rel, want_spread);
     if (ppk) lipt_lowp_pack_span(ctx, row, (size_t)nc, ppk, (size_t)(i - i0) * nc); /* while in cache */
     return spread;
 }
 
-/* Rows [i0, i1) of P hold logits in columns [0, nc); turn them into probabilities over the
- * unmasked columns (j <= i when causal) and write exact zeros to the rest of the row. kn, if
+/* Rows [i0, i1) of P (P at row i0, row stride T) hold logits in columns [0, nc); turn them into probabilities over
+ * the unmasked columns (j <= i when causal) and write exact zeros to the rest of the row. kn, if
  * given, is subtracted per column first (the |k_j|²/s term of L2); rel, if given (causal only),
  * adds rel[i - j] to logit (i, j). Returns the largest logit spread (NaN if any is), or 0. */
 static float softmax_rows(const lipt_ctx *ctx, float *P, int T, int i0, int i1, int nc, int causal, const float *kn,
@@ -167,6 +172,16 @@ static void head_transpose(const float *xh, int T, int ld, int d, float *xt) {
     }
 }
 
+float lipt_attn_rows(lipt_ctx *ctx, const lipt_attn_head *h, const float *q, const void *qpk, int i0, int i1, int nc,
+                     float *P, int ldp, void *ppk, float *o, int ldo, int want_spread) {
+    const int m = i1 - i0, d = h->d;
+    if (h->kt) lipt_gemm_p(ctx, 0, 0, m, nc, d, h->alpha, q, h->ld, h->kt, h->ldkt, 0.0f, P, ldp);
+    else attn_gemm(ctx, 0, 1, m, nc, d, h->alpha, q, qpk, h->ld, h->k, h->kpk, h->ld, 0.0f, P, ldp);
+    const float spread = softmax_rows(ctx, P, ldp, i0, i1, nc, h->causal, h->kn, h->rel, want_spread, ppk);
+    attn_gemm(ctx, 0, 0, m, d, nc, 1.0f, P, ppk, ppk ? nc : ldp, h->v, h->vpk, h->ld, 0.0f, o, ldo);
+    return spread;
+}
+
 /* Returns the largest logit spread of the head's rows when want_spread (else 0). The products run at ctx's
  * precision (from any thread: lipt_gemm_p keeps per-thread scratch). kt: [d, T] scratch for kᵀ (float32), or NULL.
  * ppk: at a low precision, the head's probabilities converted as the softmax writes them (packed_P), else NULL. */
@@ -175,28 +190,24 @@ static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_pack
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H, ld = lipt_attn_ld(j);
     /* off: the output's offset (row stride D); offi: q, k, v's and their packed copies' (row stride ld) */
     const size_t off = (size_t)b * T * D + (size_t)h * d, offi = (size_t)b * T * ld + (size_t)h * d;
-    const float *qh = j->q + offi, *kh = j->k + offi, *vh = j->v + offi;
+    const float *qh = j->q + offi, *kh = j->k + offi;
     float *oh = out + off;
     const double inv_s = 1.0 / sqrt((double)d);
-    const float alpha = (float)((j->l2 ? 2.0 : 1.0) * inv_s);
     if (j->l2) lipt_attn_l2_key_norms(kh, T, ld, d, inv_s, kn);
     if (kt) head_transpose(kh, T, ld, d, kt);
+    const lipt_attn_head hd = {.k = kh, .v = j->v + offi, .kpk = lipt_lowp_at(ctx, pk->k, offi),
+                               .vpk = lipt_lowp_at(ctx, pk->v, offi), .kt = kt, .ldkt = T, .kn = j->l2 ? kn : NULL,
+                               .rel = j->rel ? j->rel + (size_t)h * j->rel_stride : NULL, .ld = ld, .d = d,
+                               .causal = j->causal, .alpha = lipt_attn_logit_scale(j->l2, d)};
     const int rb = row_block(T, j->causal);
     float spread = 0;
     for (int i0 = 0; i0 < T; i0 += rb) {
-        const int i1 = i0 + rb < T ? i0 + rb : T, m = i1 - i0, nc = j->causal ? i1 : T;
-        if (kt)
-            lipt_gemm_p(ctx, 0, 0, m, nc, d, alpha, qh + (size_t)i0 * ld, ld, kt, T, 0.0f, P + (size_t)i0 * T, T);
-        else
-            attn_gemm(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * ld,
-                      lipt_lowp_at(ctx, pk->q, offi + (size_t)i0 * ld), ld, kh, lipt_lowp_at(ctx, pk->k, offi), ld,
-                      0.0f, P + (size_t)i0 * T, T);
+        const int i1 = i0 + rb < T ? i0 + rb : T;
         void *pb = ppk ? (void *)lipt_lowp_at(ctx, ppk, (size_t)i0 * T) : NULL;
-        const float sp = softmax_rows(ctx, P, T, i0, i1, nc, j->causal, j->l2 ? kn : NULL,
-                                      j->rel ? j->rel + (size_t)h * j->rel_stride : NULL, want_spread, pb);
+        const float sp = lipt_attn_rows(ctx, &hd, qh + (size_t)i0 * ld, lipt_lowp_at(ctx, pk->q, offi + (size_t)i0 * ld),
+                                        i0, i1, j->causal ? i1 : T, P + (size_t)i0 * T, T, pb, oh + (size_t)i0 * D, D,
+                                        want_spread);
         if (sp > spread || sp != sp) spread = sp;
-        attn_gemm(ctx, 0, 0, m, d, nc, 1.0f, P + (size_t)i0 * T, pb, pb ? nc : T, vh, lipt_lowp_at(ctx, pk->v, offi),
-                  ld, 0.0f, oh + (size_t)i0 * D, D);
     }
     return spread;
 }

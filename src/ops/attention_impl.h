@@ -41,6 +41,12 @@ void lipt_attn_l2_key_norms(const float *kh, int T, int ld, int d, double inv_s,
 void lipt_attn_l2_colsum(const float *G, int T, int i0, int i1, int causal, double *cs);
 void lipt_attn_l2_key_norm_grad(const float *kh, int T, int ld, int d, double a, const double *cs, float *dkh);
 void lipt_attn_l2_tied_M(lipt_ctx *ctx, const float *wq, const float *wv, int D, int H, float *M);
+/* The tied values V [rows, D] = Q_h M_h per head h, q [rows, D] (row strides D), at ctx's precision; qpk: at a low
+ * precision q's converted copy (lipt_lowp_pack_p), or NULL. The heads run side by side on the context's threads when
+ * the work is large enough (each head's product is the same call either way). gemv: products the small kernel does
+ * not take go through lipt_gemm_gemv_p (sgemv for one row: the decoder's new token; the op passes 0). */
+void lipt_attn_l2_tied_values(lipt_ctx *ctx, const float *q, const void *qpk, int rows, int D, int H, const float *M,
+                              float *V, int gemv);
 
 /* The untied attention op: attention_dp (l2 = 0) or attention_l2 (l2 = 1) of [B,T,D] q, k, v with H heads, or
  * (_packed) of their column blocks in one [B,T,3D] tensor, recorded on the tape under that op; and its backward. */

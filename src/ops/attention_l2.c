@@ -80,6 +80,34 @@ static int heads_par(int H) {
     return H > 1 && !omp_in_parallel() && omp_get_max_threads() > 1 && lipt_blas_nests_safely();
 }
 
+/* Work (multiply-adds) below which the heads' value products run on the calling thread: the decoder's one new row. */
+#define TIED_PAR_MIN 65536.0
+
+/* Head h of lipt_attn_l2_tied_values. */
+static void tied_values_head(lipt_ctx *ctx, const float *q, const void *qpk, int rows, int D, int d, const float *M,
+                             float *V, int gemv, int h) {
+    const float *qh = q + (size_t)h * d, *Mh = M + (size_t)h * d * d;
+    if (qpk)
+        lipt_gemm_lowp_pk(ctx, 0, 0, rows, d, d, 1.0f, NULL, D, lipt_lowp_at(ctx, qpk, (size_t)h * d), Mh, d, NULL,
+                          0.0f, V + (size_t)h * d, D);
+    else if (gemv) lipt_gemm_gemv_p(ctx, 0, 0, rows, d, d, 1.0f, qh, D, Mh, d, 0.0f, V + (size_t)h * d, D);
+    else lipt_gemm_small_p(ctx, 0, 0, rows, d, d, 1.0f, qh, D, Mh, d, 0.0f, V + (size_t)h * d, D);
+}
+
+void lipt_attn_l2_tied_values(lipt_ctx *ctx, const float *q, const void *qpk, int rows, int D, int H, const float *M,
+                              float *V, int gemv) {
+    const int d = D / H;
+    gemv = gemv && !(ctx->precision == LIPT_PRECISION_FLOAT32 && lipt_gemm_small_ok(0, 0, rows, d, d));
+    /* a parallel construct only when it runs in parallel: even an if(false) one sets up a libgomp team (allocations
+     * included), which the decoder would pay per token */
+    if (heads_par(H) && (double)rows * D * d >= TIED_PAR_MIN) {
+#pragma omp parallel for schedule(static)
+        for (int h = 0; h < H; h++) tied_values_head(ctx, q, qpk, rows, D, d, M, V, gemv, h);
+    } else {
+        for (int h = 0; h < H; h++) tied_values_head(ctx, q, qpk, rows, D, d, M, V, gemv, h);
+    }
+}
+
 /* Tied: keys are the queries, and values V_h = Q_h M_h (lipt_attn_l2_tied_M). VM holds V [B,T,D] (same layout
  * as q), M [H,d,d] and, at a low precision, q and V packed (tied_layout). */
 typedef struct {
@@ -103,7 +131,7 @@ static tied_layout tied_layout_of(const lipt_ctx *ctx, int BT, int D, int H) {
  * take V's converted copy): before, each of them converted its operands again, per head. */
 static void tied_values(lipt_ctx *ctx, const lipt_tensor *q, const lipt_tensor *wq, const lipt_tensor *wv, int H,
                         char *VM, tied_layout l) {
-    const int BT = q->shape[0] * q->shape[1], D = q->shape[2], d = D / H;
+    const int BT = q->shape[0] * q->shape[1], D = q->shape[2];
     float *V = (float *)VM, *M = (float *)(VM + l.m);
     lipt_attn_l2_tied_M(ctx, wq->data, wv->data, D, H, M);
     void *qpk = NULL;
@@ -111,15 +139,7 @@ static void tied_values(lipt_ctx *ctx, const lipt_tensor *q, const lipt_tensor *
         qpk = VM + l.qpk;
         lipt_lowp_pack_p(ctx, q->data, BT, D, D, qpk);
     }
-#pragma omp parallel for schedule(static) if (heads_par(H))
-    for (int h = 0; h < H; h++) {
-        if (qpk)
-            lipt_gemm_lowp_pk(ctx, 0, 0, BT, d, d, 1.0f, NULL, D, lipt_lowp_at(ctx, qpk, (size_t)h * d),
-                              M + (size_t)h * d * d, d, NULL, 0.0f, V + (size_t)h * d, D);
-        else
-            lipt_gemm_small_p(ctx, 0, 0, BT, d, d, 1.0f, q->data + (size_t)h * d, D, M + (size_t)h * d * d, d, 0.0f,
-                              V + (size_t)h * d, D);
-    }
+    lipt_attn_l2_tied_values(ctx, q->data, qpk, BT, D, H, M, V, 0);
     if (qpk) lipt_lowp_pack_p(ctx, V, BT, D, D, VM + l.vpk);
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "ops/rows.h"
 
 /* TILE_C is a multiple of TILE_R: then a causal column block that starts before a row block's end starts at or
  * before its first row, so every row of a tile has at least one unmasked column. 64 × 512 was the fastest of
@@ -126,7 +127,7 @@ static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, float *
     const float *qh = j->q + offi, *kh = j->k + offi, *vh = j->v + offi;
     float *oh = out + off;
     const double inv_s = 1.0 / sqrt((double)d);
-    const float alpha = (float)((j->l2 ? 2.0 : 1.0) * inv_s);
+    const float alpha = lipt_attn_logit_scale(j->l2, d);
     const float *relh = j->rel ? j->rel + (size_t)h * j->rel_stride : NULL;
     if (j->l2) lipt_attn_l2_key_norms(kh, T, ld, d, inv_s, w->kn);
     const float *kn = j->l2 ? w->kn : NULL;

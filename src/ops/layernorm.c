@@ -9,6 +9,7 @@
 #define LN_PAR_MIN 16384
 
 #include "kernels/kernels.h"
+#include "ops/rows.h"
 
 /* Row sums in double with LN_LANES independent partial sums, added in a fixed order at the end: the same
  * accuracy as one running double sum, but the lanes live in vector registers (a single accumulator is a serial
@@ -88,6 +89,21 @@ static inline void row_normalise(const float *xr, const float *W, const float *B
     }
 }
 
+/* One row: two-pass mean and variance in double (robust to a large common offset); *mu and *rstd receive them. */
+static inline void layernorm_row(const float *xr, float *yr, int D, const float *W, const float *Bv, float eps,
+                                 double *mu, double *rstd) {
+    const double m = row_sum(xr, D) / D, var = row_sq_dev(xr, D, m) / D;
+    const double rs = 1.0 / sqrt(var + (double)eps);
+    row_normalise(xr, W, Bv, D, m, rs, yr);
+    *mu = m;
+    *rstd = rs;
+}
+
+void lipt_layernorm_row(const float *x, float *y, int D, const float *gamma, const float *beta, float eps) {
+    double mu, rstd;
+    layernorm_row(x, y, D, gamma, beta, eps, &mu, &rstd);
+}
+
 /* saved: mean, saved2: rstd (float per row). iarg: 0 D. farg: 0 eps.
  * gamma and beta may be NULL (weight 1, bias 0). */
 lipt_tensor *lipt_layernorm(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *gamma, lipt_tensor *beta, float eps) {
@@ -120,12 +136,9 @@ lipt_tensor *lipt_layernorm(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *gamma, l
     out->lowp = pk;
 #pragma omp parallel for schedule(static) if (x->numel >= LN_PAR_MIN)
     for (long r = 0; r < (long)rows; r++) {
-        const float *xr = X + (size_t)r * D;
         float *yr = Y + (size_t)r * D;
-        /* two-pass mean and variance in double: robust to a large common offset */
-        const double mu = row_sum(xr, D) / D, var = row_sq_dev(xr, D, mu) / D;
-        double rstd = 1.0 / sqrt(var + (double)eps);
-        row_normalise(xr, W, Bv, D, mu, rstd, yr);
+        double mu, rstd;
+        layernorm_row(X + (size_t)r * D, yr, D, W, Bv, eps, &mu, &rstd);
         if (pk) lipt_lowp_pack_span(ctx, yr, (size_t)D, pk, (size_t)r * D);
         if (mean_s) {
             mean_s[r] = (float)mu;

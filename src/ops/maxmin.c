@@ -5,6 +5,7 @@
 
 #include "ops/activation_impl.h"
 #include "ops/reduce_impl.h"
+#include "ops/rows.h"
 #include "kernels/kernels.h"
 
 /* Both directions work on vectors of LIPT_VW floats, whole pairs (LIPT_VW is even; a vector starts at a multiple of
@@ -44,15 +45,25 @@ static inline lipt_vi keep_mask(lipt_vf a, lipt_vf sw) {
     return (even & (a >= sw)) | (~even & (sw >= a));
 }
 
-/* y = maxmin(a) over n floats (n even; y may be a) on the context's threads. */
-void lipt_maxmin_pass(const float *a, float *y, size_t n) {
-    const size_t nv = (n + LIPT_VW - 1) / LIPT_VW;
+void lipt_maxmin_row(const float *a, float *y, size_t n) {
     const lipt_vi ix = pair_swap_idx();
-#pragma omp parallel for schedule(static) if (n >= (1u << 17))
-    for (size_t b = 0; b < nv; b++) {
-        const size_t i = b * LIPT_VW, len = lipt_vlanes(i, n);
+    for (size_t i = 0; i < n; i += LIPT_VW) {
+        const size_t len = lipt_vlanes(i, n);
         const lipt_vf av = lipt_vload_n(a + i, len), sw = pair_swap(av, ix);
         lipt_vstore_n(y + i, lipt_vsel(keep_mask(av, sw), av, sw), len);
+    }
+}
+
+/* Pieces of MAXMIN_CHUNK floats (whole vectors, so whole pairs) per iteration of the threads' loop. */
+#define MAXMIN_CHUNK ((size_t)LIPT_VW * 256)
+
+/* y = maxmin(a) over n floats (n even; y may be a) on the context's threads. */
+void lipt_maxmin_pass(const float *a, float *y, size_t n) {
+    const size_t nchunk = (n + MAXMIN_CHUNK - 1) / MAXMIN_CHUNK;
+#pragma omp parallel for schedule(static) if (n >= (1u << 17))
+    for (size_t c = 0; c < nchunk; c++) {
+        const size_t i = c * MAXMIN_CHUNK;
+        lipt_maxmin_row(a + i, y + i, n - i < MAXMIN_CHUNK ? n - i : MAXMIN_CHUNK);
     }
 }
 
