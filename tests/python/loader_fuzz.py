@@ -17,7 +17,8 @@ os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = os.path.join(TMPDIR, "hypothesis") 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import lipt_torch  # noqa: E402
 from lipt_format import SafetensorsError  # noqa: E402
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, reject, seed, settings, strategies as st  # noqa: E402
+from hypothesis.errors import HypothesisException  # noqa: E402
 
 VALID = sys.argv[1]
 EXAMPLES = int(sys.argv[2]) if len(sys.argv) > 2 else 300
@@ -27,7 +28,11 @@ HEADER = json.loads(RAW[8:8 + HLEN])
 DATA = RAW[8 + HLEN:]
 NAMES = [k for k in HEADER if k != "__metadata__"]
 PATH = os.path.join(TMPDIR, "m.safetensors")
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+# LIPT_FUZZ_SEED=S: random generation from seed S instead of the derandomised default, so that long runs are batches
+# with seeds 1, 2, ... (hypothesis 6.67 raised Flaky "Inconsistent data generation" from its own integer_range after
+# about 8,000 derandomised examples of one test; batches of 3,000 never did)
+SEED = os.environ.get("LIPT_FUZZ_SEED")
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=SEED is None, database=None,
                     suppress_health_check=list(HealthCheck))
 stats = {"loaded": 0, "refused": 0}
 
@@ -138,7 +143,10 @@ def mutate(header, d):
 def test_structured(d):
     h = mutate(HEADER, d)
     if d.draw(st.booleans()):
-        h = mutate(h, d)
+        try:
+            h = mutate(h, d)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            pass  # the first mutation removed or replaced what this one edits: the first alone is loaded
     delta = d.draw(st.one_of(st.just(0), st.integers(-16, 16)))
     data = DATA[:d.draw(st.integers(0, len(DATA)))] if d.draw(st.integers(0, 9)) == 0 else DATA
     load_blob(pack(h, data, delta))
@@ -231,8 +239,8 @@ if __name__ == "__main__":
     test_special_files()
     cap_memory()
     test_each_check()
-    test_structured()
-    test_bytes()
+    for test in (test_structured, test_bytes):
+        (seed(int(SEED))(test) if SEED is not None else test)()
     print(f"python loader fuzz: {stats['loaded']} loaded, {stats['refused']} refused with SafetensorsError "
           f"({EXAMPLES} structured + {EXAMPLES} byte-level mutations of {os.path.basename(VALID)}, special files)")
     shutil.rmtree(TMPDIR)
