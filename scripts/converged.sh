@@ -46,6 +46,7 @@ ptb-invertible-c2|invertible|ptb|models/ptb8-invertible.cfg|auto|ptb-invertible|
 ptb-dp-c2|dp|ptb|models/ptb8-dp.cfg|auto|ptb-dp|--steps 21000 --lr 3e-3 $PTB_RECIPE
 ptb-l2-tied-c2|l2-tied|ptb|models/ptb8-l2-tied.cfg|auto|ptb-l2-tied|--steps 21000 --lr 3e-3 $PTB_RECIPE
 ptb-invertible-c3|invertible|ptb|models/ptb8-invertible.cfg|auto|ptb-invertible-c2|--steps 27000 --lr 8e-3 $PTB_RECIPE
+ptb-dp-c3|dp|ptb|models/ptb8-dp.cfg|auto|ptb-dp-c2|--steps 27000 --lr 8e-3 $PTB_RECIPE
 ptb-invertible-muon|invertible|ptb|models/ptb8-invertible.cfg|auto|-|--steps 6500 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $PTB_RECIPE
 ptb-dp-muon|dp|ptb|models/ptb8-dp.cfg|auto|-|--steps 6500 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $PTB_RECIPE
 ts-dp|dp|tinyshakespeare|models/shakespeare-dp.cfg|0.9,0.1,0|-|$TS_RECIPE
@@ -54,6 +55,7 @@ ts-dp-long|dp|tinyshakespeare|models/shakespeare-dp.cfg|0.9,0.1,0|-|$TS_LONG
 ts-invertible-long|invertible|tinyshakespeare|models/shakespeare-invertible.cfg|0.9,0.1,0|-|$TS_LONG
 enwik8-invertible|invertible|enwik8|models/enwik8-small-invertible.cfg|0.9,0.05,0.05|-|--steps 6000 --lr 4e-3 $E8_RECIPE
 enwik8-dp|dp|enwik8|models/enwik8-small-dp.cfg|0.9,0.05,0.05|-|--steps 6000 --lr 2e-3 $E8_RECIPE
+enwik8-invertible-muon|invertible|enwik8|models/enwik8-small-invertible.cfg|0.9,0.05,0.05|-|--steps 6000 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $E8_RECIPE
 EOF
 }
 
