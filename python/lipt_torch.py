@@ -57,6 +57,7 @@ from lipt_format import (ACTIVATIONS, ATTENTIONS, BOUND_VECTORS, CONTRACTIVE_ATT
                          KIND_BUFFER, KIND_DECAY, KIND_NO_DECAY, LIP_NORMS, MAX_MODEL_BYTES, SPECTRAL_CHOLESKY,
                          AttnProps, LiptConfig, SafetensorsError, Vocab, _f32, parameter_specs, read_export,
                          read_safetensors)
+from lipt_variants import LOGIT_MAPS
 
 LIPSWISH_SCALE = 1.1
 REL_BIAS_GAIN = 8.0  # LIPT_REL_BIAS_GAIN: the logit bias of clipped-dp is REL_BIAS_GAIN * attn.rel_bias
@@ -544,6 +545,8 @@ class LiptTransformer(nn.Module):
             logits = (2.0 * (qh @ kh.transpose(-1, -2)) - (kh * kh).sum(-1).unsqueeze(-2)) * inv_s
         else:
             logits = (qh @ kh.transpose(-1, -2)) * inv_s
+        if a.logit_map is not None:  # the DP logits' map, before any bias (as lipt_attn_probs_row)
+            logits = LOGIT_MAPS[a.logit_map](logits, _f32(a.logit_map_param))
         if self.has(p + "attn.rel_bias"):  # registered for a kind with rel_bias when the config's rel_bias = 1
             # logit (i, j <= i) of head h gets REL_BIAS_GAIN * rel[h, i - j] (j > i is masked below)
             idx = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).clamp_min(0)

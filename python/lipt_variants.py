@@ -8,7 +8,7 @@ the file reader (lipt_format.py) branch on these properties, never on a kind's n
 
 A row that sets a property this module does not implement (a yes/no property it does not know, a bound or an
 initialisation it has no code for, a combination lipt has no kernel for) raises ValueError naming the kind and the
-property; a yes/no property it does not know that is false changes nothing and is ignored."""
+property; a property it does not know that is false, 0 or null changes nothing and is ignored."""
 from __future__ import annotations
 
 import dataclasses
@@ -20,6 +20,11 @@ TABLE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lipt_vari
 
 BOUNDS = ("none", "tied-l2", "clipped-dp")  # the certified bounds implemented here (lipt_attn_bound_kind)
 QK_INITS = ("small", "l2", "clipped")       # the W^Q / W^K initial scales implemented here (lipt_qk_init)
+# The logit maps implemented here (include/lipt/logit_map.h): name -> f(z, p) on a tensor of DP logits, through the
+# tensor's own methods (no torch import here); lipt_torch.py applies the kind's map with its parameter.
+LOGIT_MAPS = {
+    "softcap": lambda z, p: p * (z / p).tanh(),  # src/ops/logit_map_softcap.c
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +38,8 @@ class AttnProps:
     rel_bias: bool = False         # has attn.rel_bias (when the config's rel_bias = 1)
     contractive: bool = False      # divided by max(1, UB/c): an invertible model's attention
     token_norm_only: bool = False  # certified in the token-wise norm only: needs lip_norm = inf2
+    logit_map: Optional[str] = None  # the map applied to the DP logits before the softmax (LOGIT_MAPS), or none
+    logit_map_param: float = 0.0   # its parameter (softcap: the cap)
     bound: str = "none"            # which certified bound UB: "none", "tied-l2" (per lip_norm), "clipped-dp"
     qk_init: str = "small"         # W^Q / W^K initial std: "small" 0.02, "l2" D^-1/2 d^-1/4, "clipped" (D sqrt d)^-1/2 / 2
     lipschitz_note: str = ""       # its Lipschitz status, as `lipt lipschitz` reports it
@@ -41,6 +48,7 @@ class AttnProps:
 
 FLAGS = tuple(f.name for f in dataclasses.fields(AttnProps) if f.type in (bool, "bool"))
 TEXTS = tuple(f.name for f in dataclasses.fields(AttnProps) if f.type in (str, "str"))
+NUMBERS = tuple(f.name for f in dataclasses.fields(AttnProps) if f.type in (float, "float"))
 
 
 def _check_supported(p: AttnProps, where: str) -> None:
@@ -59,6 +67,10 @@ def _check_supported(p: AttnProps, where: str) -> None:
         raise bad("has a relative-position bias on L2 logits")
     if p.contractive and p.bound == "none":
         raise bad("is contractive without a bound to divide by")
+    if p.logit_map is not None and p.logit_map not in LOGIT_MAPS:
+        raise bad(f"has logit_map {p.logit_map!r} (known: {', '.join(LOGIT_MAPS)})")
+    if p.logit_map is not None and (p.l2_logits or p.rel_bias):
+        raise bad(f"has logit_map {p.logit_map!r} on L2 logits or with a relative-position bias")
 
 
 def attn_props(row: object, where: str = "attention_info") -> AttnProps:
@@ -72,11 +84,19 @@ def attn_props(row: object, where: str = "attention_info") -> AttnProps:
             if not isinstance(val, bool):
                 raise ValueError(f"{where}: attention kind {name!r}: {key} = {val!r}, expected true or false")
             kw[key] = val
+        elif key in NUMBERS:
+            if isinstance(val, bool) or not isinstance(val, (int, float)):
+                raise ValueError(f"{where}: attention kind {name!r}: {key} = {val!r}, expected a number")
+            kw[key] = float(val)
+        elif key == "logit_map":
+            if val is not None and not isinstance(val, str):
+                raise ValueError(f"{where}: attention kind {name!r}: {key} = {val!r}, expected a name or null")
+            kw[key] = val
         elif key in TEXTS:
             if not isinstance(val, str):
                 raise ValueError(f"{where}: attention kind {name!r}: {key} = {val!r}, expected a string")
             kw[key] = val
-        elif val is not False:  # a yes/no property this module predates changes nothing while it is false
+        elif val is not False and val is not None and val != 0:  # one this module predates changes nothing then
             raise ValueError(f"{where}: attention kind {name!r} has property {key} = {json.dumps(val)[:60]}: "
                              f"python/lipt_torch.py does not implement it (update python/ with the lipt that has "
                              f"this property)")

@@ -3,7 +3,7 @@
  * and buffer after them); the invertible models' normalisers (certified Gram-iteration spectral norms) and
  * inversion, including clipped-dp attention with and without the relative-position bias, and ActNorm; the
  * maxmin activation, the full ffn budget and the MLP head on the invertible model; coupling blocks (and their
- * exact inversion) on the DP model. Plus
+ * exact inversion) on the DP model; DP with a logit map (the soft cap). Plus
  * controls showing the comparisons catch a perturbed weight, a skipped refresh, a wrong weight decay, a perturbed
  * relative-position bias or ActNorm scale, and a different gram_iters. */
 #include "testutil.h"
@@ -480,6 +480,8 @@ static void run_post(const char *stem) {
     }
     run_variant(stem);
 }
+START_TEST(test_golden_dp_softcap) { run_variant("dp-softcap"); }
+END_TEST
 START_TEST(test_golden_dp_post) { run_post("dp-post"); }
 END_TEST
 START_TEST(test_golden_l2_tied_post) { run_post("l2-tied-post"); }
@@ -607,6 +609,7 @@ int main(void) {
     tcase_add_test(tc, test_golden_clipped_dp_norel);
     tcase_add_test(tc, test_golden_clipped_dp_maxmin);
     tcase_add_test(tc, test_golden_dp_coupling);
+    tcase_add_test(tc, test_golden_dp_softcap);
     tcase_add_test(tc, test_golden_dp_post);
     tcase_add_test(tc, test_golden_l2_tied_post);
     tcase_add_test(tc, test_golden_controls);

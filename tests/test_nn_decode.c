@@ -78,6 +78,8 @@ static const variant variants[] = {
     /* post-LN blocks */
     {"dp/gelu post-LN", LIPT_ATTN_DP, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f, 1},
     {"l2-tied/elu post-LN odd", LIPT_ATTN_L2_TIED, LIPT_ACT_ELU, LIPT_LIPNORM_INF, 7, 10, 2, 7, 1, 9, 0, 0, 0.0f, 1},
+    /* a logit map (the soft cap) */
+    {"dp-softcap/gelu", LIPT_ATTN_DP_SOFTCAP, LIPT_ACT_GELU, LIPT_LIPNORM_INF, 11, 12, 3, 20, 2, 16, 0, 0, 0.0f, 0},
 };
 #define CLIPPED_FIRST 9
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))

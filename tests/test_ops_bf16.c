@@ -586,7 +586,9 @@ static double loss_and_grad(lipt_model *m, loss_user *u, lipt_precision p, int t
 }
 
 START_TEST(test_model_emulated) {
-    const lipt_attn_kind kinds[] = {LIPT_ATTN_DP, LIPT_ATTN_L2, LIPT_ATTN_L2_TIED, LIPT_ATTN_CLIPPED_DP};
+    /* dp-softcap: a logit map, whose backward recomputes the logits from the packed q and k */
+    const lipt_attn_kind kinds[] = {LIPT_ATTN_DP, LIPT_ATTN_L2, LIPT_ATTN_L2_TIED, LIPT_ATTN_CLIPPED_DP,
+                                    LIPT_ATTN_DP_SOFTCAP};
     enum { B = 3, T = 10 };
     double worst_loss = 0, worst_grad = 0, worst_entry = 0;
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
@@ -657,7 +659,7 @@ END_TEST
 
 /* The decoder at bf16-emulated: its logits are the emulated forward pass's, to float rounding. */
 START_TEST(test_decoder_emulated) {
-    const lipt_attn_kind kinds[] = {LIPT_ATTN_DP, LIPT_ATTN_L2_TIED, LIPT_ATTN_CLIPPED_DP};
+    const lipt_attn_kind kinds[] = {LIPT_ATTN_DP, LIPT_ATTN_L2_TIED, LIPT_ATTN_CLIPPED_DP, LIPT_ATTN_DP_SOFTCAP};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         lipt_model m;
         small_model(&m, kinds[k], 60 + k);

@@ -54,6 +54,7 @@ static int info_variants(int json) {
 #define PRINT_FLAG(f) if (ai->f) printf(" %s", #f);
         LIPT_ATTN_FLAGS(PRINT_FLAG)
 #undef PRINT_FLAG
+        if (ai->logit_map) printf(" logit_map %s %g", ai->logit_map->name, (double)ai->logit_map_param);
         printf("; bound %s, qk_init %s, model %s\n    %s\n", lipt_attn_bound_name(ai->bound),
                lipt_qk_init_name(ai->qk_init), ai->model ? ai->model : ai->name, ai->lipschitz_note);
     }

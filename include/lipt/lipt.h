@@ -6,6 +6,7 @@
 #include "lipt/tensor.h"
 #include "lipt/autograd.h"
 #include "lipt/params.h"
+#include "lipt/logit_map.h"
 #include "lipt/ops.h"
 #include "lipt/bounds.h"
 #include "lipt/variants.h"

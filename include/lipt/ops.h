@@ -7,6 +7,7 @@
 #define LIPT_OPS_H
 
 #include "lipt/autograd.h"
+#include "lipt/logit_map.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -80,6 +81,13 @@ lipt_tensor *lipt_attention_l2(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, li
  * concatenated, lipt_concat_cols), q, k, v its column blocks 0, D, 2D. The gradient flows to qkv. */
 lipt_tensor *lipt_attention_dp_packed(lipt_ctx *ctx, lipt_tensor *qkv, int H, int causal);
 lipt_tensor *lipt_attention_l2_packed(lipt_ctx *ctx, lipt_tensor *qkv, int H, int causal);
+/* DP attention with a logit map (include/lipt/logit_map.h): P = softmax(f(q kᵀ / s)), f = map with parameter p (which
+ * the map must accept); map NULL: lipt_attention_dp, bit for bit. Recorded as attention_dp (the node keeps the map
+ * for the backward); (q, k, v) or packed qkv as above. */
+lipt_tensor *lipt_attention_dp_map(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v,
+                                   const lipt_logit_map *map, float p, int H, int causal);
+lipt_tensor *lipt_attention_dp_map_packed(lipt_ctx *ctx, lipt_tensor *qkv, const lipt_logit_map *map, float p, int H,
+                                          int causal);
 /* Tied L2 attention (the Lipschitz one): q = X W^Q [B,T,D], wq = W^Q [D,D], wv = W^V [D,D].
  * Per head P = softmax(-|q_i - q_j|² / s), values Q_h M_h with M_h = W^{Q,h}ᵀ W^{V,h} / s,
  * which equals X A_h W^{V,h}. Gradients flow to q, wq and wv. */

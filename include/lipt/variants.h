@@ -4,6 +4,8 @@
 #ifndef LIPT_VARIANTS_H
 #define LIPT_VARIANTS_H
 
+#include "lipt/logit_map.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -16,6 +18,7 @@ typedef enum {
     LIPT_ATTN_CLIPPED_DP,      /* "clipped-dp": tokens clipped to a ball of radius R, causal DP attention with a
                                 * relative-position logit bias, divided by max(1, UB/c), UB certified in the
                                 * token-wise norm max_i ‖x_i‖₂ (lip_norm = inf2; models/README.md) */
+    LIPT_ATTN_DP_SOFTCAP,      /* "dp-softcap": softmax(30 tanh((q kᵀ / s) / 30)), the logit map "softcap" (Gemma 2) */
     LIPT_ATTN_KIND_COUNT       /* not a kind: the number of kinds (rows of the table) */
 } lipt_attn_kind;
 
@@ -52,6 +55,10 @@ typedef struct {
 #define LIPT_ATTN_FLAG_MEMBER(f) int f;
     LIPT_ATTN_FLAGS(LIPT_ATTN_FLAG_MEMBER)
 #undef LIPT_ATTN_FLAG_MEMBER
+    /* the map of the DP logits before the softmax (include/lipt/logit_map.h) and its parameter, or NULL: none; only
+     * with DP logits and no relative bias (lipt_attn_info_of checks) */
+    const lipt_logit_map *logit_map;
+    float logit_map_param;
     lipt_attn_bound_kind bound;
     lipt_qk_init qk_init;
     const char *lipschitz_note; /* its Lipschitz status in one line, as `lipt lipschitz` reports it */

@@ -1,8 +1,8 @@
 /* Incremental decoding with per-layer key/value caches (lipt_model_forward's blocks, one new row or block of rows at
- * a time, through the ops' row functions of src/ops/rows.h) and window sliding at seq_len. Every attention kind: dp,
- * l2, l2-tied, contractive-l2, and clipped-dp (rows clipped to the ball of radius R before the projections, relative
- * position bias by window position), with the invertible model's optional ActNorm after each block. The next-token
- * sampler is in sample.c. */
+ * a time, through the ops' row functions of src/ops/rows.h) and window sliding at seq_len. Every attention kind: dp
+ * (with the kind's logit map, if any), l2, l2-tied, contractive-l2, and clipped-dp (rows clipped to the ball of radius
+ * R before the projections, relative position bias by window position), with the invertible model's optional ActNorm
+ * after each block. The next-token sampler is in sample.c. */
 #include "lipt/decode.h"
 
 #include <math.h>
@@ -31,6 +31,7 @@ struct lipt_decoder {
     const lipt_model *m;
     int B, T, D, H, d, F, V;
     int l2, tied;        /* logits -|q-k|²/s (l2 and tied); keys are the queries, values Q_h M_h (tied) */
+    const lipt_attn_info *ai; /* the kind's row: its logit map goes to every head (cached_head) */
     int clip;            /* clipped-dp: queries, keys and values from the rows clipped to radius R */
     int contractive;     /* the attention's W^O is multiplied by its factor 1/max(1, UB/c) */
     float R;
@@ -115,6 +116,7 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
     s->F = c->d_ff;
     s->V = c->vocab_size;
     const lipt_attn_info *ai = lipt_attn_info_of(c->attention);
+    s->ai = ai;
     s->l2 = ai->l2_logits;
     s->clip = ai->clip_rows;
     s->R = s->clip ? lipt_config_clip_radius(c) : 0.0f;
@@ -239,7 +241,8 @@ static lipt_attn_head cached_head(const lipt_decoder *s, const dec_layer *L, int
     const size_t off = (size_t)b * s->T * s->D + (size_t)h * s->d;
     return (lipt_attn_head){.k = L->k + off, .v = L->v + off, .kn = s->l2 ? L->kn + ((size_t)b * s->H + h) * s->T : NULL,
                             .rel = L->rel ? L->rel + (size_t)h * s->T : NULL, .ld = s->D, .d = s->d, .causal = 1,
-                            .alpha = lipt_attn_logit_scale(s->l2, s->d)};
+                            .alpha = lipt_attn_logit_scale(s->l2, s->d), .map = s->ai->logit_map,
+                            .map_param = s->ai->logit_map_param};
 }
 
 /* One query (the newest position) of sequence b = bh / H, head h = bh % H, against its nc cached rows. */

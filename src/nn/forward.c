@@ -52,7 +52,7 @@ static lipt_tensor *attention(lipt_ctx *ctx, const lipt_model *m, int layer, lip
         if (L->rel) /* DP logits plus the relative-position bias (registered only for kinds with rel_bias) */
             a = lipt_attention_dp_rel_packed(ctx, qkv, lipt_scale(ctx, L->rel, LIPT_REL_BIAS_GAIN), H);
         else if (ai->l2_logits) a = lipt_attention_l2_packed(ctx, qkv, H, 1);
-        else a = lipt_attention_dp_packed(ctx, qkv, H, 1);
+        else a = lipt_attention_dp_map_packed(ctx, qkv, ai->logit_map, ai->logit_map_param, H, 1); /* map: or none */
     }
     if (!ai->contractive) return linear(ctx, a, L->wo, L->bo);
     /* contractive: F / max(1, UB/c), UB a certified bound at the current weights. The bias is a constant shift,

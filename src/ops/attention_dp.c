@@ -75,8 +75,10 @@ static int rows_par(int i0, int i1, int nc) {
     return !omp_in_parallel() && (long)(i1 - i0) * nc >= ATTN_ROWS_PAR_MIN;
 }
 
-float lipt_attn_probs_row(float *row, int i, int n, int len, const float *kn, const float *rel, int want_spread) {
+float lipt_attn_probs_row(float *row, int i, int n, int len, const float *kn, const float *rel,
+                          const lipt_logit_map *map, float mp, int want_spread) {
     float spread = 0;
+    if (map) map->forward_row(row, n, mp);
     if (rel)
         for (int j = 0; j < n; j++) row[j] += rel[i - j];
     if (want_spread) { /* max - min of the logits the softmax sees (invariant to its row constant) */
@@ -94,31 +96,32 @@ float lipt_attn_probs_row(float *row, int i, int n, int len, const float *kn, co
 }
 
 /* Row i of softmax_rows; returns its logit spread when want_spread (else 0). */
-static inline float softmax_row(const lipt_ctx *ctx, float *P, int T, int i, int i0, int nc, int causal,
-                                const float *kn, const float *rel, int want_spread, void *ppk) {
+static inline float softmax_row(const lipt_ctx *ctx, const lipt_attn_head *h, float *P, int T, int i, int i0, int nc,
+                                int want_spread, void *ppk) {
     float *row = P + (size_t)(i - i0) * T;
-    const float spread = lipt_attn_probs_row(row, i, causal ? i + 1 : T, T, kn, rel, want_spread);
+    const float spread =
+        lipt_attn_probs_row(row, i, h->causal ? i + 1 : T, T, h->kn, h->rel, h->map, h->map_param, want_spread);
     if (ppk) lipt_lowp_pack_span(ctx, row, (size_t)nc, ppk, (size_t)(i - i0) * nc); /* while in cache */
     return spread;
 }
 
 /* Rows [i0, i1) of P (P at row i0, row stride T) hold logits in columns [0, nc); turn them into probabilities over
- * the unmasked columns (j <= i when causal) and write exact zeros to the rest of the row. kn, if
- * given, is subtracted per column first (the |k_j|²/s term of L2); rel, if given (causal only),
+ * the unmasked columns (j <= i when h->causal) and write exact zeros to the rest of the row. h->map, if given, maps
+ * them first; h->kn, if given, is subtracted per column (the |k_j|²/s term of L2); h->rel, if given (causal only),
  * adds rel[i - j] to logit (i, j). Returns the largest logit spread (NaN if any is), or 0. */
-static float softmax_rows(const lipt_ctx *ctx, float *P, int T, int i0, int i1, int nc, int causal, const float *kn,
-                          const float *rel, int want_spread, void *ppk) {
+static float softmax_rows(const lipt_ctx *ctx, const lipt_attn_head *h, float *P, int T, int i0, int i1, int nc,
+                          int want_spread, void *ppk) {
     float spread = 0;
     if (!rows_par(i0, i1, nc)) {
         for (int i = i0; i < i1; i++) {
-            const float sp = softmax_row(ctx, P, T, i, i0, nc, causal, kn, rel, want_spread, ppk);
+            const float sp = softmax_row(ctx, h, P, T, i, i0, nc, want_spread, ppk);
             if (sp > spread || sp != sp) spread = sp;
         }
         return spread;
     }
 #pragma omp parallel for schedule(static) reduction(max : spread)
     for (int i = i0; i < i1; i++) {
-        const float sp = softmax_row(ctx, P, T, i, i0, nc, causal, kn, rel, want_spread, ppk);
+        const float sp = softmax_row(ctx, h, P, T, i, i0, nc, want_spread, ppk);
         if (sp > spread || sp != sp) spread = sp;
     }
     return spread;
@@ -177,7 +180,7 @@ float lipt_attn_rows(lipt_ctx *ctx, const lipt_attn_head *h, const float *q, con
     const int m = i1 - i0, d = h->d;
     if (h->kt) lipt_gemm_p(ctx, 0, 0, m, nc, d, h->alpha, q, h->ld, h->kt, h->ldkt, 0.0f, P, ldp);
     else attn_gemm(ctx, 0, 1, m, nc, d, h->alpha, q, qpk, h->ld, h->k, h->kpk, h->ld, 0.0f, P, ldp);
-    const float spread = softmax_rows(ctx, P, ldp, i0, i1, nc, h->causal, h->kn, h->rel, want_spread, ppk);
+    const float spread = softmax_rows(ctx, h, P, ldp, i0, i1, nc, want_spread, ppk);
     attn_gemm(ctx, 0, 0, m, d, nc, 1.0f, P, ppk, ppk ? nc : ldp, h->v, h->vpk, h->ld, 0.0f, o, ldo);
     return spread;
 }
@@ -198,7 +201,8 @@ static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_pack
     const lipt_attn_head hd = {.k = kh, .v = j->v + offi, .kpk = lipt_lowp_at(ctx, pk->k, offi),
                                .vpk = lipt_lowp_at(ctx, pk->v, offi), .kt = kt, .ldkt = T, .kn = j->l2 ? kn : NULL,
                                .rel = j->rel ? j->rel + (size_t)h * j->rel_stride : NULL, .ld = ld, .d = d,
-                               .causal = j->causal, .alpha = lipt_attn_logit_scale(j->l2, d)};
+                               .causal = j->causal, .alpha = lipt_attn_logit_scale(j->l2, d), .map = j->map,
+                               .map_param = j->map_param};
     const int rb = row_block(T, j->causal);
     float spread = 0;
     for (int i0 = 0; i0 < T; i0 += rb) {
@@ -258,12 +262,26 @@ void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float 
     lipt_arena_release(&ctx->arena, mark);
 }
 
+/* A logit map's backward on the row block [i0, i0 + m) of a head (q, k and their packed copies at offset offi): the
+ * logit gradient Gb (row stride T) times the map's derivative at the logits before the map, recomputed into Z [m, T]
+ * (the kept P does not determine them: the softmax drops each row's constant). */
+static void map_grad_rows(lipt_ctx *ctx, const lipt_attn_job *j, const attn_packed *pk, size_t offi, int i0, int m,
+                          int nc, float alpha, float *Z, float *Gb) {
+    const int T = j->T, ld = lipt_attn_ld(j), d = j->D / j->H;
+    attn_gemm(ctx, 0, 1, m, nc, d, alpha, j->q + offi + (size_t)i0 * ld,
+              lipt_lowp_at(ctx, pk->q, offi + (size_t)i0 * ld), ld, j->k + offi, lipt_lowp_at(ctx, pk->k, offi), ld,
+              0.0f, Z, T);
+    for (int r = 0; r < m; r++)
+        j->map->grad_row(Z + (size_t)r * T, Gb + (size_t)r * T, j->causal ? i0 + r + 1 : T, j->map_param);
+}
+
 /* One (batch, head): with G = dL the logit gradient,
  *   dv = Pᵀ dO,  dP = dO vᵀ,  dq = a G k,  dk = a Gᵀ q  (a = 1/s for DP, 2/s for L2),
- *   and for L2 also dk_j -= a k_j Σ_i G_ij (from the -|k_j|² term). */
+ *   and for L2 also dk_j -= a k_j Σ_i G_ij (from the -|k_j|² term); with a logit map, G times the map's derivative
+ *   first (Z: scratch for a row block's logits). */
 static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_packed *pk, int bh, const float *P,
-                          const void *ppk, const float *dout, float *G, void *gpk, double *cs, float *vt, float *dq,
-                          float *dk, float *dv, double *drel_bh) {
+                          const void *ppk, const float *dout, float *G, void *gpk, double *cs, float *vt, float *Z,
+                          float *dq, float *dk, float *dv, double *drel_bh) {
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H, ld = lipt_attn_ld(j);
     /* off: dout's and its packed copy's offset (row stride D); offi: q, k, v's, their packed copies' and their
      * gradients' (row stride ld) */
@@ -288,6 +306,7 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_pack
         if (vt) lipt_gemm_p(ctx, 0, 0, m, nc, d, 1.0f, dOb, D, vt, T, 0.0f, Gb, T);
         else attn_gemm(ctx, 0, 1, m, nc, d, 1.0f, dOb, dOpk, D, vh, lipt_lowp_at(ctx, pk->v, offi), ld, 0.0f, Gb, T);
         softmax_grad_rows(P, G, T, i0, i1, nc, j->causal);
+        if (j->map) map_grad_rows(ctx, j, pk, offi, i0, m, nc, alpha, Z, Gb);
         if (drel_bh) /* causal only: logit (i, j) got rel[i - j] */
             for (int i = i0; i < i1; i++) {
                 const float *g = G + (size_t)i * T;
@@ -324,6 +343,8 @@ void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *j, const float *
     attn_packed pk = pack_qkv(ctx, j);
     const void *ppk = packed_P(ctx, j, P);
     float *vt = pk.v ? NULL : lipt_arena_alloc(&ctx->arena, (size_t)nthr * (j->D / j->H) * j->T * sizeof(float));
+    const size_t zn = (size_t)row_block(j->T, j->causal) * j->T; /* a row block's logits, for a logit map */
+    float *Z = j->map && G ? lipt_arena_alloc(&ctx->arena, (size_t)nthr * zn * sizeof(float)) : NULL;
     size_t gpk_bytes = 0;
     char *gpk = NULL;
     if (ctx->precision != LIPT_PRECISION_FLOAT32) {
@@ -336,8 +357,8 @@ void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *j, const float *
         const int tid = omp_get_thread_num();
         head_backward(ctx, j, &pk, bh, P + (size_t)bh * TT, lipt_lowp_at(ctx, ppk, (size_t)bh * TT), dout,
                       G ? G + (size_t)tid * TT : NULL, gpk ? gpk + (size_t)tid * gpk_bytes : NULL,
-                      cs + (size_t)tid * j->T, vt ? vt + (size_t)tid * (j->D / j->H) * j->T : NULL, dq, dk, dv,
-                      pr ? pr + (size_t)bh * j->T : NULL);
+                      cs + (size_t)tid * j->T, vt ? vt + (size_t)tid * (j->D / j->H) * j->T : NULL,
+                      Z ? Z + (size_t)tid * zn : NULL, dq, dk, dv, pr ? pr + (size_t)bh * j->T : NULL);
     }
     if (pr) lipt_attn_rel_grad_reduce(j, pr, drel);
     lipt_arena_release(&ctx->arena, mark);
@@ -383,21 +404,27 @@ static void check_packed(const char *op, const lipt_tensor *qkv, int H) {
     LIPT_CHECK(H >= 1 && D % H == 0, "%s: D = %d not divisible into %d heads", op, D, H);
 }
 
-/* The job of an untied op's q, k, v inputs (see above); rel: the bias, or NULL. */
-static lipt_attn_job untied_job(lipt_tensor *const *in, int packed, int H, int causal, int l2, const lipt_tensor *rel) {
+/* The job of an untied op's q, k, v inputs (see above); rel: the bias, or NULL; map: the logit map, or NULL. */
+static lipt_attn_job untied_job(lipt_tensor *const *in, int packed, int H, int causal, int l2, const lipt_tensor *rel,
+                                const lipt_logit_map *map, float mp) {
+    LIPT_CHECK(!map || (!l2 && !rel), "attention: logit map %s with %s (a map takes DP logits without a bias)",
+               map ? map->name : "", l2 ? "L2 logits" : "a relative-position bias");
     const lipt_tensor *x = in[0];
     const int D = packed ? x->shape[2] / 3 : x->shape[2];
     const float *q = x->data;
     return (lipt_attn_job){.B = x->shape[0], .T = x->shape[1], .D = D, .H = H, .causal = causal != 0, .l2 = l2,
                            .q = q, .k = packed ? q + D : in[1]->data, .v = packed ? q + 2 * D : in[2]->data,
                            .rel = rel ? rel->data : NULL, .rel_stride = rel ? rel->shape[1] : 0,
-                           .ld = packed ? 3 * D : D, .qkv_lowp = packed ? x->lowp : NULL};
+                           .ld = packed ? 3 * D : D, .qkv_lowp = packed ? x->lowp : NULL, .map = map,
+                           .map_param = mp};
 }
 
 /* Record and run an untied op: n_qkv inputs (3, or packed 1) then rel if given. saved: P [B,H,T,T], or with iarg 2
- * set the tiled kernels' row stats [2,B,H,T]. iarg: 0 H, 1 causal, 2 tiled. */
+ * set the tiled kernels' row stats [2,B,H,T]; saved2: the logit map (a static descriptor, never written through: the
+ * pointer's const is dropped only to fit the node's field), or NULL. iarg: 0 H, 1 causal, 2 tiled; farg: 0 the map's
+ * parameter. */
 static lipt_tensor *untied_op(lipt_ctx *ctx, lipt_op_id op, int l2, lipt_tensor *const *qkv, int n_qkv,
-                              lipt_tensor *rel, int H, int causal) {
+                              lipt_tensor *rel, const lipt_logit_map *map, float mp, int H, int causal) {
     lipt_tensor *in[LIPT_MAX_INPUTS] = {NULL};
     for (int i = 0; i < n_qkv; i++) in[i] = qkv[i];
     in[n_qkv] = rel;
@@ -408,7 +435,7 @@ static lipt_tensor *untied_op(lipt_ctx *ctx, lipt_op_id op, int l2, lipt_tensor 
         lipt_should_record(ctx, n_in, in))
         qkv[0]->lowp = lipt_lowp_pack_arena(ctx, qkv[0]->data, (int)lipt_rows(qkv[0]), lipt_last_dim(qkv[0]),
                                             lipt_last_dim(qkv[0]));
-    const lipt_attn_job job = untied_job(qkv, n_qkv == 1, H, causal, l2, rel);
+    const lipt_attn_job job = untied_job(qkv, n_qkv == 1, H, causal, l2, rel, map, mp);
     lipt_tensor *out = lipt_tensor_3d(ctx, job.B, job.T, job.D);
     lipt_node *node = lipt_record(ctx, op, out, n_in, in);
     int tiled;
@@ -418,6 +445,8 @@ static lipt_tensor *untied_op(lipt_ctx *ctx, lipt_op_id op, int l2, lipt_tensor 
         node->iarg[0] = H;
         node->iarg[1] = job.causal;
         node->iarg[2] = tiled;
+        node->saved2 = (void *)map;
+        node->farg[0] = mp;
     }
     return out;
 }
@@ -425,7 +454,8 @@ static lipt_tensor *untied_op(lipt_ctx *ctx, lipt_op_id op, int l2, lipt_tensor 
 static void untied_backward(lipt_ctx *ctx, lipt_node *node, int l2, int has_rel) {
     const int packed = node->n_in - has_rel == 1;
     lipt_tensor *rel = has_rel ? node->in[node->n_in - 1] : NULL;
-    const lipt_attn_job job = untied_job(node->in, packed, node->iarg[0], node->iarg[1], l2, rel);
+    const lipt_attn_job job = untied_job(node->in, packed, node->iarg[0], node->iarg[1], l2, rel,
+                                         (const lipt_logit_map *)node->saved2, node->farg[0]);
     float *dq, *dk, *dv;
     if (packed) {
         float *g = lipt_grad_of(ctx, node->in[0]);
@@ -439,13 +469,13 @@ static void untied_backward(lipt_ctx *ctx, lipt_node *node, int l2, int has_rel)
 lipt_tensor *lipt_attn_qkv(lipt_ctx *ctx, int l2, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, int H, int causal) {
     check_qkv(l2 ? "attention_l2" : "attention_dp", q, k, v, H);
     return untied_op(ctx, l2 ? LIPT_OP_ATTENTION_L2 : LIPT_OP_ATTENTION_DP, l2, (lipt_tensor *[]){q, k, v}, 3, NULL,
-                     H, causal);
+                     NULL, 0, H, causal);
 }
 
 lipt_tensor *lipt_attn_qkv_packed(lipt_ctx *ctx, int l2, lipt_tensor *qkv, int H, int causal) {
     check_packed(l2 ? "attention_l2" : "attention_dp", qkv, H);
-    return untied_op(ctx, l2 ? LIPT_OP_ATTENTION_L2 : LIPT_OP_ATTENTION_DP, l2, (lipt_tensor *[]){qkv}, 1, NULL, H,
-                     causal);
+    return untied_op(ctx, l2 ? LIPT_OP_ATTENTION_L2 : LIPT_OP_ATTENTION_DP, l2, (lipt_tensor *[]){qkv}, 1, NULL, NULL,
+                     0, H, causal);
 }
 
 void lipt_attn_qkv_backward(lipt_ctx *ctx, lipt_node *node, int l2) { untied_backward(ctx, node, l2, 0); }
@@ -460,6 +490,27 @@ lipt_tensor *lipt_attention_dp_packed(lipt_ctx *ctx, lipt_tensor *qkv, int H, in
 
 void lipt_attention_dp_backward(lipt_ctx *ctx, lipt_node *node) { lipt_attn_qkv_backward(ctx, node, 0); }
 
+/* DP attention with a logit map: the attention_dp op, its node keeping the map (untied_op). */
+static void check_map(const lipt_logit_map *map, float p) {
+    LIPT_CHECK(!map || (isfinite(p) && (!map->param_ok || map->param_ok(p))),
+               "attention_dp_map: logit map %s with parameter %g (expected %s)", map ? map->name : "", (double)p,
+               map && map->param_rule ? map->param_rule : "a finite number");
+}
+
+lipt_tensor *lipt_attention_dp_map(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v,
+                                   const lipt_logit_map *map, float p, int H, int causal) {
+    check_qkv("attention_dp_map", q, k, v, H);
+    check_map(map, p);
+    return untied_op(ctx, LIPT_OP_ATTENTION_DP, 0, (lipt_tensor *[]){q, k, v}, 3, NULL, map, p, H, causal);
+}
+
+lipt_tensor *lipt_attention_dp_map_packed(lipt_ctx *ctx, lipt_tensor *qkv, const lipt_logit_map *map, float p, int H,
+                                          int causal) {
+    check_packed("attention_dp_map", qkv, H);
+    check_map(map, p);
+    return untied_op(ctx, LIPT_OP_ATTENTION_DP, 0, (lipt_tensor *[]){qkv}, 1, NULL, map, p, H, causal);
+}
+
 /* DP attention with a learned relative-position logit bias, causal. rel [H, S] with S >= T: logit (i, j) of
  * head h gets rel[h, i - j]. */
 static lipt_tensor *dp_rel(lipt_ctx *ctx, lipt_tensor *const *qkv, int n_qkv, lipt_tensor *rel, int H) {
@@ -467,7 +518,7 @@ static lipt_tensor *dp_rel(lipt_ctx *ctx, lipt_tensor *const *qkv, int n_qkv, li
     char a[64];
     LIPT_CHECK(rel->ndim == 2 && rel->shape[0] == H && rel->shape[1] >= T,
                "attention_dp_rel: rel must be [H = %d, S >= T = %d], got %s", H, T, lipt_shape_str(rel, a, 64));
-    return untied_op(ctx, LIPT_OP_ATTENTION_DP_REL, 0, qkv, n_qkv, rel, H, 1);
+    return untied_op(ctx, LIPT_OP_ATTENTION_DP_REL, 0, qkv, n_qkv, rel, NULL, 0, H, 1);
 }
 
 lipt_tensor *lipt_attention_dp_rel(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *k, lipt_tensor *v, lipt_tensor *rel,

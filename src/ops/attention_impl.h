@@ -26,6 +26,10 @@ typedef struct {
     /* Likewise for separate q (and k, when k is q) and v of row stride D: packed by the op that made them and kept
      * for its backward (the tied L2 attention), or NULL. */
     const void *q_lowp, *v_lowp;
+    /* The map applied to the DP logits before the softmax (include/lipt/logit_map.h) with its parameter, or NULL:
+     * none. Only without l2 and rel (the op checks). */
+    const lipt_logit_map *map;
+    float map_param;
 } lipt_attn_job;
 
 /* The row stride of a job's q, k, v and their gradients. */

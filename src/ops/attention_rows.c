@@ -15,7 +15,7 @@ void lipt_attn_query_row(const lipt_attn_head *h, const float *q, int n, int bf1
             for (int c = 0; c < d; c++) dot += q[c] * kr[c];
         row[j] = h->alpha * dot;
     }
-    lipt_attn_probs_row(row, n - 1, n, n, h->kn, h->rel, 0);
+    lipt_attn_probs_row(row, n - 1, n, n, h->kn, h->rel, h->map, h->map_param, 0);
     for (int c = 0; c < d; c++) acc[c] = 0;
     for (int j = 0; j < n; j++) {
         const double pj = bf16 ? lipt_bf16_round(row[j]) : row[j];

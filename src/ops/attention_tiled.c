@@ -40,6 +40,7 @@ static inline int n_valid(int i, int j0, int nc, int causal) {
 /* One thread's scratch. */
 typedef struct {
     float *S, *G;       /* [TILE_R, TILE_C]: logits then probabilities; dP then the logit gradient */
+    float *Z;           /* [TILE_R, TILE_C]: the backward's logits before the logit map (with a map, else NULL) */
     float *acc;         /* [TILE_R, d]: unnormalised output rows (forward) */
     float *mx, *lo, *hi, *dr; /* [TILE_R]: running max, min and max for the spread, rowsum(dO ⊙ O) */
     double *l;          /* [TILE_R]: running Σ e^(z - mx) */
@@ -47,11 +48,12 @@ typedef struct {
     double *cs;         /* [T]: L2 column sums of the logit gradient */
 } tile_scratch;
 
-static tile_scratch *scratch_alloc(lipt_ctx *ctx, int nthr, int T, int d) {
+static tile_scratch *scratch_alloc(lipt_ctx *ctx, int nthr, int T, int d, int keep_z) {
     tile_scratch *w = lipt_arena_alloc(&ctx->arena, (size_t)nthr * sizeof *w);
     for (int t = 0; t < nthr; t++) {
         w[t].S = lipt_arena_alloc(&ctx->arena, (size_t)TILE_R * TILE_C * sizeof(float));
         w[t].G = lipt_arena_alloc(&ctx->arena, (size_t)TILE_R * TILE_C * sizeof(float));
+        w[t].Z = keep_z ? lipt_arena_alloc(&ctx->arena, (size_t)TILE_R * TILE_C * sizeof(float)) : NULL;
         w[t].acc = lipt_arena_alloc(&ctx->arena, (size_t)TILE_R * d * sizeof(float));
         w[t].mx = lipt_arena_alloc(&ctx->arena, (size_t)4 * TILE_R * sizeof(float));
         w[t].lo = w[t].mx + TILE_R;
@@ -65,16 +67,19 @@ static tile_scratch *scratch_alloc(lipt_ctx *ctx, int nthr, int T, int d) {
 }
 
 /* S (row stride TILE_C) = the logits of rows [i0, i0 + m) × columns [j0, j0 + nc) of head slices qh, kh (row stride
- * ld): alpha q·k,
- * then + rel[i - j] and - kn[j] on the unmasked entries, in the order of the materialising kernel (same bits per
- * entry as long as the GEMM rounds each dot product the same way). Masked entries are left as they are. */
-static void logits_tile(lipt_ctx *ctx, const float *qh, const float *kh, int ld, int d, float alpha, int i0, int m,
-                        int j0, int nc, int causal, const float *relh, const float *kn, float *S) {
+ * ld) of job j: alpha q·k, then through j's logit map, + rel[i - j] and - kn[j] on the unmasked entries, in the order
+ * of the materialising kernel (same bits per entry as long as the GEMM rounds each dot product the same way). Masked
+ * entries are left as they are. Z, if given, receives alpha q·k before the map (the map's backward needs it). */
+static void logits_tile(lipt_ctx *ctx, const lipt_attn_job *j, const float *qh, const float *kh, float alpha, int i0,
+                        int m, int j0, int nc, const float *relh, const float *kn, float *S, float *Z) {
+    const int ld = lipt_attn_ld(j), d = j->D / j->H;
     lipt_gemm_p(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * ld, ld, kh + (size_t)j0 * ld, ld, 0.0f, S, TILE_C);
-    if (!relh && !kn) return;
+    if (!relh && !kn && !j->map) return;
+    if (Z) memcpy(Z, S, (size_t)m * TILE_C * sizeof(float));
     for (int r = 0; r < m; r++) {
-        const int i = i0 + r, n = n_valid(i, j0, nc, causal);
+        const int i = i0 + r, n = n_valid(i, j0, nc, j->causal);
         float *z = S + (size_t)r * TILE_C;
+        if (j->map) j->map->forward_row(z, n, j->map_param);
         if (relh)
             for (int c = 0; c < n; c++) z[c] += relh[i - j0 - c];
         if (kn)
@@ -141,7 +146,7 @@ static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, float *
         memset(w->acc, 0, (size_t)m * d * sizeof(float));
         for (int j0 = 0; j0 < ncol; j0 += TILE_C) {
             const int nc = j0 + TILE_C < ncol ? TILE_C : ncol - j0;
-            logits_tile(ctx, qh, kh, ld, d, alpha, i0, m, j0, nc, j->causal, relh, kn, w->S);
+            logits_tile(ctx, j, qh, kh, alpha, i0, m, j0, nc, relh, kn, w->S, NULL);
             for (int r = 0; r < m; r++) {
                 const int n = n_valid(i0 + r, j0, nc, j->causal);
                 float *z = w->S + (size_t)r * TILE_C;
@@ -196,7 +201,7 @@ void lipt_attn_forward_tiled(lipt_ctx *ctx, const lipt_attn_job *j, float *out, 
     if (BH == 0 || T == 0) return;
     lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
     const int nthr = omp_get_max_threads();
-    tile_scratch *w = scratch_alloc(ctx, nthr, T, j->D / j->H);
+    tile_scratch *w = scratch_alloc(ctx, nthr, T, j->D / j->H, 0);
     const int want = ctx->attn_stats != 0;
     float spread = 0;
 #pragma omp parallel for schedule(static) reduction(max : spread) if (lipt_attn_use_par(j))
@@ -210,7 +215,8 @@ void lipt_attn_forward_tiled(lipt_ctx *ctx, const lipt_attn_job *j, float *out, 
 }
 
 /* One (batch, head) backward, tile by tile. With P recomputed as e^(z - max) / Σ and Dr_i = dO_i · O_i
- * (= Σ_j P_ij dP_ij), the logit gradient is G = P ⊙ (dP − Dr), dP = dO vᵀ; then as the materialising kernel:
+ * (= Σ_j P_ij dP_ij), the logit gradient is G = P ⊙ (dP − Dr), dP = dO vᵀ (with a logit map, times its derivative
+ * at the logits before it, kept in w->Z); then as the materialising kernel:
  *   dv += Pᵀ dO,  dq += a G k,  dk += a Gᵀ q,  drel[i - j] += G_ij,  L2: dk_j -= a k_j Σ_i G_ij.
  * dq, dk, dv may alias: they are only ever added to, never read. */
 static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, const float *st_m, const float *st_il,
@@ -239,7 +245,7 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, const f
         for (int j0 = 0; j0 < ncol; j0 += TILE_C) {
             const int nc = j0 + TILE_C < ncol ? TILE_C : ncol - j0;
             float *S = w->S, *G = w->G;
-            logits_tile(ctx, qh, kh, ld, d, alpha, i0, m, j0, nc, j->causal, relh, kn, S);
+            logits_tile(ctx, j, qh, kh, alpha, i0, m, j0, nc, relh, kn, S, w->Z);
             for (int r = 0; r < m; r++)
                 prob_row(S + (size_t)r * TILE_C, n_valid(i0 + r, j0, nc, j->causal), nc, st_m[i0 + r],
                          st_il[i0 + r]);
@@ -251,6 +257,7 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, const f
                 const float *p = S + (size_t)r * TILE_C, dr = w->dr[r];
                 float *g = G + (size_t)r * TILE_C;
                 for (int c = 0; c < n; c++) g[c] = p[c] * (g[c] - dr);
+                if (w->Z) j->map->grad_row(w->Z + (size_t)r * TILE_C, g, n, j->map_param);
                 for (int c = n; c < nc; c++) g[c] = 0.0f;
                 if (drel_bh) /* causal only: logit (i, j) got rel[i - j] */
                     for (int c = 0; c < n; c++) drel_bh[i - j0 - c] += g[c];
@@ -275,7 +282,7 @@ void lipt_attn_backward_tiled(lipt_ctx *ctx, const lipt_attn_job *j, const float
     if ((!dq && !dk && !dv && !drel) || BH == 0 || T == 0) return;
     lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
     const int nthr = omp_get_max_threads();
-    tile_scratch *w = scratch_alloc(ctx, nthr, T, j->D / j->H);
+    tile_scratch *w = scratch_alloc(ctx, nthr, T, j->D / j->H, j->map && (dq || dk));
     /* one partial sum per (batch, head), reduced in batch order below: the same bits on any thread count */
     double *pr = drel ? lipt_arena_calloc(&ctx->arena, (size_t)BH * T * sizeof(double)) : NULL;
 #pragma omp parallel for schedule(static) if (lipt_attn_use_par(j))

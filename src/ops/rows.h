@@ -29,10 +29,12 @@ static inline float lipt_attn_logit_scale(int l2, int d) {
     return (float)((l2 ? 2.0 : 1.0) * inv_s);
 }
 
-/* The logits row[0..n) of query i (n = i + 1 when causal) into probabilities, in place: + rel[i - j] when rel is
- * given (the head's relative bias, causal only), - kn[j] when kn is given (L2's |k_j|²/s), softmax; row[n..len) set
- * to 0. Returns the row's logit spread (max - min of what the softmax saw) when want_spread, else 0. */
-float lipt_attn_probs_row(float *row, int i, int n, int len, const float *kn, const float *rel, int want_spread);
+/* The logits row[0..n) of query i (n = i + 1 when causal) into probabilities, in place: through the logit map when
+ * map is given (map->forward_row with parameter mp; DP logits only, before any bias), + rel[i - j] when rel is given
+ * (the head's relative bias, causal only), - kn[j] when kn is given (L2's |k_j|²/s), softmax; row[n..len) set to 0.
+ * Returns the row's logit spread (max - min of what the softmax saw) when want_spread, else 0. */
+float lipt_attn_probs_row(float *row, int i, int n, int len, const float *kn, const float *rel,
+                          const lipt_logit_map *map, float mp, int want_spread);
 
 /* One head's keys and values, for a block of its query rows. */
 typedef struct {
@@ -45,6 +47,8 @@ typedef struct {
     const float *rel;      /* the head's relative-position bias (logit (i, j) gets rel[i - j]), or NULL */
     int ld, d, causal;
     float alpha;           /* lipt_attn_logit_scale */
+    const lipt_logit_map *map; /* the map of the DP logits (include/lipt/logit_map.h), or NULL: none */
+    float map_param;
 } lipt_attn_head;
 
 /* Query rows [i0, i1) of a head against its keys [0, nc) (nc = i1 when causal), at ctx's precision: the logits as

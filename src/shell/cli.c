@@ -378,6 +378,10 @@ void json_str(json_w *j, const char *k, const char *s) {
     json_key(j, k);
     json_string_raw(j->f, s ? s : "");
 }
+void json_null(json_w *j, const char *k) {
+    json_key(j, k);
+    fputs("null", j->f);
+}
 void json_bool(json_w *j, const char *k, int v) {
     json_key(j, k);
     fputs(v ? "true" : "false", j->f);

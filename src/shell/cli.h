@@ -96,6 +96,7 @@ void json_arr_close(json_w *j);
 void json_num(json_w *j, const char *k, double v);  /* NaN/inf written as null */
 void json_int(json_w *j, const char *k, long long v);
 void json_str(json_w *j, const char *k, const char *s);
+void json_null(json_w *j, const char *k);
 void json_bool(json_w *j, const char *k, int v);
 /* A float32 value (a model config key, a bound computed in float32) with the fewest digits (6 to 9) that read back
  * as the same float32: 0.9f is 0.9, not 0.899999976. NaN/inf as null. */

@@ -11,6 +11,9 @@ static void attn_fields(json_w *j, const lipt_attn_info *ai) {
 #define WRITE_FLAG(f) json_bool(j, #f, ai->f);
     LIPT_ATTN_FLAGS(WRITE_FLAG)
 #undef WRITE_FLAG
+    if (ai->logit_map) json_str(j, "logit_map", ai->logit_map->name);
+    else json_null(j, "logit_map");
+    json_num_f32(j, "logit_map_param", ai->logit_map_param);
     json_str(j, "bound", lipt_attn_bound_name(ai->bound));
     json_str(j, "qk_init", lipt_qk_init_name(ai->qk_init));
     json_str(j, "lipschitz_note", ai->lipschitz_note);

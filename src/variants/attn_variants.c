@@ -29,6 +29,11 @@ static const lipt_attn_info attn_table[] = {
         .lipschitz_note = "clipped-dp attention / max(1, UB/c), UB in the token-wise norm (independent of N)",
         .model = "contractive", /* lipt's invertible model: models/ptb-contractive.cfg */
     },
+    [LIPT_ATTN_DP_SOFTCAP] = {
+        .name = "dp-softcap", .has_wk = 1, .logit_map = &lipt_logit_map_softcap, .logit_map_param = 30.0f,
+        .bound = LIPT_ATTN_BOUND_NONE, .qk_init = LIPT_QK_INIT_SMALL,
+        .lipschitz_note = "dot-product attention with soft-capped logits: not Lipschitz, no bound",
+    },
 };
 /* a kind added to the enum without its row fails to compile */
 _Static_assert(sizeof attn_table / sizeof attn_table[0] == LIPT_ATTN_KIND_COUNT, "one attn_table row per lipt_attn_kind");
@@ -37,6 +42,10 @@ const lipt_attn_info *lipt_attn_info_of(lipt_attn_kind k) {
     LIPT_CHECK((unsigned)k < LIPT_ATTN_KIND_COUNT, "attention kind %d outside [0, %d)", (int)k, LIPT_ATTN_KIND_COUNT);
     /* a designated row skipped in the middle of the table is all zeros */
     LIPT_CHECK(attn_table[k].name, "attention kind %d has no row in attn_table", (int)k);
+    /* the kernels apply a logit map to DP logits without a bias only (src/ops/attention_dp.c) */
+    LIPT_CHECK(!attn_table[k].logit_map || (!attn_table[k].l2_logits && !attn_table[k].rel_bias),
+               "attention kind %s: logit map %s with L2 logits or a relative bias", attn_table[k].name,
+               attn_table[k].logit_map->name);
     return &attn_table[k];
 }
 

@@ -143,6 +143,8 @@ VARIANTS = [
     ("dp-post", dict(attention="dp", ffn="standard", activation="gelu", power_iters=1, norm="post"), 1111, 9),
     ("l2-tied-post", dict(attention="l2-tied", ffn="standard", activation="lipswish", power_iters=1, norm="post"),
      1212, 9),
+    # DP with a logit map (the soft cap, 30): W^Q, W^K drawn wide (below) so that logits reach the map's curve
+    ("dp-softcap", dict(attention="dp-softcap", ffn="standard", activation="gelu", power_iters=1), 1313, 9),
 ]
 # config keys lipt_config_to_text gained after the first eight files were written, one tuple per generation: the
 # config text leaves out the newest generations while all their keys are at their defaults, so older files stay
@@ -176,7 +178,7 @@ def draw_values(cfg: LiptConfig, rs: np.random.RandomState):
     """Every parameter at a scale where each path matters (std 0.1-0.5, LayerNorm gains near 1), buffers as
     unit vectors advanced by one power-iteration round (so the refreshes of training still move them)."""
     inv = cfg.invertible
-    qk = {"dp": 0.35, "clipped-dp": 0.2}.get(cfg.attention, 0.25)
+    qk = 1.2 if cfg.attn.logit_map else {"dp": 0.35, "clipped-dp": 0.2}.get(cfg.attention, 0.25)
     std = {"tok_emb": 0.7 if inv else 0.5, "pos_emb": 0.4 if inv else 0.5, "attn.wq": qk, "attn.wk": qk,
            "attn.wv": 0.35, "attn.wo": 0.35, "attn.bo": 0.1, "ffn.w1": 0.35, "ffn.b1": 0.1, "ffn.w2": 0.35,
            "ffn.b2": 0.1, "head.w": 0.4, "head.b": 0.1, "head.w1": 0.4, "head.b1": 0.1,
