@@ -34,9 +34,10 @@ static inline lipt_tensor *attn_build_self(lipt_ctx *ctx, lipt_tensor **in, void
 }
 
 /* Straight from SPEC §1: per (b,h), logits L_ij = q_i·k_j / s (DP) or -|q_i - k_j|² / s (l2) over j <= i
- * (causal), P = softmax(L), out_h = P V_h, with V given in double ([B,T,D], head h in columns h*d..). */
-static inline void attn_ref(const float *q, const float *k, const double *V, int B, int T, int D, int H, int causal,
-                            int l2, double *out) {
+ * (causal), each through map(L, p) when map is given (a logit map's reference, include/lipt/logit_map.h),
+ * P = softmax(L), out_h = P V_h, with V given in double ([B,T,D], head h in columns h*d..). */
+static inline void attn_ref_map(const float *q, const float *k, const double *V, int B, int T, int D, int H,
+                                int causal, int l2, double (*map)(double z, double p), double p, double *out) {
     const int d = D / H;
     const double s = sqrt((double)d);
     double *lg = malloc((size_t)(T ? T : 1) * sizeof(double));
@@ -57,6 +58,7 @@ static inline void attn_ref(const float *q, const float *k, const double *V, int
                         }
                     }
                     lg[j] = (l2 ? -acc : acc) / s;
+                    if (map) lg[j] = map(lg[j], p);
                     if (lg[j] > mx) mx = lg[j];
                 }
                 for (int j = 0; j < n; j++) sum += (lg[j] = exp(lg[j] - mx));
@@ -67,6 +69,11 @@ static inline void attn_ref(const float *q, const float *k, const double *V, int
                 }
             }
     free(lg);
+}
+
+static inline void attn_ref(const float *q, const float *k, const double *V, int B, int T, int D, int H, int causal,
+                            int l2, double *out) {
+    attn_ref_map(q, k, V, B, T, D, H, causal, l2, NULL, 0, out);
 }
 
 static inline double *attn_to_double(const float *x, size_t n) {

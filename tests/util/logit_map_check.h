@@ -29,31 +29,12 @@ static inline lipt_tensor *lm_op(lipt_ctx *ctx, lipt_tensor **in, void *user) {
                      : lipt_attention_dp_map(ctx, in[0], in[1], in[2], a->map, a->p, a->H, a->causal);
 }
 
-/* attn_ref's loop with each logit through ref, in double. */
+/* attn_ref with each logit through ref, in double. */
 static inline void lm_attn_ref(lm_ref_fn ref, double p, const float *q, const float *k, const float *v, int B, int T,
                                int D, int H, int causal, double *out) {
-    const int d = D / H;
-    const double s = sqrt((double)d);
-    double *lg = malloc((size_t)T * sizeof(double));
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
-            for (int i = 0; i < T; i++) {
-                const int n = causal ? i + 1 : T;
-                double mx = -INFINITY, sum = 0;
-                for (int j = 0; j < n; j++) {
-                    double acc = 0;
-                    for (int c = 0; c < d; c++) acc += (double)q[IDX(b, i, h * d + c)] * k[IDX(b, j, h * d + c)];
-                    lg[j] = ref(acc / s, p);
-                    mx = lg[j] > mx ? lg[j] : mx;
-                }
-                for (int j = 0; j < n; j++) sum += (lg[j] = exp(lg[j] - mx));
-                for (int c = 0; c < d; c++) {
-                    double o = 0;
-                    for (int j = 0; j < n; j++) o += lg[j] / sum * v[IDX(b, j, h * d + c)];
-                    out[IDX(b, i, h * d + c)] = o;
-                }
-            }
-    free(lg);
+    double *V = attn_to_double(v, (size_t)B * T * D);
+    attn_ref_map(q, k, V, B, T, D, H, causal, 0, ref, p, out);
+    free(V);
 }
 
 /* {B, T, D, H}: size-1 dims, odd heads, row blocks (T > 64) and two column tiles of the tiled kernel (T > 512).
