@@ -49,6 +49,7 @@ ptb-invertible-c3|invertible|ptb|models/ptb8-invertible.cfg|auto|ptb-invertible-
 ptb-dp-c3|dp|ptb|models/ptb8-dp.cfg|auto|ptb-dp-c2|--steps 27000 --lr 8e-3 $PTB_RECIPE
 ptb-invertible-muon|invertible|ptb|models/ptb8-invertible.cfg|auto|-|--steps 6500 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $PTB_RECIPE
 ptb-dp-muon|dp|ptb|models/ptb8-dp.cfg|auto|-|--steps 6500 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $PTB_RECIPE
+ptb-invertible-muon-c2|invertible|ptb|models/ptb8-invertible.cfg|auto|ptb-invertible-muon|--steps 21000 --lr 3e-3 --optimizer muon --muon-lr 3e-3 $PTB_RECIPE
 ts-dp|dp|tinyshakespeare|models/shakespeare-dp.cfg|0.9,0.1,0|-|$TS_RECIPE
 ts-invertible|invertible|tinyshakespeare|models/shakespeare-invertible.cfg|0.9,0.1,0|-|$TS_RECIPE
 ts-dp-long|dp|tinyshakespeare|models/shakespeare-dp.cfg|0.9,0.1,0|-|$TS_LONG
