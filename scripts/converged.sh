@@ -47,6 +47,7 @@ ptb-dp-c2|dp|ptb|models/ptb8-dp.cfg|auto|ptb-dp|--steps 21000 --lr 3e-3 $PTB_REC
 ptb-l2-tied-c2|l2-tied|ptb|models/ptb8-l2-tied.cfg|auto|ptb-l2-tied|--steps 21000 --lr 3e-3 $PTB_RECIPE
 ptb-invertible-c3|invertible|ptb|models/ptb8-invertible.cfg|auto|ptb-invertible-c2|--steps 27000 --lr 8e-3 $PTB_RECIPE
 ptb-dp-c3|dp|ptb|models/ptb8-dp.cfg|auto|ptb-dp-c2|--steps 27000 --lr 8e-3 $PTB_RECIPE
+ptb-l2-tied-c3|l2-tied|ptb|models/ptb8-l2-tied.cfg|auto|ptb-l2-tied-c2|--steps 27000 --lr 8e-3 $PTB_RECIPE
 ptb-invertible-muon|invertible|ptb|models/ptb8-invertible.cfg|auto|-|--steps 6500 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $PTB_RECIPE
 ptb-dp-muon|dp|ptb|models/ptb8-dp.cfg|auto|-|--steps 6500 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $PTB_RECIPE
 ptb-invertible-muon-c2|invertible|ptb|models/ptb8-invertible.cfg|auto|ptb-invertible-muon|--steps 21000 --lr 3e-3 --optimizer muon --muon-lr 3e-3 $PTB_RECIPE
