@@ -42,7 +42,7 @@ struct lipt_dnnl {
      * default library mode. */
     void *scratch;
     size_t scratch_cap;
-    float *acc; /* the unscaled product of a scaled, accumulating one (see lipt_dnnl_gemm_pk) */
+    void *acc; /* the unscaled product of a scaled, accumulating one (see lipt_dnnl_gemm_pk) */
     size_t acc_cap;
 };
 
@@ -238,7 +238,7 @@ lipt_status lipt_dnnl_gemm_pk(lipt_dnnl *d, lipt_dnnl_type type, int ta, int tb,
          * sum, rounded once); with it the unscaled product goes to a scratch first, and oneDNN's own path (another
          * kernel) may differ in the last bit. */
         float *T = NULL;
-        if (beta != 0.0f) T = lipt_lowp_reserve((void **)&d->acc, &d->acc_cap, (size_t)M * N * sizeof(float));
+        if (beta != 0.0f) T = lipt_lowp_reserve(&d->acc, &d->acc_cap, (size_t)M * N * sizeof(float));
         const lipt_status st = lipt_dnnl_gemm_pk(d, type, ta, tb, M, N, K, 1.0f, A, lda, Apk, B, ldb, Bpk, NULL, 0.0f,
                                                  T ? T : C, T ? N : ldc, err);
         if (st == LIPT_OK) scale_acc_rows(C, ldc, T, M, N, alpha, beta);
