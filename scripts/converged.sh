@@ -35,6 +35,11 @@ TS_RECIPE="--batch 12 --steps 2000 --lr 1e-3 --schedule cosine --warmup 100 --mi
 # for 8 evaluations (4,000 steps): the budget where the model stops improving
 TS_LONG="${TS_RECIPE/--steps 2000/--steps 10000} --patience 8"
 TS_LONG="${TS_LONG/--eval-every 250/--eval-every 500}"
+# twenty times nanoGPT's budget (40,000 steps, 30.7M symbols, 30 epochs), stopped early after 5 evaluations (5,000
+# steps) without improvement: where the invertible model's accuracy stops improving (ts-*-long still improved)
+TS_XL="${TS_RECIPE/--steps 2000/--steps 40000} --patience 5"
+TS_XL="${TS_XL/--eval-every 250/--eval-every 1000}"
+TS_XL="${TS_XL/--save-every 250/--save-every 500}"
 E8_RECIPE="--batch 16 --schedule cosine --warmup 200 --min-lr 2e-5 --beta1 0.9 --beta2 0.98 --weight-decay 0.1 \
 --clip 1 --seed 0 --eval-every 500 --eval-symbols 100000 --save-every 100"
 plan() {
@@ -51,10 +56,12 @@ ptb-l2-tied-c3|l2-tied|ptb|models/ptb8-l2-tied.cfg|auto|ptb-l2-tied-c2|--steps 2
 ptb-invertible-muon|invertible|ptb|models/ptb8-invertible.cfg|auto|-|--steps 6500 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $PTB_RECIPE
 ptb-dp-muon|dp|ptb|models/ptb8-dp.cfg|auto|-|--steps 6500 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $PTB_RECIPE
 ptb-invertible-muon-c2|invertible|ptb|models/ptb8-invertible.cfg|auto|ptb-invertible-muon|--steps 21000 --lr 3e-3 --optimizer muon --muon-lr 3e-3 $PTB_RECIPE
+ptb-invertible-muon-c3|invertible|ptb|models/ptb8-invertible.cfg|auto|ptb-invertible-muon-c2|--steps 27000 --lr 8e-3 --optimizer muon --muon-lr 8e-3 $PTB_RECIPE
 ts-dp|dp|tinyshakespeare|models/shakespeare-dp.cfg|0.9,0.1,0|-|$TS_RECIPE
 ts-invertible|invertible|tinyshakespeare|models/shakespeare-invertible.cfg|0.9,0.1,0|-|$TS_RECIPE
 ts-dp-long|dp|tinyshakespeare|models/shakespeare-dp.cfg|0.9,0.1,0|-|$TS_LONG
 ts-invertible-long|invertible|tinyshakespeare|models/shakespeare-invertible.cfg|0.9,0.1,0|-|$TS_LONG
+ts-invertible-xl|invertible|tinyshakespeare|models/shakespeare-invertible.cfg|0.9,0.1,0|-|$TS_XL
 enwik8-invertible|invertible|enwik8|models/enwik8-small-invertible.cfg|0.9,0.05,0.05|-|--steps 6000 --lr 4e-3 $E8_RECIPE
 enwik8-dp|dp|enwik8|models/enwik8-small-dp.cfg|0.9,0.05,0.05|-|--steps 6000 --lr 2e-3 $E8_RECIPE
 enwik8-invertible-muon|invertible|enwik8|models/enwik8-small-invertible.cfg|0.9,0.05,0.05|-|--steps 6000 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $E8_RECIPE
