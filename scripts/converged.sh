@@ -35,9 +35,9 @@ TS_RECIPE="--batch 12 --steps 2000 --lr 1e-3 --schedule cosine --warmup 100 --mi
 # for 8 evaluations (4,000 steps): the budget where the model stops improving
 TS_LONG="${TS_RECIPE/--steps 2000/--steps 10000} --patience 8"
 TS_LONG="${TS_LONG/--eval-every 250/--eval-every 500}"
-# twenty times nanoGPT's budget (40,000 steps, 30.7M symbols, 30 epochs), stopped early after 5 evaluations (5,000
+# fifteen times nanoGPT's budget (30,000 steps, 23.0M symbols, 23 epochs), stopped early after 5 evaluations (5,000
 # steps) without improvement: where the invertible model's accuracy stops improving (ts-*-long still improved)
-TS_XL="${TS_RECIPE/--steps 2000/--steps 40000} --patience 5"
+TS_XL="${TS_RECIPE/--steps 2000/--steps 30000} --patience 5"
 TS_XL="${TS_XL/--eval-every 250/--eval-every 1000}"
 TS_XL="${TS_XL/--save-every 250/--save-every 500}"
 E8_RECIPE="--batch 16 --schedule cosine --warmup 200 --min-lr 2e-5 --beta1 0.9 --beta2 0.98 --weight-decay 0.1 \
