@@ -300,10 +300,11 @@ START_TEST(test_bf16_real) {
     lipt_rng rng;
     lipt_rng_seed(&rng, 17);
     double worst = 0;
-    /* one product, then two large enough to be cut into blocks (by rows, by columns), on 1 and 2 threads; the large
-     * ones also with a bias and with the shared operand already packed */
-    const int shapes[3][3] = {{67, 45, 130}, {300, 257, 129}, {64, 1100, 96}};
-    for (int si = 0; si < 3; si++)
+    /* one product, then two large enough to be cut into blocks (by rows, by columns), on 1 and 2 threads, and a
+     * weight gradient's (a long K: with A transposed and B not, cut along K on 2 threads); the large ones also with
+     * a bias and with the shared operand already packed */
+    const int shapes[4][3] = {{67, 45, 130}, {300, 257, 129}, {64, 1100, 96}, {96, 80, 2100}};
+    for (int si = 0; si < 4; si++)
         for (int t = 0; t < 4; t++)
             for (int th = 1; th <= 2; th++)
                 for (int bias = 0; bias <= (si > 0); bias++) {

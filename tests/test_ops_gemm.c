@@ -5,7 +5,8 @@
  * 2 and 3 threads, again on the same count, and from inside a parallel region (whatever kernels OpenBLAS runs:
  * tests/kernels_test.sh runs this suite under OPENBLAS_CORETYPE Prescott, Haswell and SkylakeX); lipt_gemm_cut_fixed,
  * the blocks of OpenBLAS's products; lipt_gemm_gemv, the decoder's one-row product, the same ways; and lipt_sgemm_lib,
- * the two libraries' own sgemm (their own threading: within the bound, no promise about bits). */
+ * the two libraries' own sgemm (their own threading: within the bound, no promise about bits); lipt_gemm_p's weight
+ * gradients (lipt_gemm_ksplit), the same ways. */
 #include "testutil.h"
 
 #include <math.h>
@@ -226,6 +227,71 @@ START_TEST(test_gemm_gemv) {
 }
 END_TEST
 
+/* lipt_gemm_p's weight-gradient products in float32 (lipt_gemm_ksplit: Aᵀ B cut along K, the partial sums added in
+ * chunk order): within the float32 bound for alpha 1 and 1/8, beta 0 (C not read), 1 and -0.5, padded strides, an
+ * even and an uneven last chunk, many chunks; the same bits on 1, 2 and 3 threads and twice on 2; inside a parallel
+ * construct the product is not cut (the arena is the context's), so there it is lipt_gemm's; and the chunk size is
+ * a function of the shape: K, a multiple of 16, an even number of chunks, none below 2048 or twice C's side. */
+START_TEST(test_gemm_ksplit) {
+    const shape ks[] = {{96, 80, 2048}, {64, 48, 3000}, {16, 12, 24000}, {200, 33, 4100}};
+    lipt_ctx ctx;
+    lipt_ctx_init(&ctx, (size_t)64 << 20, 1);
+    double worst = 0;
+    int cut = 0;
+    for (size_t si = 0; si < sizeof ks / sizeof ks[0]; si++) {
+        lipt_rng rng;
+        lipt_rng_seed(&rng, 5003 + si);
+        gcase g;
+        case_make(&g, &rng, 1, 0, ks[si], (int)si % 2 * 7);
+        const int kc = lipt_gemm_ksplit_chunk(g.M, g.N, g.K);
+        cut += lipt_gemm_ksplit_wanted(1, 0, g.M, g.N, g.K);
+        const size_t n = (size_t)g.M * g.ldc, bytes = n * sizeof(float);
+        for (int ai = 0; ai < 2; ai++)
+            for (int bi = 0; bi < 3; bi++) {
+                float *C[5];
+                const int th[4] = {1, 2, 3, 2};
+                for (int r = 0; r < 5; r++) {
+                    C[r] = malloc(bytes);
+                    for (size_t i = 0; i < n; i++) C[r][i] = betas[bi] == 0.0f ? NAN : g.C0[i];
+                }
+                for (int r = 0; r < 4; r++) {
+                    lipt_set_threads(th[r]);
+                    lipt_gemm_p(&ctx, 1, 0, g.M, g.N, g.K, alphas[ai], g.A, g.lda, g.B, g.ldb, betas[bi], C[r], g.ldc);
+                }
+                const double e = case_check(&g, C[0], alphas[ai], betas[bi], "lipt_gemm_p (K cut)");
+                if (e > worst) worst = e;
+                for (int r = 1; r < 4; r++)
+                    ck_assert_msg(memcmp(C[0], C[r], bytes) == 0, "%dx%dx%d, K in chunks of %d: %d threads differ "
+                                  "from 1", g.M, g.N, g.K, kc, th[r]);
+                float *Cg = case_run(&g, -1, alphas[ai], betas[bi]);
+#pragma omp parallel num_threads(1)
+                lipt_gemm_p(&ctx, 1, 0, g.M, g.N, g.K, alphas[ai], g.A, g.lda, g.B, g.ldb, betas[bi], C[4], g.ldc);
+                ck_assert_msg(memcmp(Cg, C[4], bytes) == 0, "%dx%dx%d: inside a parallel construct lipt_gemm_p is "
+                              "not lipt_gemm", g.M, g.N, g.K);
+                free(Cg);
+                for (int r = 0; r < 5; r++) free(C[r]);
+            }
+        case_free(&g);
+    }
+    lipt_set_threads(2);
+    lipt_ctx_free(&ctx);
+    if (lipt_gemm_on_dnnl(96, 80, 2048)) ck_assert_int_eq(cut, 4); /* else no product is cut so: all lipt_gemm */
+    for (int K = 1; K <= 40000; K = K * 3 + 7)
+        for (int side = 1; side <= 3000; side = side * 2 + 5) {
+            const int kc = lipt_gemm_ksplit_chunk(side, 7, K), nk = kc > 0 ? (K + kc - 1) / kc : 0;
+            if (K < 2048 || K < 2 * side) {
+                ck_assert_int_eq(kc, 0);
+                continue;
+            }
+            ck_assert_msg(kc % 16 == 0 && nk >= 2 && (long long)(nk - 1) * kc < K && kc >= 512 && kc <= 1040,
+                          "K %d, side %d: chunks of %d (%d)", K, side, kc, nk);
+            ck_assert_int_eq(kc, lipt_gemm_ksplit_chunk(7, side, K)); /* the larger side decides, not which */
+        }
+    printf("lipt_gemm_p, weight gradients cut along K: %d products within the float32 bound (worst %.3f of it), the "
+           "same bits on 1, 2 and 3 threads\n", cut, worst);
+}
+END_TEST
+
 START_TEST(test_sgemm_lib_unknown) {
     float one = 1.0f;
     ck_assert_int_eq(lipt_sgemm_lib(2, 0, 0, 1, 1, 1, 1.0f, &one, 1, &one, 1, 0.0f, &one, 1), -1);
@@ -240,6 +306,7 @@ int main(void) {
     tcase_add_test(tc, test_gemm_threads_bitwise);
     tcase_add_test(tc, test_gemm_cut_fixed);
     tcase_add_test(tc, test_gemm_gemv);
+    tcase_add_test(tc, test_gemm_ksplit);
     tcase_add_test(tc, test_sgemm_lib_unknown);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

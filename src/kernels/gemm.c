@@ -48,13 +48,20 @@ static void block_openblas(const gemm_args *g, const lipt_gemm_block *k) {
     lipt_blas_serial_end(saved);
 }
 
+void lipt_sgemm_block(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                      int ldb, float beta, float *C, int ldc) {
+#ifdef LIPT_HAVE_DNNL
+    if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == dnnl_success)
+        return; /* else arguments it rejects: OpenBLAS */
+#endif
+    sgemm_openblas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 #ifdef LIPT_HAVE_DNNL
 static void block_dnnl(const gemm_args *g, const lipt_gemm_block *k) {
     const int saved = lipt_blas_serial_begin();
-    if (dnnl_sgemm(g->ta ? 'T' : 'N', g->tb ? 'T' : 'N', k->m, k->w, g->K, g->alpha, g->A + k->a, g->lda, g->B + k->b,
-                   g->ldb, g->beta, g->C + k->c, g->ldc) != dnnl_success) /* arguments it rejects */
-        sgemm_openblas(g->ta, g->tb, k->m, k->w, g->K, g->alpha, g->A + k->a, g->lda, g->B + k->b, g->ldb, g->beta,
-                       g->C + k->c, g->ldc);
+    lipt_sgemm_block(g->ta, g->tb, k->m, k->w, g->K, g->alpha, g->A + k->a, g->lda, g->B + k->b, g->ldb, g->beta,
+                     g->C + k->c, g->ldc);
     lipt_blas_serial_end(saved);
 }
 #endif

@@ -124,11 +124,32 @@ static inline void lipt_blas_serial_end(int nt) {
     if (nt > 1) omp_set_num_threads(nt);
 }
 
-/* lipt_gemm at ctx->precision: float32 is lipt_gemm itself (one branch), the others lipt_gemm_lowp (kernels/lowp.h). */
+/* One block of lipt_gemm as the library call it makes: oneDNN's sgemm in builds with oneDNN (OpenBLAS for arguments
+ * it rejects), else OpenBLAS's; on the threads the caller's omp_get_max_threads() gives (lipt_blas_serial_begin for
+ * one). */
+void lipt_sgemm_block(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                      int ldb, float beta, float *C, int ldc);
+
+/* The weight gradients' products (src/kernels/gemm_ksplit.c): C [M,N] = alpha Aᵀ B + beta C with A [K,M] and B [K,N]
+ * (row strides lda, ldb) cut along K into chunks of lipt_gemm_ksplit_chunk (fixed by the shape), the partial sums
+ * in ctx's arena, added in chunk order: the same bits on any --threads. lipt_gemm_ksplit_wanted: whether lipt_gemm_p
+ * runs a product so (A transposed, B not, oneDNN's size, K at least 2048 and twice C's larger side, outside a
+ * parallel construct). */
+int lipt_gemm_ksplit_chunk(int M, int N, int K);
+int lipt_gemm_ksplit_wanted(int ta, int tb, int M, int N, int K);
+void lipt_gemm_ksplit(lipt_ctx *ctx, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                      int ldb, float beta, float *C, int ldc);
+/* C [M,N] (row stride ldc) += the nk - 1 partial sums at P ([M,N] each, dense, chunk 1 first), each entry in chunk
+ * order by one thread (several outside a parallel region): lipt_gemm_ksplit's last pass, and bf16's (gemm_lowp.c). */
+void lipt_gemm_ksplit_sum(int M, int N, int nk, const float *P, float *C, int ldc);
+
+/* lipt_gemm at ctx->precision: float32 is lipt_gemm itself, or for a weight gradient lipt_gemm_ksplit; the others
+ * lipt_gemm_lowp (kernels/lowp.h). */
 static inline void lipt_gemm_p(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A,
                                int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    if (ctx->precision == LIPT_PRECISION_FLOAT32) lipt_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    else lipt_gemm_lowp(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (ctx->precision != LIPT_PRECISION_FLOAT32) lipt_gemm_lowp(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else if (lipt_gemm_ksplit_wanted(ta, tb, M, N, K)) lipt_gemm_ksplit(ctx, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else lipt_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* lipt_gemm_packed at ctx->precision. */

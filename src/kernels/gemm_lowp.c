@@ -202,6 +202,37 @@ static void gemm_bf16_blocked(lipt_ctx *ctx, int nt, int ta, int tb, int M, int 
     lipt_arena_release(&ctx->arena, mk);
 }
 
+/* A weight gradient in bf16 (C [M,N] = alpha Aᵀ B + beta C, A [K,M], B [K,N]) cut along K as lipt_gemm_ksplit cuts
+ * float32 ones: every chunk's operands and output dense. oneDNN 2.6 runs a transposed source on AMX
+ * (brg:avx512_core_amx_bf16) only with dense strides; gemm_bf16_blocked's column blocks of C (row stride N, wider
+ * than the block) sent the weight gradients to gemm:jit, 400-580 GFLOP/s on one thread against 690-720. */
+static void gemm_bf16_ksplit(lipt_ctx *ctx, int kc, int M, int N, int K, float alpha, const float *A, int lda,
+                             const void *Apk, const float *B, int ldb, const void *Bpk, float beta, float *C,
+                             int ldc) {
+    const int nk = (K + kc - 1) / kc;
+    const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
+    if (!Apk || lda != M) { /* dense packed operands: the chunks are runs of their rows */
+        Apk = lipt_lowp_pack_arena(ctx, A, K, M, lda);
+        lda = M;
+    }
+    if (!Bpk || ldb != N) {
+        Bpk = lipt_lowp_pack_arena(ctx, B, K, N, ldb);
+        ldb = N;
+    }
+    const size_t mn = (size_t)M * N;
+    float *P = lipt_arena_alloc(&ctx->arena, (size_t)(nk - 1) * mn * sizeof(float)); /* chunks 1.., [M, N] each */
+    const char *ap = Apk, *bp = Bpk; /* bf16: 2 bytes an element */
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < nk; c++) {
+        const int k0 = c * kc, kk = K - k0 < kc ? K - k0 : kc;
+        const void *a = ap + 2 * (size_t)k0 * lda, *b = bp + 2 * (size_t)k0 * ldb;
+        if (c == 0) gemm_bf16_one(ctx, 1, 0, M, N, kk, alpha, NULL, lda, a, NULL, ldb, b, NULL, beta, C, ldc);
+        else gemm_bf16_one(ctx, 1, 0, M, N, kk, alpha, NULL, lda, a, NULL, ldb, b, NULL, 0.0f, P + (c - 1) * mn, N);
+    }
+    lipt_gemm_ksplit_sum(M, N, nk, P, C, ldc);
+    lipt_arena_release(&ctx->arena, mk);
+}
+
 static void gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                       const void *Apk, const float *B, int ldb, const void *Bpk, const float *bias, float beta, float *C,
                       int ldc) {
@@ -210,7 +241,10 @@ static void gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float 
                lipt_precision_name((lipt_precision)ctx->precision));
     if (ctx->precision == LIPT_PRECISION_BF16) {
         const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-        if (nt > 1 && lipt_gemm_on_dnnl(M, N, K)) /* the sizes lipt_gemm gives oneDNN */
+        const int kc = ta && !tb && !bias && nt > 1 ? lipt_gemm_ksplit_chunk(M, N, K) : 0;
+        if (kc > 0 && lipt_gemm_on_dnnl(M, N, K))
+            gemm_bf16_ksplit(ctx, kc, M, N, K, alpha, A, lda, Apk, B, ldb, Bpk, beta, C, ldc);
+        else if (nt > 1 && lipt_gemm_on_dnnl(M, N, K)) /* the sizes lipt_gemm gives oneDNN */
             gemm_bf16_blocked(ctx, nt, ta, tb, M, N, K, alpha, A, lda, Apk, B, ldb, Bpk, bias, beta, C, ldc);
         else
             gemm_bf16_one(ctx, ta, tb, M, N, K, alpha, A, lda, Apk, B, ldb, Bpk, bias, beta, C, ldc);

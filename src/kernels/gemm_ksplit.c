@@ -1,0 +1,67 @@
+/* lipt_gemm_ksplit: the weight gradients' products (dW = xᵀ G: A transposed, a long sum over the tokens, a small
+ * output) cut along the sum instead of the output.
+ *
+ * lipt_gemm cuts C into blocks of rows or columns, each block one single-thread call. For dW that is the wrong
+ * dimension: C is small (192 ... 1024 on a side) and K long (the batch's tokens, 2048 ... 4096), so every block packs
+ * a whole K-long panel of the other operand again, and the thin blocks run the library's kernels below their rate:
+ * on the Intel AVX-512 CPU of docs/PERFORMANCE.md oneDNN's sgemm ran 256 x 768 x 2048 at 256 GFLOP/s in lipt_gemm's
+ * column blocks against 294 in two halves of K (whole rows each), 192 x 576 x 4096 at 197 against 296. So the sum is
+ * cut into chunks fixed by K alone (never by the thread count: the bits do not depend on --threads): chunk 0 is
+ * computed into C with the caller's beta, chunk c >= 1 into its own scratch in the context's arena, and C then gets
+ * the partial sums added in chunk order, each entry by one thread (tests/test_ops_gemm.c, test_gemm_ksplit). */
+#include "kernels/gemm.h"
+
+#include "lipt/arena.h"
+
+/* K per chunk: an even number of chunks (two threads share them evenly), about 1024 or more of K each, a multiple
+ * of 16; 0 when the product is not cut so (K under twice the output's larger side or under 2048). */
+int lipt_gemm_ksplit_chunk(int M, int N, int K) {
+    const int side = M > N ? M : N;
+    if (K < 2048 || K < 2 * side) return 0;
+    const int n = 2 * ((K + 2047) / 2048);
+    return ((K + n - 1) / n + 15) & ~15;
+}
+
+int lipt_gemm_ksplit_wanted(int ta, int tb, int M, int N, int K) {
+    /* outside every parallel construct, even a one-thread one (omp_get_level, not omp_in_parallel): whether a product
+     * is cut so must not depend on the thread count, and the partial sums come from the context's arena */
+    return ta && !tb && lipt_gemm_on_dnnl(M, N, K) && lipt_gemm_ksplit_chunk(M, N, K) > 0 && omp_get_level() == 0;
+}
+
+void lipt_gemm_ksplit_sum(int M, int N, int nk, const float *P, float *C, int ldc) {
+    const size_t mn = (size_t)M * N;
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && mn * (size_t)nk >= ((size_t)1 << 14))
+    for (int i = 0; i < M; i++) {
+        float *ci = C + (size_t)i * ldc;
+        for (int c = 1; c < nk; c++) {
+            const float *pi = P + (size_t)(c - 1) * mn + (size_t)i * N;
+            for (int j = 0; j < N; j++) ci[j] += pi[j];
+        }
+    }
+}
+
+void lipt_gemm_ksplit(lipt_ctx *ctx, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                      int ldb, float beta, float *C, int ldc) {
+    const int kc = lipt_gemm_ksplit_chunk(M, N, K), nk = kc > 0 ? (K + kc - 1) / kc : 1;
+    if (nk < 2) {
+        lipt_gemm(1, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
+    const size_t mn = (size_t)M * N;
+    float *P = lipt_arena_alloc(&ctx->arena, (size_t)(nk - 1) * mn * sizeof(float)); /* chunks 1.., [M, N] each */
+    const int nt = omp_get_max_threads(), team = nt < nk ? nt : nk;
+#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
+    for (int c = 0; c < nk; c++) {
+        const int k0 = c * kc, kk = K - k0 < kc ? K - k0 : kc;
+        const int saved = lipt_blas_serial_begin();
+        /* rows k0.. of A [K, M] and B [K, N] */
+        if (c == 0) lipt_sgemm_block(1, 0, M, N, kk, alpha, A, lda, B, ldb, beta, C, ldc);
+        else
+            lipt_sgemm_block(1, 0, M, N, kk, alpha, A + (size_t)k0 * lda, lda, B + (size_t)k0 * ldb, ldb, 0.0f,
+                             P + (size_t)(c - 1) * mn, N);
+        lipt_blas_serial_end(saved);
+    }
+    lipt_gemm_ksplit_sum(M, N, nk, P, C, ldc);
+    lipt_arena_release(&ctx->arena, mk);
+}
