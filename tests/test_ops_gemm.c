@@ -229,15 +229,16 @@ END_TEST
 
 /* lipt_gemm_p's weight-gradient products in float32 (lipt_gemm_ksplit: Aᵀ B cut along K, the partial sums added in
  * chunk order): within the float32 bound for alpha 1 and 1/8, beta 0 (C not read), 1 and -0.5, padded strides, an
- * even and an uneven last chunk, many chunks; the same bits on 1, 2 and 3 threads and twice on 2; inside a parallel
- * construct the product is not cut (the arena is the context's), so there it is lipt_gemm's; and the chunk size is
- * a function of the shape: K, a multiple of 16, an even number of chunks, none below 2048 or twice C's side. */
+ * even and an uneven last chunk, many chunks, the chunks as Cᵀ = Bᵀ A (A's row stride from 1024 floats); the same
+ * bits on 1, 2 and 3 threads and twice on 2; inside a parallel construct the product is not cut (the arena is the
+ * context's), so there it is lipt_gemm's; and the chunk size is a function of the shape: K, a multiple of 16, an
+ * even number of chunks, none below 2048 or twice C's side. */
 START_TEST(test_gemm_ksplit) {
-    const shape ks[] = {{96, 80, 2048}, {64, 48, 3000}, {16, 12, 24000}, {200, 33, 4100}};
+    const shape ks[] = {{96, 80, 2048}, {64, 48, 3000}, {16, 12, 24000}, {200, 33, 4100}, {1030, 40, 2064}};
     lipt_ctx ctx;
     lipt_ctx_init(&ctx, (size_t)64 << 20, 1);
     double worst = 0;
-    int cut = 0;
+    int cut = 0, transposed = 0;
     for (size_t si = 0; si < sizeof ks / sizeof ks[0]; si++) {
         lipt_rng rng;
         lipt_rng_seed(&rng, 5003 + si);
@@ -245,6 +246,7 @@ START_TEST(test_gemm_ksplit) {
         case_make(&g, &rng, 1, 0, ks[si], (int)si % 2 * 7);
         const int kc = lipt_gemm_ksplit_chunk(g.M, g.N, g.K);
         cut += lipt_gemm_ksplit_wanted(1, 0, g.M, g.N, g.K);
+        transposed += lipt_gemm_ksplit_transposed(g.M, g.N, g.lda, g.ldb);
         const size_t n = (size_t)g.M * g.ldc, bytes = n * sizeof(float);
         for (int ai = 0; ai < 2; ai++)
             for (int bi = 0; bi < 3; bi++) {
@@ -275,7 +277,8 @@ START_TEST(test_gemm_ksplit) {
     }
     lipt_set_threads(2);
     lipt_ctx_free(&ctx);
-    if (lipt_gemm_on_dnnl(96, 80, 2048)) ck_assert_int_eq(cut, 4); /* else no product is cut so: all lipt_gemm */
+    if (lipt_gemm_on_dnnl(96, 80, 2048)) ck_assert_int_eq(cut, 5); /* else no product is cut so: all lipt_gemm */
+    ck_assert_int_eq(transposed, 1); /* the last shape: A's rows 1030 floats apart, the chunks as Cᵀ = Bᵀ A */
     for (int K = 1; K <= 40000; K = K * 3 + 7)
         for (int side = 1; side <= 3000; side = side * 2 + 5) {
             const int kc = lipt_gemm_ksplit_chunk(side, 7, K), nk = kc > 0 ? (K + kc - 1) / kc : 0;
@@ -287,8 +290,8 @@ START_TEST(test_gemm_ksplit) {
                           "K %d, side %d: chunks of %d (%d)", K, side, kc, nk);
             ck_assert_int_eq(kc, lipt_gemm_ksplit_chunk(7, side, K)); /* the larger side decides, not which */
         }
-    printf("lipt_gemm_p, weight gradients cut along K: %d products within the float32 bound (worst %.3f of it), the "
-           "same bits on 1, 2 and 3 threads\n", cut, worst);
+    printf("lipt_gemm_p, weight gradients cut along K: %d products (%d as Cᵀ = Bᵀ A) within the float32 bound (worst "
+           "%.3f of it), the same bits on 1, 2 and 3 threads\n", cut, transposed, worst);
 }
 END_TEST
 

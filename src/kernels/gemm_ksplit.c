@@ -8,7 +8,13 @@
  * column blocks against 294 in two halves of K (whole rows each), 192 x 576 x 4096 at 197 against 296. So the sum is
  * cut into chunks fixed by K alone (never by the thread count: the bits do not depend on --threads): chunk 0 is
  * computed into C with the caller's beta, chunk c >= 1 into its own scratch in the context's arena, and C then gets
- * the partial sums added in chunk order, each entry by one thread (tests/test_ops_gemm.c, test_gemm_ksplit). */
+ * the partial sums added in chunk order, each entry by one thread (tests/test_ops_gemm.c, test_gemm_ksplit).
+ *
+ * A transposed operand with a row stride of 1024 floats or more (4 KB: its rows fall on the same cache sets) runs
+ * slowly in oneDNN's sgemm whatever the cut: 1024 x 256 x 2048 (W2's gradient at d_ff 1024) at 186-215 GFLOP/s, every
+ * M from 1024 at 190-220 with N 128-512. When B's stride is the smaller one, the chunks compute Cᵀ = Bᵀ A instead
+ * (253-272 GFLOP/s for those with M 1024 or 2048, transposition included), all into scratch, and C = beta C + the
+ * partials transposed, in chunk order. */
 #include "kernels/gemm.h"
 
 #include "lipt/arena.h"
@@ -40,6 +46,32 @@ void lipt_gemm_ksplit_sum(int M, int N, int nk, const float *P, float *C, int ld
     }
 }
 
+/* C = beta C + Σ_c P_cᵀ over the nk partials P_c [N, M] (dense), in chunk order, in tiles of 32 x 32 (a tile of C
+ * reads 32 rows of each P_c once), each entry by one thread. beta 0 never reads C. */
+static void ksplit_sum_transposed(int M, int N, int nk, const float *P, float beta, float *C, int ldc) {
+    const size_t mn = (size_t)M * N;
+    enum { T = 32 };
+#pragma omp parallel for schedule(static)
+    for (int i0 = 0; i0 < M; i0 += T)
+        for (int j0 = 0; j0 < N; j0 += T) {
+            const int i1 = i0 + T < M ? i0 + T : M, j1 = j0 + T < N ? j0 + T : N;
+            for (int i = i0; i < i1; i++) {
+                float *ci = C + (size_t)i * ldc;
+                for (int j = j0; j < j1; j++) {
+                    float v = P[(size_t)j * M + i];
+                    if (beta != 0.0f) v = beta * ci[j] + v;
+                    for (int c = 1; c < nk; c++) v += P[(size_t)c * mn + (size_t)j * M + i];
+                    ci[j] = v;
+                }
+            }
+        }
+}
+
+int lipt_gemm_ksplit_transposed(int M, int N, int lda, int ldb) {
+    (void)M, (void)N;
+    return lda >= 1024 && ldb < lda;
+}
+
 void lipt_gemm_ksplit(lipt_ctx *ctx, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                       int ldb, float beta, float *C, int ldc) {
     const int kc = lipt_gemm_ksplit_chunk(M, N, K), nk = kc > 0 ? (K + kc - 1) / kc : 1;
@@ -49,19 +81,21 @@ void lipt_gemm_ksplit(lipt_ctx *ctx, int M, int N, int K, float alpha, const flo
     }
     const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
     const size_t mn = (size_t)M * N;
-    float *P = lipt_arena_alloc(&ctx->arena, (size_t)(nk - 1) * mn * sizeof(float)); /* chunks 1.., [M, N] each */
+    const int tr = lipt_gemm_ksplit_transposed(M, N, lda, ldb);
+    /* the partials: chunks 1.. as [M, N]; transposed, every chunk's as [N, M] */
+    float *P = lipt_arena_alloc(&ctx->arena, (size_t)(tr ? nk : nk - 1) * mn * sizeof(float));
     const int nt = omp_get_max_threads(), team = nt < nk ? nt : nk;
 #pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
     for (int c = 0; c < nk; c++) {
         const int k0 = c * kc, kk = K - k0 < kc ? K - k0 : kc;
+        const float *a = A + (size_t)k0 * lda, *b = B + (size_t)k0 * ldb; /* rows k0.. of A [K, M] and B [K, N] */
         const int saved = lipt_blas_serial_begin();
-        /* rows k0.. of A [K, M] and B [K, N] */
-        if (c == 0) lipt_sgemm_block(1, 0, M, N, kk, alpha, A, lda, B, ldb, beta, C, ldc);
-        else
-            lipt_sgemm_block(1, 0, M, N, kk, alpha, A + (size_t)k0 * lda, lda, B + (size_t)k0 * ldb, ldb, 0.0f,
-                             P + (size_t)(c - 1) * mn, N);
+        if (tr) lipt_sgemm_block(1, 0, N, M, kk, alpha, b, ldb, a, lda, 0.0f, P + (size_t)c * mn, M);
+        else if (c == 0) lipt_sgemm_block(1, 0, M, N, kk, alpha, a, lda, b, ldb, beta, C, ldc);
+        else lipt_sgemm_block(1, 0, M, N, kk, alpha, a, lda, b, ldb, 0.0f, P + (size_t)(c - 1) * mn, N);
         lipt_blas_serial_end(saved);
     }
-    lipt_gemm_ksplit_sum(M, N, nk, P, C, ldc);
+    if (tr) ksplit_sum_transposed(M, N, nk, P, beta, C, ldc);
+    else lipt_gemm_ksplit_sum(M, N, nk, P, C, ldc);
     lipt_arena_release(&ctx->arena, mk);
 }
