@@ -192,7 +192,8 @@ static void linear_gradcheck_free(const char *op, int kind, lipt_tensor **in, ui
 /* The fused x w + b: forward against the double reference, the same bits as matmul followed by add, gradients of
  * x, w and b by finite differences and equal to those of matmul + add, accumulating into existing gradients. */
 START_TEST(test_linear_fused) {
-    const int shapes[][4] = {{2, 3, 5, 4}, {1, 1, 3, 1}, {1, 1, 1, 6}, {3, 7, 8, 11}, {4, 40, 33, 70}};
+    const int shapes[][4] = {{2, 3, 5, 4},  {1, 1, 3, 1},     {1, 1, 1, 6},
+                             {3, 7, 8, 11}, {4, 40, 33, 70}, {2, 128, 64, 520}, {4, 256, 64, 96}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int Bt = shapes[si][0], T = shapes[si][1], K = shapes[si][2], N = shapes[si][3];
         lipt_rng rng;
@@ -245,8 +246,9 @@ static void ref_activation(int fused, double *ref, size_t M, size_t N) {
  * reference, and the bits of act(lipt_linear(...)) forward (recorded and no-grad) and backward (x and w gradients;
  * b's, summed in another order, within one float), accumulating into existing gradients, on 1 and on 2 threads,
  * with b or x and w frozen; every gradient the same bits on 1 and 2 threads; gradients by finite differences.
- * Shapes with small N (the bias sum's narrow case), odd widths (vector tails; GELU only, MaxMin needs N even) and
- * M N above the parallel thresholds. */
+ * Shapes with small N (the bias sum's narrow case), odd widths (vector tails; GELU only, MaxMin needs N even),
+ * M N above the parallel thresholds, and two products on oneDNN in builds with it (the bias and the activation as
+ * lipt_gemm_rows's pass: 256 x 520 x 64 cut by columns, 1024 x 96 x 64 by rows with a shorter last block). */
 static void check_linear_act(const char *name, int fused, int unfused, const int (*shapes)[4], size_t n_shapes,
                              uint64_t seed) {
     double worst = 0;
@@ -315,13 +317,15 @@ static void check_linear_act(const char *name, int fused, int unfused, const int
 }
 
 START_TEST(test_linear_gelu) {
-    static const int shapes[][4] = {{2, 3, 5, 4}, {1, 1, 3, 1}, {3, 7, 8, 11}, {4, 40, 33, 70}, {2, 48, 40, 520}};
+    static const int shapes[][4] = {{2, 3, 5, 4},     {1, 1, 3, 1},     {3, 7, 8, 11}, {4, 40, 33, 70},
+                                    {2, 48, 40, 520}, {2, 128, 64, 520}, {4, 256, 64, 96}};
     check_linear_act("linear_gelu", LINEAR_GELU, GELU_LINEAR, shapes, sizeof shapes / sizeof shapes[0], 41);
 }
 END_TEST
 
 START_TEST(test_linear_maxmin) {
-    static const int shapes[][4] = {{2, 3, 5, 4}, {1, 1, 3, 2}, {3, 7, 8, 18}, {4, 40, 33, 70}, {2, 48, 40, 520}};
+    static const int shapes[][4] = {{2, 3, 5, 4},     {1, 1, 3, 2},     {3, 7, 8, 18}, {4, 40, 33, 70},
+                                    {2, 48, 40, 520}, {2, 128, 64, 520}, {4, 256, 64, 96}};
     check_linear_act("linear_maxmin", LINEAR_MAXMIN, MAXMIN_LINEAR, shapes, sizeof shapes / sizeof shapes[0], 61);
 }
 END_TEST

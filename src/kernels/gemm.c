@@ -30,12 +30,14 @@ static void sgemm_openblas(int ta, int tb, int M, int N, int K, float alpha, con
                 B, ldb, beta, C, ldc);
 }
 
-/* One product's arguments, for the block calls. */
+/* One product's arguments, for the block calls; rows: lipt_gemm_rows's pass over a block's rows (or NULL). */
 typedef struct {
     int ta, tb, M, N, K, lda, ldb, ldc;
     float alpha, beta;
     const float *A, *B;
     float *C;
+    lipt_gemm_rows_fn rows;
+    void *rows_arg;
 } gemm_args;
 
 /* Block k of g as one library call on the calling thread (lipt_blas_serial). */
@@ -85,17 +87,27 @@ static void block_gemv(const gemm_args *g, const lipt_gemm_block *k) {
 static void run_blocks(const gemm_args *g, block_call call) {
     const lipt_gemm_cut cut = lipt_gemm_cut_fixed(g->M, g->N, g->K);
     const int nt = omp_in_parallel() ? 1 : omp_get_max_threads(), team = nt < cut.n ? nt : cut.n;
+    /* a block of whole rows gets the rows pass on its thread at once, while in cache */
+    const lipt_gemm_rows_fn rows = cut.by_rows ? g->rows : NULL;
     if (team > 1) {
 #pragma omp parallel for schedule(static) num_threads(team)
         for (int i = 0; i < cut.n; i++) {
             const lipt_gemm_block k = lipt_gemm_block_at(cut, i, g->ta, g->tb, g->M, g->N, g->lda, g->ldb, g->ldc);
             call(g, &k);
+            if (rows) rows(g->rows_arg, i * cut.side, i * cut.side + k.m);
         }
     } else {
         for (int i = 0; i < cut.n; i++) {
             const lipt_gemm_block k = lipt_gemm_block_at(cut, i, g->ta, g->tb, g->M, g->N, g->lda, g->ldb, g->ldc);
             call(g, &k);
+            if (rows) rows(g->rows_arg, i * cut.side, i * cut.side + k.m);
         }
+    }
+    if (g->rows && !cut.by_rows) { /* blocks of columns: the rows pass after all of them, in fixed runs of rows */
+        enum { RUN = 32 };
+        const int runs = (g->M + RUN - 1) / RUN;
+#pragma omp parallel for schedule(static) if (team > 1 && (size_t)g->M * g->N >= ((size_t)1 << 15))
+        for (int r = 0; r < runs; r++) g->rows(g->rows_arg, r * RUN, r * RUN + RUN < g->M ? r * RUN + RUN : g->M);
     }
 }
 
@@ -108,10 +120,10 @@ int lipt_gemm_on_dnnl(int M, int N, int K) {
 #endif
 }
 
-void lipt_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
-               float beta, float *C, int ldc) {
+void lipt_gemm_rows(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                    int ldb, float beta, float *C, int ldc, lipt_gemm_rows_fn rows, void *rows_arg) {
     if (M <= 0 || N <= 0) return;
-    const gemm_args g = {ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
+    const gemm_args g = {ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, rows, rows_arg};
 #ifdef LIPT_HAVE_DNNL
     if (lipt_gemm_on_dnnl(M, N, K)) {
         run_blocks(&g, block_dnnl);
@@ -121,6 +133,11 @@ void lipt_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
     run_blocks(&g, block_openblas);
 }
 
+void lipt_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+               float beta, float *C, int ldc) {
+    lipt_gemm_rows(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
+}
+
 void lipt_gemm_gemv(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
                     float beta, float *C, int ldc) {
     if (!(M == 1 && N > 0 && !ta)) {
@@ -128,7 +145,7 @@ void lipt_gemm_gemv(int ta, int tb, int M, int N, int K, float alpha, const floa
         return;
     }
     /* C's one row in blocks of columns (lipt_gemm_cut_fixed cuts 1 x N by columns when N > 1) */
-    const gemm_args g = {ta, tb, 1, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
+    const gemm_args g = {ta, tb, 1, N, K, lda, ldb, ldc, alpha, beta, A, B, C, NULL, NULL};
     run_blocks(&g, block_gemv);
 }
 

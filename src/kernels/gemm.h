@@ -21,6 +21,13 @@
 void lipt_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
                float beta, float *C, int ldc);
 #define LIPT_GEMM_DNNL_MIN ((double)(1 << 22))
+/* lipt_gemm, then rows(rows_arg, r0, r1) over every row of C exactly once: for a cut by rows on the thread that
+ * computed the block, right after it, while the block is in that thread's cache (the linear layer's bias and
+ * activation); for a cut by columns after all blocks, in runs of 32 rows. rows must treat each row on its own (its
+ * results may not depend on how the rows are grouped): then the bits are lipt_gemm's followed by the pass. */
+typedef void (*lipt_gemm_rows_fn)(void *arg, int r0, int r1);
+void lipt_gemm_rows(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                    int ldb, float beta, float *C, int ldc, lipt_gemm_rows_fn rows, void *rows_arg);
 /* 1 when lipt_gemm computes an M x N product over K through oneDNN (whose beta = 0 never reads C, so a caller may
  * store into an unzeroed buffer; OpenBLAS's sgemm runs beta = 0 as a zeroing pass of its own), else 0. */
 int lipt_gemm_on_dnnl(int M, int N, int K);
