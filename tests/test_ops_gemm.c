@@ -246,7 +246,7 @@ START_TEST(test_gemm_ksplit) {
         case_make(&g, &rng, 1, 0, ks[si], (int)si % 2 * 7);
         const int kc = lipt_gemm_ksplit_chunk(g.M, g.N, g.K);
         cut += lipt_gemm_ksplit_wanted(1, 0, g.M, g.N, g.K);
-        transposed += lipt_gemm_ksplit_transposed(g.M, g.N, g.lda, g.ldb);
+        transposed += lipt_gemm_ksplit_transposed(g.lda, g.ldb);
         const size_t n = (size_t)g.M * g.ldc, bytes = n * sizeof(float);
         for (int ai = 0; ai < 2; ai++)
             for (int bi = 0; bi < 3; bi++) {

@@ -145,7 +145,7 @@ void lipt_sgemm_block(int ta, int tb, int M, int N, int K, float alpha, const fl
 int lipt_gemm_ksplit_chunk(int M, int N, int K);
 /* 1 when lipt_gemm_ksplit computes the chunks as Cᵀ = Bᵀ A (A's row stride lda of 1024 floats or more, and above
  * B's ldb), 0 when as C = Aᵀ B. */
-int lipt_gemm_ksplit_transposed(int M, int N, int lda, int ldb);
+int lipt_gemm_ksplit_transposed(int lda, int ldb);
 int lipt_gemm_ksplit_wanted(int ta, int tb, int M, int N, int K);
 void lipt_gemm_ksplit(lipt_ctx *ctx, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                       int ldb, float beta, float *C, int ldc);

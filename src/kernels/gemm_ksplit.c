@@ -67,8 +67,7 @@ static void ksplit_sum_transposed(int M, int N, int nk, const float *P, float be
         }
 }
 
-int lipt_gemm_ksplit_transposed(int M, int N, int lda, int ldb) {
-    (void)M, (void)N;
+int lipt_gemm_ksplit_transposed(int lda, int ldb) {
     return lda >= 1024 && ldb < lda;
 }
 
@@ -81,7 +80,7 @@ void lipt_gemm_ksplit(lipt_ctx *ctx, int M, int N, int K, float alpha, const flo
     }
     const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
     const size_t mn = (size_t)M * N;
-    const int tr = lipt_gemm_ksplit_transposed(M, N, lda, ldb);
+    const int tr = lipt_gemm_ksplit_transposed(lda, ldb);
     /* the partials: chunks 1.. as [M, N]; transposed, every chunk's as [N, M] */
     float *P = lipt_arena_alloc(&ctx->arena, (size_t)(tr ? nk : nk - 1) * mn * sizeof(float));
     const int nt = omp_get_max_threads(), team = nt < nk ? nt : nk;
