@@ -23,42 +23,14 @@ typedef struct {
 /* Three AdamW steps of `cfg` on fixed random batches, with or without recomputation (feed-forward pieces of
  * `rows` tokens; 0: the default). */
 static void run_steps(const lipt_config *cfg, int recompute, int rows, int tiled, run_out *o) {
-    lipt_error err = {0};
-    lipt_model m;
-    ck_assert_msg(lipt_model_init(&m, cfg, &err) == LIPT_OK, "model init: %s", err.msg);
     lipt_ctx ctx;
     lipt_ctx_init(&ctx, 4096, 7);
     ctx.recompute = recompute;
     ctx.recompute_rows = rows;
     ctx.attn_tiled = tiled;
-    lipt_adamw_config acfg = lipt_adamw_defaults();
-    acfg.lr = 3e-3;
-    lipt_adamw opt;
-    lipt_adamw_init(&opt, &acfg);
-    const int B = 2, T = cfg->seq_len, V = cfg->vocab_size;
-    int *in = malloc(sizeof(int) * B * T), *tg = malloc(sizeof(int) * B * T);
-    lipt_rng r;
-    lipt_rng_seed(&r, 5);
-    for (int s = 0; s < 3; s++) {
-        for (int i = 0; i < B * T; i++) {
-            in[i] = (int)lipt_rng_below(&r, (uint64_t)V);
-            tg[i] = (int)lipt_rng_below(&r, (uint64_t)V);
-        }
-        const lipt_step_opts so = {acfg.lr, 1.0, cfg->power_iters, NULL, 0, 0, NULL, 0};
-        lipt_step_result sr;
-        ck_assert_msg(lipt_train_step(&ctx, &m, &opt, in, tg, B, T, &so, &sr, &err) == LIPT_OK, "step: %s", err.msg);
-        o->loss[s] = sr.loss;
-    }
-    o->n = m.params.n_train;
-    o->slab = malloc(sizeof(float) * o->n);
-    o->grad = malloc(sizeof(float) * o->n);
-    memcpy(o->slab, m.params.value, sizeof(float) * o->n);
-    memcpy(o->grad, m.params.grad, sizeof(float) * o->n);
+    tu_train_steps(cfg, &ctx, 3, o->loss, &o->slab, &o->grad, &o->n, NULL);
     o->peak = ctx.arena.peak;
-    free(in);
-    free(tg);
     lipt_ctx_free(&ctx);
-    lipt_model_free(&m);
 }
 
 static void small(lipt_config *cfg, const char *path, const char *const *kv) {

@@ -21,6 +21,8 @@ typedef struct {
     int B, T, runs, warmup, steps, sample_tokens, gemm_n, recompute;
     int paired;            /* --paired: float32 runs interleaved with train and eval */
     int paired_sgemm;      /* --paired-sgemm: an SGEMM run after every timed training run */
+    int profile;           /* --profile: runs x steps more training steps timed op by op into prof */
+    lipt_profile prof;
     double *sgemm_paired;  /* [runs]: GFLOP/s of those SGEMM runs (the faster library's) */
     double *sgemm_lib_paired[2]; /* [runs] each: OpenBLAS's and oneDNN's rate in those runs (NaN: not in the build) */
     double gemm_lib[2];    /* medians of the SGEMM phase per library (NaN: not in the build or not measured) */

@@ -182,6 +182,19 @@ lipt_status bench_train(bench *b, lipt_error *err) {
             }
         }
     if (st == LIPT_OK) finish_phase(b, PH_TRAIN, sec);
+    if (st == LIPT_OK && b->profile) { /* as many steps again, at the run's precision, timed op by op */
+        memset(&b->prof, 0, sizeof b->prof);
+        if ((st = set_run_precision(&ctx, b, 0, err)) == LIPT_OK) {
+            ctx.profile = &b->prof;
+            for (int i = 0; i < b->runs * b->steps && st == LIPT_OK; i++) {
+                batch_ids(b, i % b->steps, in, tg);
+                const lipt_step_opts so = {BENCH_LR, BENCH_CLIP, b->cfg.power_iters, NULL, 0, 0, NULL, 0};
+                lipt_step_result sr;
+                st = lipt_train_step(&ctx, &b->model, &opt, in, tg, B, T, &so, &sr, err);
+            }
+            ctx.profile = NULL;
+        }
+    }
     if (st == LIPT_OK && b->paired_sgemm) {
         double fwd, train, *frac = lipt_xmalloc(sizeof(double) * (size_t)b->runs);
         bench_count_flops(&b->cfg, B, T, &fwd, &train);

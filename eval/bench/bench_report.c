@@ -33,6 +33,72 @@ static void json_config(json_w *j, const lipt_config *c) {
     json_obj_close(j);
 }
 
+/* --profile: the ops in descending order of their forward + backward time, those that took any (order[], n). */
+static int profile_order(const lipt_profile *pr, int *order) {
+    int n = 0;
+    for (int op = 0; op < LIPT_OP_COUNT; op++)
+        if (pr->calls[op] > 0 || pr->bwd[op] > 0) order[n++] = op;
+    for (int i = 1; i < n; i++) /* insertion sort: a few dozen ops */
+        for (int k = i; k > 0 && pr->fwd[order[k]] + pr->bwd[order[k]] > pr->fwd[order[k - 1]] + pr->bwd[order[k - 1]];
+             k--) {
+            const int t = order[k];
+            order[k] = order[k - 1];
+            order[k - 1] = t;
+        }
+    return n;
+}
+
+static const char *const phase_key[LIPT_PHASE_COUNT] = {"forward", "backward", "clip", "optimizer", "refresh"};
+
+static void json_profile(json_w *j, const bench *b) {
+    const lipt_profile *pr = &b->prof;
+    if (!b->profile || pr->steps == 0) {
+        json_null(j, "profile");
+        return;
+    }
+    const double per = 1e3 / (double)pr->steps; /* seconds summed -> ms per step */
+    json_obj_open(j, "profile");
+    json_int(j, "steps", pr->steps);
+    json_obj_open(j, "phase_ms");
+    for (int k = 0; k < LIPT_PHASE_COUNT; k++) json_num(j, phase_key[k], per * pr->phase[k]);
+    json_obj_close(j);
+    int order[LIPT_OP_COUNT];
+    const int n = profile_order(pr, order);
+    json_arr_open(j, "ops");
+    for (int i = 0; i < n; i++) {
+        const int op = order[i];
+        json_obj_open(j, NULL);
+        json_str(j, "op", lipt_ops[op].name);
+        json_num(j, "calls_per_step", (double)pr->calls[op] / (double)pr->steps);
+        json_num(j, "forward_ms", per * pr->fwd[op]);
+        json_num(j, "backward_ms", per * pr->bwd[op]);
+        json_obj_close(j);
+    }
+    json_arr_close(j);
+    json_obj_close(j);
+}
+
+static void print_profile(const bench *b) {
+    const lipt_profile *pr = &b->prof;
+    if (!b->profile || pr->steps == 0) return;
+    const double per = 1e3 / (double)pr->steps;
+    double step = 0;
+    for (int k = 0; k < LIPT_PHASE_COUNT; k++) step += per * pr->phase[k];
+    printf("profile: %ld training steps after the timed runs, ms per step (%.2f in all):\n ", pr->steps, step);
+    for (int k = 0; k < LIPT_PHASE_COUNT; k++)
+        printf(" %s %.2f (%.1f%%)%s", phase_key[k], per * pr->phase[k], 100.0 * per * pr->phase[k] / step,
+               k + 1 < LIPT_PHASE_COUNT ? "," : "\n");
+    printf("  %-24s %9s %11s %11s %9s\n", "op", "calls", "forward ms", "backward ms", "share");
+    int order[LIPT_OP_COUNT];
+    const int n = profile_order(pr, order);
+    for (int i = 0; i < n; i++) {
+        const int op = order[i];
+        const double f = per * pr->fwd[op], g = per * pr->bwd[op];
+        printf("  %-24s %9.1f %11.2f %11.2f %8.1f%%\n", lipt_ops[op].name, (double)pr->calls[op] / (double)pr->steps,
+               f, g, 100.0 * (f + g) / step);
+    }
+}
+
 void bench_print_json(const bench *b, const double gf[2], double peak) {
     const double gemm = b->ph[PH_GEMM].median;
     json_w j;
@@ -116,6 +182,7 @@ void bench_print_json(const bench *b, const double gf[2], double peak) {
     json_num(&j, "eval_ratio", b->paired_ratio[1]);
     json_obj_close(&j);
     json_num(&j, "final_train_loss", b->last_loss);
+    json_profile(&j, b);
     json_obj_open(&j, "per_run");
     for (int p = 0; p < N_PH; p++) {
         json_arr_open(&j, ph_key[p]);
@@ -196,4 +263,5 @@ void bench_print_table(const bench *b, const double gf[2], double peak) {
                "train activations", b->arena_train);
     printf("FLOPs: matmuls (projections, feed-forward, head) + attention q k^T and P v over the full T x T square "
            "(the causal half is not subtracted); training = 3 x forward. See bench/README.md.\n");
+    print_profile(b);
 }

@@ -29,6 +29,9 @@ static const cli_opt bench_opts[] = {
     {"paired-sgemm", CLI_FLAG, NULL, "after every timed training run, one SGEMM run of about 0.1 s (N = --gemm-size) "
      "and the median of the per-run fractions achieved / SGEMM: the training rate against the SGEMM rate of the same "
      "second, not of the end of the bench", NULL},
+    {"profile", CLI_FLAG, NULL, "after the timed training runs, as many steps again timed op by op: each op's forward "
+     "and backward and the step's phases (clipping, optimizer, refresh) in ms per step (the timers cost a few "
+     "microseconds a step; the tokens/s above are measured without them)", NULL},
     {"recompute", CLI_FLAG, NULL, "training keeps only each half-block's output and reruns the rest in the backward "
      "(less memory, more compute; as lipt train --recompute)", NULL},
     {"skip-train", CLI_FLAG, NULL, "do not measure training", NULL},
@@ -108,6 +111,8 @@ static int bench_options(cli_args *a, const char *C, bench *b, lipt_error *err) 
     if (b->paired && b->cfg.precision == LIPT_PRECISION_FLOAT32)
         return cli_error(C, "--paired compares a --precision other than float32 with float32; this run is float32");
     b->paired_sgemm = cli_has(a, "paired-sgemm");
+    b->profile = cli_has(a, "profile");
+    if (b->profile && cli_has(a, "skip-train")) return cli_error(C, "--profile times training steps: drop --skip-train");
     if (b->paired_sgemm && gemm_n == 0) return cli_error(C, "--paired-sgemm needs an SGEMM size (--gemm-size > 0)");
     return 0;
 }

@@ -76,6 +76,31 @@ struct lipt_node {
 typedef struct lipt_ctx lipt_ctx;
 typedef void (*lipt_backward_fn)(lipt_ctx *ctx, lipt_node *node);
 
+/* Where a step's time goes (lipt bench --profile): with ctx->profile pointing to a zeroed lipt_profile, every op's
+ * forward is charged the wall time since the op recorded before it (or since lipt_profile_mark: call it where the
+ * forward starts), every node's backward its own wall time, and lipt_train_step adds its phases. Ops that another
+ * op's backward reruns (--recompute) are charged to that backward. Off (NULL) by default: then nothing is timed. */
+enum { LIPT_PHASE_FORWARD, LIPT_PHASE_BACKWARD, LIPT_PHASE_CLIP, LIPT_PHASE_OPTIMIZER, LIPT_PHASE_REFRESH,
+       LIPT_PHASE_COUNT };
+typedef struct lipt_profile {
+    double fwd[LIPT_OP_COUNT], bwd[LIPT_OP_COUNT]; /* seconds, summed over calls */
+    long calls[LIPT_OP_COUNT];                     /* forward calls */
+    double phase[LIPT_PHASE_COUNT];                /* seconds: lipt_train_step's forward (to the loss), backward (the
+                                                    * tape, gradient zeroing and averaging included), gradient clipping,
+                                                    * optimizer, refresh after the step (norms, certificates) */
+    long steps;                                    /* lipt_train_step calls */
+    double mark;                                   /* when the last op recorded */
+    int in_backward;
+} lipt_profile;
+/* Seconds on a monotonic clock (the profile's). */
+double lipt_profile_now(void);
+/* Starts the forward's clock: the next op's forward is charged from here. */
+static inline void lipt_profile_mark(lipt_profile *p) {
+    if (p) p->mark = lipt_profile_now();
+}
+/* The forward of an op that recorded (lipt_record) before computing: the rest of its time, charged at its end. */
+void lipt_profile_op_end(lipt_ctx *ctx, int op);
+
 typedef struct {
     const char *name;
     lipt_backward_fn backward;
@@ -103,6 +128,7 @@ struct lipt_ctx {
     int precision;         /* lipt_precision of the model's matrix products (matmul, linear, attention); set it with
                             * lipt_ctx_set_precision. Other contexts (bounds, Jacobians, inversion) keep float32 */
     struct lipt_lowp *lowp; /* the low-precision products' per-thread scratch and oneDNN state (NULL for float32) */
+    lipt_profile *profile;  /* NULL, or where the ops' and the step's times are summed (the caller's) */
 };
 
 void lipt_ctx_init(lipt_ctx *ctx, size_t arena_bytes, uint64_t seed);

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/kernels.h"
 
@@ -81,8 +82,29 @@ int lipt_should_record(const lipt_ctx *ctx, int n, lipt_tensor *const *in) {
     return 0;
 }
 
+double lipt_profile_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void lipt_profile_op_end(lipt_ctx *ctx, int op) {
+    lipt_profile *p = ctx->profile;
+    if (!p || p->in_backward) return;
+    const double t = lipt_profile_now();
+    p->fwd[op] += t - p->mark;
+    p->mark = t;
+}
+
 lipt_node *lipt_record(lipt_ctx *ctx, lipt_op_id op, lipt_tensor *out, int n, lipt_tensor *const *in) {
     LIPT_CHECK(n <= LIPT_MAX_INPUTS, "op %s with %d inputs", lipt_ops[op].name, n);
+    lipt_profile *p = ctx->profile;
+    if (p && !p->in_backward) { /* every op ends by recording (or deciding not to): its forward ran since the last */
+        const double t = lipt_profile_now();
+        p->fwd[op] += t - p->mark;
+        p->calls[op]++;
+        p->mark = t;
+    }
     if (!lipt_should_record(ctx, n, in)) return NULL;
     lipt_node *node = lipt_arena_alloc(&ctx->arena, sizeof *node);
     memset(node, 0, sizeof *node);
@@ -128,12 +150,18 @@ int lipt_grad_adopt(lipt_tensor *t, float *buf) {
 }
 
 static void walk(lipt_ctx *ctx) {
+    lipt_profile *p = ctx->profile;
+    const int nested = p && p->in_backward; /* a backward that walks a tape of its own (recompute) */
+    if (p) p->in_backward = 1;
     for (lipt_node *n = ctx->tape; n; n = n->prev) {
         lipt_tensor *root = lipt_tensor_root(n->out);
         if (!root->grad) continue; /* nothing flowed into this output */
         n->out->grad = root->grad;
+        const double t0 = p && !nested ? lipt_profile_now() : 0;
         lipt_ops[n->op].backward(ctx, n);
+        if (p && !nested) p->bwd[n->op] += lipt_profile_now() - t0;
     }
+    if (p && !nested) p->in_backward = 0;
 }
 
 void lipt_backward_seeded(lipt_ctx *ctx, lipt_tensor *out, const float *seed) {

@@ -122,6 +122,7 @@ lipt_tensor *lipt_gelu(lipt_ctx *ctx, lipt_tensor *x) {
     float *der = node ? lipt_arena_alloc(&ctx->arena, n * sizeof(float)) : NULL;
     if (node) node->saved = der;
     lipt_gelu_pass(x->data, out->data, der, n);
+    lipt_profile_op_end(ctx, LIPT_OP_GELU); /* it recorded before computing */
     return out;
 }
 

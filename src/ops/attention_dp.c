@@ -448,6 +448,7 @@ static lipt_tensor *untied_op(lipt_ctx *ctx, lipt_op_id op, int l2, lipt_tensor 
         node->saved2 = (void *)map;
         node->farg[0] = mp;
     }
+    lipt_profile_op_end(ctx, op); /* it recorded before computing */
     return out;
 }
 

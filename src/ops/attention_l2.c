@@ -182,6 +182,7 @@ lipt_tensor *lipt_attention_l2_tied(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *
     } else {
         lipt_arena_release(&ctx->arena, mark);
     }
+    lipt_profile_op_end(ctx, LIPT_OP_ATTENTION_L2_TIED); /* it recorded before computing */
     return out;
 }
 

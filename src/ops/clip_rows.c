@@ -42,6 +42,7 @@ lipt_tensor *lipt_clip_rows(lipt_ctx *ctx, lipt_tensor *x, float R) {
     } else {
         lipt_arena_release(&ctx->arena, mk);
     }
+    lipt_profile_op_end(ctx, LIPT_OP_CLIP_ROWS); /* it recorded before computing */
     return out;
 }
 

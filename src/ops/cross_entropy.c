@@ -50,6 +50,7 @@ lipt_tensor *lipt_cross_entropy(lipt_ctx *ctx, lipt_tensor *logits, const int *t
     } else {
         lipt_arena_release(&ctx->arena, mark);
     }
+    lipt_profile_op_end(ctx, LIPT_OP_CROSS_ENTROPY); /* it recorded before computing */
     return out;
 }
 

@@ -27,6 +27,7 @@ lipt_tensor *lipt_dropout(lipt_ctx *ctx, lipt_tensor *x, float p) {
     } else {
         for (size_t i = 0; i < n; i++) Y[i] = lipt_rng_uniform(&ctx->rng) >= (double)p ? X[i] * scale : 0.0f;
     }
+    lipt_profile_op_end(ctx, LIPT_OP_DROPOUT); /* it recorded before computing */
     return out;
 }
 

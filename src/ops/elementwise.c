@@ -314,6 +314,7 @@ lipt_tensor *lipt_max(lipt_ctx *ctx, lipt_tensor *a) {
         *idx = best;
         node->saved = idx;
     }
+    lipt_profile_op_end(ctx, LIPT_OP_MAX); /* it recorded before computing */
     return out;
 }
 

@@ -38,6 +38,7 @@ lipt_tensor *lipt_embedding(lipt_ctx *ctx, lipt_tensor *table, const int *ids, i
         node->iarg[1] = V;
         node->iarg[2] = D;
     }
+    lipt_profile_op_end(ctx, LIPT_OP_EMBEDDING); /* it recorded before computing */
     return out;
 }
 

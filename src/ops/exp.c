@@ -7,6 +7,7 @@ lipt_tensor *lipt_exp(lipt_ctx *ctx, lipt_tensor *x) {
     lipt_tensor *out = lipt_tensor_like(ctx, x);
     lipt_record(ctx, LIPT_OP_EXP, out, 1, (lipt_tensor *[]){x});
     for (size_t i = 0; i < x->numel; i++) out->data[i] = expf(x->data[i]);
+    lipt_profile_op_end(ctx, LIPT_OP_EXP); /* it recorded before computing */
     return out;
 }
 

@@ -145,6 +145,7 @@ lipt_tensor *lipt_layernorm(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *gamma, l
             rstd_s[r] = (float)rstd;
         }
     }
+    lipt_profile_op_end(ctx, LIPT_OP_LAYERNORM); /* it recorded before computing */
     return out;
 }
 

@@ -74,6 +74,7 @@ lipt_tensor *lipt_maxmin(lipt_ctx *ctx, lipt_tensor *x) {
     lipt_tensor *out = lipt_tensor_like(ctx, x);
     lipt_record(ctx, LIPT_OP_MAXMIN, out, 1, (lipt_tensor *[]){x});
     lipt_maxmin_pass(x->data, out->data, x->numel);
+    lipt_profile_op_end(ctx, LIPT_OP_MAXMIN); /* it recorded before computing */
     return out;
 }
 

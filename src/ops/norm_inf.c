@@ -76,6 +76,7 @@ lipt_tensor *lipt_norm_inf(lipt_ctx *ctx, lipt_tensor *w, int transpose, int n_b
         node->iarg[2] = R;
         node->iarg[3] = C;
     }
+    lipt_profile_op_end(ctx, LIPT_OP_NORM_INF); /* it recorded before computing */
     return out;
 }
 

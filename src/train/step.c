@@ -8,8 +8,20 @@ lipt_status lipt_train_step(lipt_ctx *ctx, lipt_model *m, lipt_adamw *opt, const
     r->loss = r->grad_norm = NAN;
     r->flag_any = o->flag != 0;
     ctx->training = 1;
+    lipt_profile *p = ctx->profile; /* lipt bench --profile: the phases' times */
+    double t = p ? lipt_profile_now() : 0;
+    lipt_profile_mark(p);
+#define PHASE(k)                                                                                                    \
+    do {                                                                                                            \
+        if (p) {                                                                                                    \
+            const double now = lipt_profile_now();                                                                  \
+            p->phase[k] += now - t;                                                                                 \
+            t = now;                                                                                                \
+        }                                                                                                           \
+    } while (0)
     lipt_tensor *loss = NULL;
     lipt_status st = lipt_model_forward(ctx, m, in, B, T, tg, NULL, &loss, err);
+    PHASE(LIPT_PHASE_FORWARD);
     if (st != LIPT_OK) {
         lipt_ctx_reset(ctx);
         return st;
@@ -36,11 +48,17 @@ lipt_status lipt_train_step(lipt_ctx *ctx, lipt_model *m, lipt_adamw *opt, const
         lipt_ctx_reset(ctx);
         return st;
     }
+    PHASE(LIPT_PHASE_BACKWARD);
     r->grad_norm = lipt_clip_grad_norm(&m->params, o->clip);
     lipt_ctx_reset(ctx);
+    PHASE(LIPT_PHASE_CLIP);
     if (!isfinite(r->grad_norm)) return lipt_fail(err, LIPT_ERR_NUMERIC, "the gradient norm is %g", r->grad_norm);
     if (o->muon) lipt_muon_step(o->muon, &m->params, o->muon_lr);
     lipt_adamw_step_skip(opt, &m->params, o->lr, o->muon ? o->muon->owned : NULL);
+    PHASE(LIPT_PHASE_OPTIMIZER);
     lipt_model_refresh_after_step(m, o->power_iters);
+    PHASE(LIPT_PHASE_REFRESH);
+#undef PHASE
+    if (p) p->steps++;
     return LIPT_OK;
 }

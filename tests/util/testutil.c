@@ -178,3 +178,41 @@ int tu_run_suite(Suite *s) {
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+void tu_train_steps(const lipt_config *cfg, lipt_ctx *ctx, int steps, double *loss, float **slab, float **grad,
+                    size_t *n, double *wall) {
+    lipt_error err = {0};
+    lipt_model m;
+    ck_assert_msg(lipt_model_init(&m, cfg, &err) == LIPT_OK, "model init: %s", err.msg);
+    lipt_adamw_config acfg = lipt_adamw_defaults();
+    acfg.lr = 3e-3;
+    lipt_adamw opt;
+    lipt_adamw_init(&opt, &acfg);
+    const int B = 2, T = cfg->seq_len, V = cfg->vocab_size;
+    int *in = malloc(sizeof(int) * B * T), *tg = malloc(sizeof(int) * B * T);
+    lipt_rng r;
+    lipt_rng_seed(&r, 5);
+    if (wall) *wall = 0;
+    for (int s = 0; s < steps; s++) {
+        for (int i = 0; i < B * T; i++) {
+            in[i] = (int)lipt_rng_below(&r, (uint64_t)V);
+            tg[i] = (int)lipt_rng_below(&r, (uint64_t)V);
+        }
+        const lipt_step_opts so = {acfg.lr, 1.0, cfg->power_iters, NULL, 0, 0, NULL, 0};
+        lipt_step_result sr;
+        const double t0 = lipt_profile_now();
+        ck_assert_msg(lipt_train_step(ctx, &m, &opt, in, tg, B, T, &so, &sr, &err) == LIPT_OK, "step: %s", err.msg);
+        if (wall) *wall += lipt_profile_now() - t0;
+        loss[s] = sr.loss;
+    }
+    *n = m.params.n_train;
+    *slab = malloc(sizeof(float) * *n);
+    memcpy(*slab, m.params.value, sizeof(float) * *n);
+    if (grad) {
+        *grad = malloc(sizeof(float) * *n);
+        memcpy(*grad, m.params.grad, sizeof(float) * *n);
+    }
+    free(in);
+    free(tg);
+    lipt_model_free(&m);
+}

@@ -41,4 +41,11 @@ const char *tu_shared_data(const char *rel, char *buf, size_t len);
 /* Runs a suite with CK_NORMAL output and returns the process exit code. */
 int tu_run_suite(Suite *s);
 
+/* steps AdamW steps (lr 3e-3, clip 1) of a model built from cfg, in ctx (the caller's settings: recompute, profile,
+ * kernels), on random batches of 2 rows from a generator seeded with 5: each step's loss into loss[steps], the
+ * parameters after them (and the last step's gradient, when grad is not NULL) into malloc'd copies of *n floats;
+ * the seconds spent in lipt_train_step into *wall (when not NULL). */
+void tu_train_steps(const lipt_config *cfg, lipt_ctx *ctx, int steps, double *loss, float **slab, float **grad,
+                    size_t *n, double *wall);
+
 #endif
