@@ -54,9 +54,17 @@ echo "signal storm: $RUNS run(s) per precision ($PRECISIONS), SIGTERM 0..$MAX_MS
 step_of() { "$LIPT" info --ckpt "$1" --json 2>/dev/null | sed -n 's/.*"step":\([0-9]*\).*/\1/p'; }
 logged_steps() { grep '"loss"' "$1" | sed 's/.*"step":\([0-9]*\).*/\1/'; }
 # SIGUSR1 to $pid every 20 ms until it is gone; the count in $1. It starts once the preloaded handler is installed
-# (bit 10 of SigCgt): before that, between fork and the library's constructor, SIGUSR1's default action would end it.
+# (bit 10 of SigCgt) in lipt's own image: before that, between fork and the library's constructor, SIGUSR1's default
+# action would end it. The image is checked first because $pid is at first a copy of this shell, which catches
+# SIGUSR1 (bash handles every terminating signal once an EXIT trap is set, as here) until it restores the default
+# dispositions just before its exec: a storm started on that copy's SigCgt killed lipt between the exec and the
+# preloaded constructor (once in 52 sanitizer runs: ASan's start-up makes that interval longest). execve resets
+# every handler, so a set bit read after /proc/PID/exe names lipt is the preload's. (lipt's own re-execution, when it
+# corrects OpenBLAS's kernel choice, holds the asynchronous signals blocked across its exec: src/core/signals.c.)
+LIPT_REAL=$(readlink -f "$LIPT")
 usr1_caught() {
   local m
+  [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$LIPT_REAL" ] || return 1
   m=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$pid/status" 2>/dev/null)
   [ -n "$m" ] && [ $(((16#$m >> 9) & 1)) -eq 1 ]
 }

@@ -117,6 +117,11 @@ int  lipt_blas_nests_safely(void);
 lipt_status lipt_signals_isolate(lipt_error *err);
 int  lipt_signals_catch(int sig, void (*handler)(int));
 void lipt_signals_unblock(void);
+/* Around lipt's re-execution of itself (lipt_blas_coretype_startup): hold blocks the asynchronous signals and records
+ * the previous mask in the environment, because execve resets handlers but keeps the mask; lipt_signals_isolate in
+ * the new image (or release, when execv failed) restores that mask. hold returns 0, or -1 when nothing was held. */
+int  lipt_signals_hold_for_exec(void);
+void lipt_signals_release_after_failed_exec(void);
 
 /* The arithmetic of the model's matrix products (the config key `precision`, --precision on train, eval, sample
  * and bench). Only those products change: master weights, optimizer state, softmax, norms, losses, and every

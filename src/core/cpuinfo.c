@@ -260,9 +260,12 @@ void lipt_blas_coretype_startup(char *const *argv) {
                 "OPENBLAS_CORETYPE to override)\n", cls == 0 ? "generic" : "slower", core,
                 isa_words(ci.best_class), ci.best_core);
     fflush(NULL);
+    /* no signal may meet its default action between the exec and the new image's handlers */
+    lipt_signals_hold_for_exec();
     execv("/proc/self/exe", argv);
     /* still here: the kernels stay as they are, for this run, which is worth a note wherever stderr goes */
     const int e = errno;
+    lipt_signals_release_after_failed_exec();
     unsetenv("OPENBLAS_CORETYPE");
     unsetenv(GUARD_VAR);
     if (launcher_rank() == 0)

@@ -20,8 +20,16 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* The mask the process was started with, carried across lipt's own re-execution (lipt_signals_hold_for_exec):
+ * execve keeps the mask and pending signals but resets every handler, so between the exec and the constructors of
+ * the new image (a preloaded library's handler among them) a signal would meet its default action. */
+#define EXEC_MASK_VAR "LIPT_EXEC_SIGMASK"
+#define MASK_SIGS 64
 
 /* Every signal except those a thread causes itself (faults, abort, SIGPIPE / SIGXFSZ on its write); SIGKILL and
  * SIGSTOP cannot be blocked and are ignored by sigprocmask. */
@@ -49,7 +57,35 @@ static void *signal_thread(void *arg) {
     return NULL;
 }
 
+int lipt_signals_hold_for_exec(void) {
+    sigset_t async, old;
+    async_set(&async);
+    if (sigprocmask(SIG_BLOCK, &async, &old) != 0) return -1;
+    char bits[MASK_SIGS + 1];
+    for (int s = 1; s <= MASK_SIGS; s++) bits[s - 1] = sigismember(&old, s) == 1 ? '1' : '0';
+    bits[MASK_SIGS] = 0;
+    if (setenv(EXEC_MASK_VAR, bits, 1) != 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+void lipt_signals_release_after_failed_exec(void) {
+    const char *bits = getenv(EXEC_MASK_VAR);
+    if (!bits) return;
+    sigset_t old;
+    sigemptyset(&old);
+    for (int s = 1; s <= MASK_SIGS && bits[s - 1]; s++)
+        if (bits[s - 1] == '1') sigaddset(&old, s);
+    unsetenv(EXEC_MASK_VAR);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
 lipt_status lipt_signals_isolate(lipt_error *err) {
+    /* re-executed by lipt itself: the signals it held since before the exec get the mask the process was started
+     * with back, now that this image's handlers are in place (whatever is pending is delivered here, to them) */
+    lipt_signals_release_after_failed_exec();
     /* the thread first: it inherits the mask the process was started with, so it receives exactly what the process
      * received before (a signal its parent blocked stays blocked); a signal in between reaches a thread that does not
      * compute yet */
