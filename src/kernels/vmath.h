@@ -126,9 +126,10 @@ static inline void lipt_vstore_n(float *p, lipt_vf v, size_t n) {
 /* Lanes in [i, i + LIPT_VW) that lie below n (the loop bound of a blocked loop over n floats). */
 static inline size_t lipt_vlanes(size_t i, size_t n) { return n - i < LIPT_VW ? n - i : LIPT_VW; }
 
-static inline double lipt_vd_sum(lipt_vd v) {
+/* By pointer: a 128-byte vector passed by value draws gcc's "ABI ... changed in GCC 4.6" note. */
+static inline double lipt_vd_sum(const lipt_vd *v) {
     double s = 0;
-    for (int i = 0; i < LIPT_VW; i++) s += v[i];
+    for (int i = 0; i < LIPT_VW; i++) s += (*v)[i];
     return s;
 }
 
@@ -488,7 +489,7 @@ static inline void lipt_vsoftmax_row(float *row, size_t n, const float *kn) {
         lipt_vstore_n(row + j, e, len);
         acc += __builtin_convertvector(e, lipt_vd);
     }
-    const float inv = (float)(1.0 / lipt_vd_sum(acc));
+    const float inv = (float)(1.0 / lipt_vd_sum(&acc));
     for (size_t j = 0; j < n; j += LIPT_VW) {
         const size_t len = lipt_vlanes(j, n);
         lipt_vstore_n(row + j, lipt_vload_n(row + j, len) * inv, len);

@@ -202,7 +202,7 @@ void lipt_lipswish_backward(lipt_ctx *ctx, lipt_node *node) {
             if (dx) lipt_vstore_n(dx + i, lipt_vload_n(dx + i, len) + gv * (sg + v * bt * ds) / LIPSWISH_SCALE, len);
             if (part) acc += __builtin_convertvector(gv * (v * v * ds), lipt_vd); /* padding lanes have g = 0 */
         }
-        if (part) part[c] = lipt_vd_sum(acc);
+        if (part) part[c] = lipt_vd_sum(&acc);
     }
     /* after the loop, so x == beta (a one-element x) accumulates both terms */
     if (dbeta) {

@@ -99,7 +99,7 @@ static double exp_sum_row(float *z, int n, int nc, float mx) {
         lipt_vstore_n(z + c, e, len);
     }
     if (n < nc) memset(z + n, 0, (size_t)(nc - n) * sizeof(float));
-    return lipt_vd_sum(acc);
+    return lipt_vd_sum(&acc);
 }
 
 /* max_c z[c] over c < n, n >= 1 (the vector max of the materialising softmax). */
