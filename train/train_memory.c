@@ -76,6 +76,8 @@ static lipt_status probe_steps(const lipt_config *cfg, const train_settings *s, 
     lipt_ctx_init(&ctx, 4096, 1);
     ctx.training = 1;
     ctx.recompute = s->recompute;
+    lipt_reversible rev = s->rev;
+    ctx.rev = s->memory == CLI_MEMORY_INVERT ? &rev : NULL;
     lipt_adamw opt;
     lipt_adamw_init(&opt, &s->acfg);
     const size_t n = (size_t)b[nb - 1] * (size_t)cfg->seq_len;
@@ -138,6 +140,7 @@ int train_check_memory(trainer *t, const train_settings *s, size_t *arena_bytes)
               "this run needs about %s of memory (the model with its gradients and Adam state %s, a training step at "
               "batch %ld x seq_len %ld: %s) but this process may use %s more: %s; lower --batch%s, or seq_len, d_model, "
               "d_ff or n_layers%s", total, m, B, T, arena > 0 ? a : "(not measured: the model alone does not fit)", r,
-              what, fit, s->recompute ? "" : ", or pass --recompute");
+              what, fit, s->memory != CLI_MEMORY_STORE ? "" : ", or pass --memory recompute (or invert, for an invertible "
+              "model)");
     return cli_fail("train", &err);
 }

@@ -42,7 +42,9 @@ static int read_numbers(cli_args *ap, train_settings *s) {
     if (s->eval_every < 0 || s->save_every < 0 || s->log_every < 1 || s->eval_symbols < 0)
         return cli_error(C, "--eval-every, --save-every, --eval-symbols must be >= 0 and --log-every >= 1");
     if (s->clip < 0) return cli_error(C, "--clip must be >= 0, got %g%s", s->clip, origin(ap, "clip"));
-    s->recompute = cli_has(ap, "recompute");
+    const int mrc = cli_apply_memory(ap, C, &s->memory, &s->rev);
+    if (mrc) return mrc;
+    s->recompute = s->memory == CLI_MEMORY_RECOMPUTE;
     if (!(s->save_minutes >= 0) || s->save_minutes > 1e6)
         return cli_error(C, "--save-minutes must be in [0, 1e6], got %g", s->save_minutes);
     if (s->check_every < 0)

@@ -31,7 +31,9 @@ typedef struct {
     int final_from_best;   /* --final-from best: the final evaluations use best.ckpt's weights */
     long patience;         /* --patience: stop after this many periodic evaluations without a new best (0: never) */
     int quiet;             /* no progress output (also every rank but 0) */
-    int recompute;         /* activation recomputation (--recompute): memory for compute, the same bits */
+    int recompute;         /* activation recomputation (--memory recompute): memory for compute, the same bits */
+    int memory;            /* --memory: CLI_MEMORY_STORE, _RECOMPUTE or _INVERT */
+    lipt_reversible rev;   /* --memory invert: its knobs (the trainer's copy gathers the statistics) */
     lipt_lr_schedule sched;
     lipt_adamw_config acfg;
     int muon;              /* --optimizer muon: Muon on the hidden matrices, AdamW on the rest */
@@ -82,6 +84,7 @@ typedef struct {
     int stop_now;          /* the loop ended on a signal (this rank's, or another rank's under MPI) */
     int *agreed;           /* set when every rank ends the same way (then no MPI abort is needed) */
     char opts_text[4096];  /* the persisted training options ("key=value\n") */
+    lipt_reversible rev;   /* --memory invert: ctx.rev points here (knobs from train_settings, statistics) */
 } trainer;
 
 /* --optimizer and --muon-lr into s (after --lr and --weight-decay), refused when a resumed run (its stored options

@@ -57,6 +57,8 @@ int train_setup_model(trainer *t, train_settings *s, const char *data_spec, int 
         t->cfg.vocab_size = t->vocab.size;
     }
     if (lipt_config_validate(&t->cfg, &err) != LIPT_OK) return cli_fail(C, &err), 2; /* keys that do not fit: usage */
+    if (s->memory == CLI_MEMORY_INVERT && lipt_config_reversible_check(&t->cfg, &err) != LIPT_OK)
+        return cli_fail(C, &err), 2;
     if (t->ds.len[LIPT_TRAIN] < (size_t)t->cfg.seq_len + 1)
         return cli_error(C, "the training split has %zu symbols, fewer than seq_len + 1 = %d", t->ds.len[LIPT_TRAIN],
                          t->cfg.seq_len + 1);
@@ -71,6 +73,8 @@ int train_setup_model(trainer *t, train_settings *s, const char *data_spec, int 
     const uint64_t rank_mix = (uint64_t)t->dist->rank * 0x9E3779B97F4A7C15ull;
     lipt_ctx_init(&t->ctx, 4096, ((uint64_t)s->seed * 2654435761u + 1) ^ rank_mix);
     t->ctx.recompute = s->recompute;
+    t->rev = s->rev;
+    t->ctx.rev = s->memory == CLI_MEMORY_INVERT ? &t->rev : NULL;
     t->ctx_ok = 1;
     /* the step's arena at its estimated size now, so that the step never grows it (growing can only abort) */
     if (lipt_arena_reserve(&t->ctx.arena, arena_bytes, &err) != LIPT_OK) {
@@ -136,7 +140,8 @@ int train_setup_batches(trainer *t, train_settings *s) {
     snprintf(desc, sizeof desc, "%s attention, %s ffn, %d layers, d_model %d, %d heads, d_ff %d, seq_len %d; %zu parameters; "
              "%d thread%s%s%s%s", lipt_attn_name(t->cfg.attention), lipt_ffn_name(t->cfg.ffn), t->cfg.n_layers,
              t->cfg.d_model, t->cfg.n_heads, t->cfg.d_ff, t->cfg.seq_len, lipt_params_count(&t->model.params),
-             nth, nth == 1 ? "" : "s", s->recompute ? "; recomputing activations" : "",
+             nth, nth == 1 ? "" : "s", s->memory == CLI_MEMORY_RECOMPUTE ? "; recomputing activations"
+             : s->memory == CLI_MEMORY_INVERT ? "; block inputs rebuilt from outputs (--memory invert)" : "",
              t->cfg.precision != LIPT_PRECISION_FLOAT32 ? "; matrix products in " : "",
              t->cfg.precision != LIPT_PRECISION_FLOAT32 ? lipt_precision_name(t->cfg.precision) : "");
     if (!s->quiet) cli_print_wrapped(stderr, "model: ", desc, 80);

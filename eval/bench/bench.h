@@ -19,6 +19,8 @@ typedef struct {
     lipt_config cfg;
     lipt_model model;
     int B, T, runs, warmup, steps, sample_tokens, gemm_n, recompute;
+    int memory;            /* --memory: CLI_MEMORY_STORE, _RECOMPUTE or _INVERT */
+    lipt_reversible rev;   /* --memory invert: the knobs, and the reconstruction statistics of the training phase */
     int paired;            /* --paired: float32 runs interleaved with train and eval */
     int paired_sgemm;      /* --paired-sgemm: an SGEMM run after every timed training run */
     int profile;           /* --profile: runs x steps more training steps timed op by op into prof */

@@ -152,6 +152,7 @@ lipt_status bench_train(bench *b, lipt_error *err) {
     lipt_ctx_init(&ctx, (size_t)64 << 20, b->seed * 2654435761u + 1);
     ctx.training = 1;
     ctx.recompute = b->recompute;
+    ctx.rev = b->memory == CLI_MEMORY_INVERT ? &b->rev : NULL;
     lipt_adamw_config acfg = {BENCH_LR, BENCH_BETA1, BENCH_BETA2, BENCH_EPS, BENCH_WD};
     lipt_adamw opt;
     lipt_adamw_init(&opt, &acfg);

@@ -99,6 +99,27 @@ static void print_profile(const bench *b) {
     }
 }
 
+/* lipt's own memory besides the step's arena (weights, their gradients, the optimizer's two moments), and with
+ * --memory invert what the reconstructions cost and how close they came. */
+static void json_memory(json_w *j, const bench *b) {
+    const double p = (double)lipt_params_count(&b->model.params) * sizeof(float) / 1048576.0;
+    json_num(j, "params_mb", p);
+    json_num(j, "grads_mb", p);
+    json_num(j, "optimizer_state_mb", 2 * p);
+    if (b->memory != CLI_MEMORY_INVERT) return;
+    const lipt_reversible *r = &b->rev;
+    json_obj_open(j, "reconstruction");
+    json_int(j, "inversions", r->inversions);
+    json_num(j, "evaluations_per_inversion", r->inversions ? (double)r->evaluations / (double)r->inversions : 0);
+    json_int(j, "fallbacks", r->fallbacks);
+    json_int(j, "unconverged", r->unconverged);
+    json_num(j, "worst_bound", r->worst_bound);
+    json_num(j, "tol", r->tol);
+    json_int(j, "accel", r->accel);
+    json_int(j, "keep_every", r->keep_every);
+    json_obj_close(j);
+}
+
 void bench_print_json(const bench *b, const double gf[2], double peak) {
     const double gemm = b->ph[PH_GEMM].median;
     json_w j;
@@ -115,6 +136,7 @@ void bench_print_json(const bench *b, const double gf[2], double peak) {
     lipt_cpuinfo_get(&ci);
     sysinfo_json(&j, &ci);
     json_bool(&j, "recompute", b->recompute);
+    json_str(&j, "memory", cli_memory_name(b->memory));
     json_int(&j, "runs", b->runs);
     json_int(&j, "warmup", b->warmup);
     json_int(&j, "steps_per_run", b->steps);
@@ -152,6 +174,7 @@ void bench_print_json(const bench *b, const double gf[2], double peak) {
     json_obj_close(&j);
     json_num(&j, "peak_rss_mb", peak);
     json_num(&j, "train_arena_peak_mb", b->arena_train);
+    json_memory(&j, b);
     json_str(&j, "peak_rss_source", "getrusage(RUSAGE_SELF).ru_maxrss after the model phases");
     json_obj_open(&j, "vm_hwm_mb");
     json_num(&j, "start", b->hwm_start);
@@ -213,7 +236,9 @@ void bench_print_table(const bench *b, const double gf[2], double peak) {
     printf("batch %d x %d tokens, %d threads (%s BLAS), %s matrix products; median of %d runs after %d warm-up runs, "
            "%d steps per run%s\n", b->B, b->T, lipt_get_threads(), lipt_blas_nests_safely() ? "OpenMP" : "non-OpenMP",
            lipt_precision_name(c->precision), b->runs, b->warmup, b->steps,
-           b->recompute ? "; training recomputes activations (--recompute)" : "");
+           b->memory == CLI_MEMORY_RECOMPUTE ? "; training recomputes activations (--memory recompute)"
+           : b->memory == CLI_MEMORY_INVERT  ? "; training rebuilds block inputs from outputs (--memory invert)"
+                                             : "");
     lipt_cpuinfo ci; /* the kernels the rates were measured on */
     lipt_cpuinfo_get(&ci);
     sysinfo_print(stdout, &ci, "");

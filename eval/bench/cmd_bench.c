@@ -32,8 +32,7 @@ static const cli_opt bench_opts[] = {
     {"profile", CLI_FLAG, NULL, "after the timed training runs, as many steps again timed op by op: each op's forward "
      "and backward and the step's phases (clipping, optimizer, refresh) in ms per step (the timers cost a few "
      "microseconds a step; the tokens/s above are measured without them)", NULL},
-    {"recompute", CLI_FLAG, NULL, "training keeps only each half-block's output and reruns the rest in the backward "
-     "(less memory, more compute; as lipt train --recompute)", NULL},
+    CLI_OPTS_MEMORY,
     {"skip-train", CLI_FLAG, NULL, "do not measure training", NULL},
     {"skip-eval", CLI_FLAG, NULL, "do not measure evaluation", NULL},
     {"skip-sample", CLI_FLAG, NULL, "do not measure sampling", NULL},
@@ -106,7 +105,11 @@ static int bench_options(cli_args *a, const char *C, bench *b, lipt_error *err) 
     b->sample_tokens = (int)sample_tokens;
     b->gemm_n = (int)gemm_n;
     b->seed = (uint64_t)seed;
-    b->recompute = cli_has(a, "recompute");
+    {
+        const int rc = cli_apply_memory(a, "bench", &b->memory, &b->rev);
+        if (rc) return rc;
+        b->recompute = b->memory == CLI_MEMORY_RECOMPUTE;
+    }
     b->paired = cli_has(a, "paired");
     if (b->paired && b->cfg.precision == LIPT_PRECISION_FLOAT32)
         return cli_error(C, "--paired compares a --precision other than float32 with float32; this run is float32");
@@ -191,7 +194,8 @@ static int bench_main(cli_args *a, int argc, char **argv) {
     int rc = bench_options(a, C, &b, &err);
     if (rc) return rc;
     bench_alloc_runs(&b);
-    if (lipt_model_init(&b.model, &b.cfg, &err) != LIPT_OK) {
+    if (lipt_model_init(&b.model, &b.cfg, &err) != LIPT_OK ||
+        (b.memory == CLI_MEMORY_INVERT && lipt_config_reversible_check(&b.cfg, &err) != LIPT_OK)) {
         rc = cli_fail(C, &err);
         bench_free_runs(&b);
         return rc;

@@ -46,7 +46,9 @@ extern "C" {
     X(MAX, max)                         \
     X(SQRT, sqrt)                       \
     X(CONTRACT_FACTOR, contract_factor) \
-    X(RECOMPUTE, recompute)
+    X(RECOMPUTE, recompute)             \
+    X(REVERSIBLE, reversible)           \
+    X(ROUND_GRID, round_grid)
 
 typedef enum {
 #define LIPT_X_ENUM(E, n) LIPT_OP_##E,
@@ -129,6 +131,8 @@ struct lipt_ctx {
                             * lipt_ctx_set_precision. Other contexts (bounds, Jacobians, inversion) keep float32 */
     struct lipt_lowp *lowp; /* the low-precision products' per-thread scratch and oneDNN state (NULL for float32) */
     lipt_profile *profile;  /* NULL, or where the ops' and the step's times are summed (the caller's) */
+    struct lipt_reversible *rev; /* NULL, or reversible training (--memory invert): the model's blocks run through
+                            * lipt_reversible, keeping no block input, with these options and statistics */
 };
 
 void lipt_ctx_init(lipt_ctx *ctx, size_t arena_bytes, uint64_t seed);
@@ -194,6 +198,53 @@ lipt_tensor *lipt_recompute(lipt_ctx *ctx, lipt_segment_fn fn, lipt_tensor *x, v
  * tape's, no longer bit for bit. chunk_rows <= 0 or x not larger: lipt_recompute. */
 lipt_tensor *lipt_recompute_rows(lipt_ctx *ctx, lipt_segment_fn fn, lipt_tensor *x, void *arg, int chunk_rows);
 #define LIPT_RECOMPUTE_ROWS 1024
+
+/* Reversible chains (--memory invert, docs/PERFORMANCE.md "Memory from invertibility"). A chain of n segments
+ * x_{k+1} = fn(ctx, x_k, args[k]), each invertible, is recorded as one node that keeps only the chain's input and
+ * output (and per segment its RNG state: dropout masks are replayed). The backward walks the segments from the top:
+ * inv reconstructs x_k from x_{k+1}, fn reruns on a sub-tape from it, the sub-tape is walked from x_{k+1}'s gradient
+ * and released. Activation memory does not grow with n.
+ *
+ * inv(ctx, y, x_out, arg, info, err): writes the input whose segment output is y (y->numel floats) to x_out; on entry
+ * ctx->rng holds the segment's RNG state from the forward (restore it before every evaluation of fn's randomness),
+ * and no-grad mode is on. info: what it did (iterations, the a-posteriori bound ...). A failure is recorded in the
+ * chain's lipt_reversible (status, message) and the walk goes on from inv's best x_out: the caller reports it. */
+typedef struct {
+    int iters;          /* branch evaluations spent (1 for an exact inverse) */
+    int fallbacks;      /* accelerated steps rejected for plain ones */
+    int converged;      /* the stopping rule was met */
+    double bound;       /* a-posteriori bound on the error of x_out, relative: ‖x̂ − x‖ / max(1, ‖x̂‖) (0: exact) */
+} lipt_inv_info;
+typedef lipt_status (*lipt_segment_inv)(lipt_ctx *ctx, lipt_tensor *y, float *x_out, void *arg, lipt_inv_info *info,
+                                        lipt_error *err);
+
+/* Options and statistics of reversible chains; ctx->rev points to one while a caller trains with --memory invert. */
+typedef struct lipt_reversible {
+    double tol;         /* iterative inverses: the relative a-posteriori bound to reach (lipt_reversible_defaults) */
+    int max_iter;       /* iterative inverses: evaluations per segment at most */
+    int accel;          /* iterative inverses: Anderson's history (0: plain iteration) */
+    int keep_every;     /* also keep the true input of every k-th segment (k > 0) and restart the reconstruction from
+                         * it: error cannot compound over more than k segments. 0: only the chain's input */
+    int debug_truth;    /* keep every segment's true input anyway, measure each reconstruction against it (err_truth)
+                         * and go on from the reconstruction (as without it): a debug run, memory as store-all */
+    int cap;            /* length of the per-segment arrays below (0: none recorded) */
+    int *iters;         /* [cap] the last backward's per-segment iterations (segment k at k), or NULL */
+    double *bound;      /* [cap] its a-posteriori bounds, or NULL */
+    double *err_truth;  /* [cap] with debug_truth: ‖x̂_k − x_k‖ / max(1, ‖x_k‖) (largest entry), or NULL */
+    double *consistency; /* [cap] ‖fn(x̂_k) − x_{k+1}‖ / max(1, ‖x_{k+1}‖) (largest entry) of the rerun, or NULL */
+    long inversions, evaluations, fallbacks, unconverged; /* totals since the caller zeroed them */
+    double worst_bound;  /* the largest bound seen */
+    lipt_status status;  /* the first failure (LIPT_OK: none); err its message */
+    lipt_error err;
+} lipt_reversible;
+
+/* The defaults: tol 1e-6, max_iter 100, accel LIPT_REV_ACCEL, keep_every 0, nothing recorded. */
+#define LIPT_REV_TOL 1e-6
+#define LIPT_REV_MAX_ITER 100
+#define LIPT_REV_ACCEL 5
+void lipt_reversible_defaults(lipt_reversible *rev);
+lipt_tensor *lipt_reversible_chain(lipt_ctx *ctx, int n, lipt_segment_fn fn, lipt_segment_inv inv, void *const *args,
+                                   lipt_tensor *x, int n_outside, lipt_tensor *const *outside);
 
 #ifdef __cplusplus
 }

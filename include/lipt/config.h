@@ -63,6 +63,10 @@ typedef struct {
     int coupling;              /* 1: additive coupling blocks (a control): attention writes the first half of the
                                 * channels from the second, the ffn the second from the first; exact inverse, no
                                 * Lipschitz constraint (pre-LN variants dp, l2, l2-tied only) */
+    int coupling_grid;         /* coupling blocks: k > 0 rounds the embeddings and every branch output to multiples of
+                                * 2^-k, so that each residual sum is exact (|x| < 2^(24-k)) and a block inverts bit
+                                * for bit (reversible training, --memory invert); 0: off (float sums, inverted to
+                                * within a rounding) */
     int head_hidden;           /* 0: the head is ln_f + linear; F > 0: ln_f, then a per-token MLP (D -> F, GELU, -> V)
                                 * (outside the invertible stack, so it needs no certificate) */
     int ffn_full_budget;       /* contractive ffn: 1 divides W1 by max(1, σ1) and W2 by max(1, σ2/c) (bound c);

@@ -47,6 +47,29 @@ typedef struct {
 lipt_status lipt_fixed_point_invert(lipt_ctx *ctx, lipt_branch_fn g, void *user, const lipt_tensor *y,
                                     float *x_out, const lipt_fp_opts *opts, lipt_fp_result *res, lipt_error *err);
 
+/* Accelerated inversion (reversible training): solve x + g(x) = y by Anderson mixing of the last `memory` residuals
+ * (0: plain iteration x ← y − g(x)), separately for each of `groups` equal slices of y along its first dimension
+ * (sequences: independent problems), from x⁰ = y. A slice stops when its a-posteriori bound
+ * lip/(1 − lip) · ‖G(x) − x‖ / max(1, ‖x‖) ≤ tol, G(x) = y − g(x), ‖·‖ as lipt_fp_opts' row_width, and returns G(x),
+ * whose distance to the true input that bound covers when lip is a certified Lipschitz constant of g in that norm
+ * (lip = 0: the bound is the change itself, no certificate behind it). A step that raises a slice's residual above
+ * its best drops the history (a plain step; counted in info->fallbacks). Memory: 2 (memory + 1) copies of y in ctx's
+ * arena, released on return. info: evaluations of g, fallbacks, converged, the largest relative bound. Returns
+ * LIPT_OK; LIPT_ERR_NUMERIC when a slice is not within tol after max_iter evaluations or a value is not finite
+ * (x_out holds the last iterate); LIPT_ERR_ARG for bad options. */
+typedef struct {
+    double tol;
+    int max_iter;
+    int row_width;
+    int groups;
+    int memory;
+    double lip;
+} lipt_fp_accel_opts;
+#define LIPT_ACCEL_MEMORY 5 /* Anderson's history by default (SciPy's anderson: 5, torchdeq: 6) */
+lipt_status lipt_fixed_point_invert_accel(lipt_ctx *ctx, lipt_branch_fn g, void *user, const lipt_tensor *y,
+                                          float *x_out, const lipt_fp_accel_opts *o, lipt_inv_info *info,
+                                          lipt_error *err);
+
 /* The model (lipt/model.h defines it; declared here so that this header does not need the model's). */
 typedef struct lipt_model lipt_model;
 

@@ -129,6 +129,22 @@ typedef struct {
     const lipt_layer_certs *certs; /* the block's certificates (lipt_model_certify), or NULL: computed in the branch */
 } lipt_branch_ref;
 lipt_tensor *lipt_model_branch_fn(lipt_ctx *ctx, lipt_tensor *x, void *branch_ref);
+/* The branch as training adds it to the stream: lipt_model_branch, then dropout (when ctx->training), then the
+ * coupling_grid rounding; and the residual half-block x + that (lipt_model_residual), a lipt_segment_fn over a
+ * lipt_branch_ref: the one half-block the forward, --memory recompute and --memory invert all run. */
+lipt_tensor *lipt_model_branch_train(lipt_ctx *ctx, lipt_tensor *x, void *branch_ref);
+lipt_tensor *lipt_model_half_block(lipt_ctx *ctx, lipt_tensor *x, void *branch_ref);
+
+/* Reversible training (--memory invert; src/nn/reversible.c). reversible: 1 for a model whose blocks invert (the
+ * invertible model, coupling blocks). reversible_lip: the certified Lipschitz bound of a fixed-point model's branch as
+ * training runs it, c / (1 - dropout) (0 for coupling). reversible_check: LIPT_OK, or LIPT_ERR_ARG with the reason
+ * (not invertible; dropout that makes a branch no longer a contraction). blocks_reversible: every block of x through
+ * lipt_reversible_chain (lipt_model_hidden calls it when ctx->rev is set), cc from lipt_model_certify or NULL. */
+int lipt_config_reversible(const lipt_config *cfg);
+double lipt_config_reversible_lip(const lipt_config *cfg);
+lipt_status lipt_config_reversible_check(const lipt_config *cfg, lipt_error *err);
+lipt_tensor *lipt_model_blocks_reversible(lipt_ctx *ctx, const lipt_model *m, lipt_tensor *x,
+                                          const lipt_layer_certs *cc);
 
 /* Lipschitz normalisers of one block at the current weights, with the spectral norms certified by Gram iteration
  * with `gram_iters` squarings (0: the model's setting, lipt_config_gram_arg: the values the forward pass divides

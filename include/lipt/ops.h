@@ -67,6 +67,8 @@ lipt_tensor *lipt_cross_entropy(lipt_ctx *ctx, lipt_tensor *logits, const int *t
 
 /* Inverted dropout with probability p, mask drawn from ctx->rng; identity unless ctx->training. */
 lipt_tensor *lipt_dropout(lipt_ctx *ctx, lipt_tensor *x, float p);
+/* x rounded to the nearest multiple of 2^-bits (1..40), the gradient straight through (coupling_grid: exact sums). */
+lipt_tensor *lipt_round_grid(lipt_ctx *ctx, lipt_tensor *x, int bits);
 
 /* n (1 .. LIPT_MAX_INPUTS) 2-D tensors [K, N_i] side by side: [K, Σ N_i]. */
 lipt_tensor *lipt_concat_cols(lipt_ctx *ctx, int n, lipt_tensor *const *ts);

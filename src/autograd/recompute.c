@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "autograd/segment_impl.h"
+
 typedef struct {
     lipt_segment_fn fn;
     void *arg;
@@ -92,39 +94,6 @@ lipt_tensor *lipt_recompute_rows(lipt_ctx *ctx, lipt_segment_fn fn, lipt_tensor 
     return recompute(ctx, fn, x, arg, chunk_rows);
 }
 
-/* Tensors from outside the segment (not xs, not made by a node of the sub-tape) that need a gradient and have no
- * buffer yet: a leaf whose gradient is allocated on first use. Allocated inside the sub-walk it would sit above the
- * mark and be released with it. Writes up to `cap` of them to out[] and returns how many there are. */
-static int outside_without_grad(lipt_node *sub, const lipt_tensor *xs, lipt_tensor **out, int cap) {
-    int n = 0;
-    for (lipt_node *a = sub; a; a = a->prev)
-        for (int i = 0; i < a->n_in; i++) {
-            lipt_tensor *t = a->in[i] ? lipt_tensor_root(a->in[i]) : NULL;
-            if (!t || !t->requires_grad || t->grad || t == xs) continue;
-            int made_inside = 0, seen = 0;
-            for (lipt_node *b = sub; b && !made_inside; b = b->prev) made_inside = lipt_tensor_root(b->out) == t;
-            for (int k = 0; k < n && k < cap && !seen; k++) seen = out[k] == t;
-            if (made_inside || seen) continue;
-            if (n < cap) out[n] = t;
-            n++;
-        }
-    return n;
-}
-
-/* Runs the segment on piece xk of x again, recording a sub-tape of its own from the RNG state *rng (advanced as the
- * forward advanced it); returns its output. */
-static lipt_tensor *rerun(lipt_ctx *ctx, const segment *s, lipt_tensor *xk, lipt_rng *rng) {
-    const lipt_rng outer = ctx->rng;
-    xk->requires_grad = 1;
-    ctx->tape = NULL;
-    ctx->rng = *rng;
-    lipt_tensor *y = s->fn(ctx, xk, s->arg);
-    *rng = ctx->rng;
-    ctx->rng = outer;
-    return y;
-}
-
-#define OUTSIDE_MAX 64
 
 void lipt_recompute_backward(lipt_ctx *ctx, lipt_node *node) {
     segment *s = node->saved;
@@ -145,9 +114,9 @@ void lipt_recompute_backward(lipt_ctx *ctx, lipt_node *node) {
         const lipt_rng rng_k = rng;
         lipt_tensor *xk = piece(ctx, x, &p, k, x->data, &r0);
         if (!xk) break;
-        lipt_tensor *y = rerun(ctx, s, xk, &rng);
+        lipt_tensor *y = lipt_segment_rerun(ctx, s->fn, s->arg, xk, &rng);
         lipt_tensor *outside[OUTSIDE_MAX];
-        const int n_out = outside_without_grad(ctx->tape, xk, outside, OUTSIDE_MAX);
+        const int n_out = lipt_segment_outside_without_grad(ctx->tape, xk, outside, OUTSIDE_MAX);
         if (n_out > 0) {
             /* Rare (a model's parameters have their gradients in the slab): give those leaves gradient buffers below
              * the mark, then run the piece once more. */
@@ -158,7 +127,7 @@ void lipt_recompute_backward(lipt_ctx *ctx, lipt_node *node) {
             mark = lipt_arena_get_mark(&ctx->arena);
             rng = rng_k;
             xk = piece(ctx, x, &p, k, x->data, &r0);
-            y = rerun(ctx, s, xk, &rng);
+            y = lipt_segment_rerun(ctx, s->fn, s->arg, xk, &rng);
         }
         const size_t off = r0 * p.row_elems;
         if (y->requires_grad) lipt_backward_seeded(ctx, y, node->out->grad + off);

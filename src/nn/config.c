@@ -16,16 +16,17 @@
 enum {
     K_VOCAB, K_DMODEL, K_HEADS, K_DFF, K_LAYERS, K_SEQ, K_ATTN, K_FFN, K_ACT, K_DROPOUT, K_C, K_LIPNORM,
     K_POWER, K_SEED, K_LNEPS, K_CLIPR, K_RELB, K_ACTNORM, K_GRAM, K_FFNB, K_COUPLING, K_HEADH, K_NORM, K_PRECISION,
-    K_SPECB, K_COUNT
+    K_SPECB, K_GRID, K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
     "vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn", "activation",
     "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps", "clip_radius", "rel_bias", "actnorm",
-    "gram_iters", "ffn_full_budget", "coupling", "head_hidden", "norm", "precision", "spectral_bound"};
+    "gram_iters", "ffn_full_budget", "coupling", "head_hidden", "norm", "precision", "spectral_bound",
+    "coupling_grid"};
 #define ACCEPTED_KEYS \
     "vocab_size, d_model, n_heads, d_ff, n_layers, seq_len, attention, ffn, activation, dropout, c, lip_norm, " \
     "power_iters, init_seed, ln_eps, clip_radius, rel_bias, actnorm, gram_iters, " \
-    "ffn_full_budget, coupling, head_hidden, norm, precision, spectral_bound"
+    "ffn_full_budget, coupling, head_hidden, norm, precision, spectral_bound, coupling_grid"
 
 static const char *const ffn_names[] = {"standard", "contractive"};
 static const char *const act_names[] = {"gelu", "relu", "elu", "lipswish", "maxmin"};
@@ -147,6 +148,7 @@ static lipt_status set_key(lipt_config *cfg, int k, const char *v, const char *w
     case K_GRAM: return parse_int(where, key, v, 1, 30, &cfg->gram_iters, err);
     case K_FFNB: return parse_int(where, key, v, 0, 1, &cfg->ffn_full_budget, err);
     case K_COUPLING: return parse_int(where, key, v, 0, 1, &cfg->coupling, err);
+    case K_GRID: return parse_int(where, key, v, 0, 20, &cfg->coupling_grid, err);
     case K_HEADH: return parse_int(where, key, v, 0, 1 << 18, &cfg->head_hidden, err);
     case K_CLIPR: return parse_float(where, key, v, 0.0, 0, 1e6, 0, &cfg->clip_radius, err);
     case K_ATTN: {
@@ -317,6 +319,11 @@ static lipt_status validate(const lipt_config *cfg, const char *source, const in
                          "standard) and needs an even d_model (got attention = %s, ffn = %s, d_model = %d)",
                          where, plain_kinds, lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn), cfg->d_model);
     }
+    if (cfg->coupling_grid && !cfg->coupling) {
+        WHERE2(K_GRID, K_COUPLING);
+        return lipt_fail(err, LIPT_ERR_ARG, "%scoupling_grid = %d rounds the residual stream of coupling blocks so that "
+                         "they invert bit for bit: it needs coupling = 1", where, cfg->coupling_grid);
+    }
     if (cfg->norm == LIPT_NORM_POST && (lipt_config_invertible(cfg) || cfg->coupling)) {
         WHERE2(K_NORM, cfg->coupling ? K_COUPLING : K_ATTN);
         return lipt_fail(err, LIPT_ERR_ARG,
@@ -430,13 +437,14 @@ static const char *float_text(float v, char buf[32]) {
 }
 
 size_t lipt_config_to_text(const lipt_config *cfg, char *buf, size_t len) {
-    char fd[32], fc[32], fe[32], fr[32];
+    char fd[32], fc[32], fe[32], fr[32], grid[40] = "";
+    if (cfg->coupling_grid) snprintf(grid, sizeof grid, "coupling_grid = %d\n", cfg->coupling_grid);
     int n = snprintf(buf, len,
                      "vocab_size = %d\nd_model = %d\nn_heads = %d\nd_ff = %d\nn_layers = %d\nseq_len = %d\n"
                      "attention = %s\nffn = %s\nactivation = %s\ndropout = %s\nc = %s\nlip_norm = %s\n"
                      "power_iters = %d\ninit_seed = %" PRIu64 "\nln_eps = %s\nclip_radius = %s\nrel_bias = %d\n"
                      "actnorm = %d\ngram_iters = %d\nffn_full_budget = %d\ncoupling = %d\nhead_hidden = %d\nnorm = %s\n"
-                     "%s%s%s%s%s%s",
+                     "%s%s%s%s%s%s%s",
                      cfg->vocab_size, cfg->d_model, cfg->n_heads, cfg->d_ff, cfg->n_layers, cfg->seq_len,
                      lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn), lipt_act_name(cfg->activation),
                      float_text(cfg->dropout, fd), float_text(cfg->c, fc), lipt_lipnorm_name(cfg->lip_norm),
@@ -448,6 +456,6 @@ size_t lipt_config_to_text(const lipt_config *cfg, char *buf, size_t len) {
                      cfg->precision ? "precision = " : "", cfg->precision ? lipt_precision_name(cfg->precision) : "",
                      cfg->precision ? "\n" : "", cfg->spectral_bound ? "spectral_bound = " : "",
                      cfg->spectral_bound ? lipt_spectral_bound_name(cfg->spectral_bound) : "",
-                     cfg->spectral_bound ? "\n" : "");
+                     cfg->spectral_bound ? "\n" : "", grid);
     return n < 0 ? 0 : (size_t)n;
 }

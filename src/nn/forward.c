@@ -26,7 +26,9 @@ lipt_tensor *lipt_model_embed(lipt_ctx *ctx, const lipt_model *m, const int *ids
     for (int t = 0; t < T; t++) pos[t] = t;
     /* [T,D] positional rows broadcast over the batch (lipt_add's trailing-dims rule) */
     lipt_tensor *pe = lipt_embedding(ctx, m->pos_emb, pos, 2, (int[]){T, D});
-    return lipt_add(ctx, tok, pe);
+    lipt_tensor *x = lipt_add(ctx, tok, pe);
+    /* coupling_grid: the residual stream starts on the grid its sums stay exact on */
+    return m->cfg.coupling_grid ? lipt_round_grid(ctx, x, m->cfg.coupling_grid) : x;
 }
 
 /* The normaliser 1/max(1, s/c) as a one-element tensor, differentiated through s. */
@@ -184,13 +186,18 @@ lipt_status lipt_model_branch_inputs(lipt_ctx *ctx, const lipt_model *m, const i
     return LIPT_OK;
 }
 
-/* One residual half-block, x + dropout(branch(x)) (then its norm), as a lipt_segment_fn over a lipt_branch_ref. */
-static lipt_tensor *half_block(lipt_ctx *ctx, lipt_tensor *x, void *branch_ref) {
+lipt_tensor *lipt_model_branch_train(lipt_ctx *ctx, lipt_tensor *x, void *branch_ref) {
     const lipt_branch_ref *r = branch_ref;
     const lipt_model *m = r->model;
     lipt_tensor *g = branch(ctx, m, r->layer, r->which, x, r->certs);
     if (m->cfg.dropout > 0 && ctx->training) g = lipt_dropout(ctx, g, m->cfg.dropout);
-    return lipt_model_residual(ctx, m, r->layer, r->which, x, g);
+    /* coupling_grid: the branch on the residual stream's grid, so that the sum below is exact */
+    return m->cfg.coupling_grid ? lipt_round_grid(ctx, g, m->cfg.coupling_grid) : g;
+}
+
+lipt_tensor *lipt_model_half_block(lipt_ctx *ctx, lipt_tensor *x, void *branch_ref) {
+    const lipt_branch_ref *r = branch_ref;
+    return lipt_model_residual(ctx, r->model, r->layer, r->which, x, lipt_model_branch_train(ctx, x, branch_ref));
 }
 
 lipt_tensor *lipt_model_block_certified(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x,
@@ -201,10 +208,10 @@ lipt_tensor *lipt_model_block_certified(lipt_ctx *ctx, const lipt_model *m, int 
             *r = (lipt_branch_ref){m, layer, which, certs};
             /* the feed-forward half is token-wise: it runs in pieces, so its d_ff-wide insides are bounded too */
             const int rows = ctx->recompute_rows > 0 ? ctx->recompute_rows : LIPT_RECOMPUTE_ROWS;
-            x = which == LIPT_BRANCH_FFN ? lipt_recompute_rows(ctx, half_block, x, r, rows)
-                                         : lipt_recompute(ctx, half_block, x, r);
+            x = which == LIPT_BRANCH_FFN ? lipt_recompute_rows(ctx, lipt_model_half_block, x, r, rows)
+                                         : lipt_recompute(ctx, lipt_model_half_block, x, r);
         } else {
-            x = half_block(ctx, x, &(lipt_branch_ref){m, layer, which, certs});
+            x = lipt_model_half_block(ctx, x, &(lipt_branch_ref){m, layer, which, certs});
         }
     }
     return x;
@@ -217,6 +224,7 @@ lipt_tensor *lipt_model_block(lipt_ctx *ctx, const lipt_model *m, int layer, lip
 lipt_tensor *lipt_model_hidden(lipt_ctx *ctx, const lipt_model *m, const int *ids, int B, int T) {
     lipt_tensor *x = lipt_model_embed(ctx, m, ids, B, T);
     const lipt_layer_certs *cc = lipt_model_certify(ctx, m); /* all the blocks' certificates in one batch */
+    if (ctx->rev && lipt_config_reversible(&m->cfg)) return lipt_model_blocks_reversible(ctx, m, x, cc);
     for (int l = 0; l < m->cfg.n_layers; l++) x = lipt_model_block_certified(ctx, m, l, x, cc ? &cc[l] : NULL);
     return x;
 }

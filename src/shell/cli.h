@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 
+#include "lipt/autograd.h" /* lipt_reversible (--memory invert) */
 #include "lipt/core.h"
 
 typedef enum { CLI_FLAG, CLI_INT, CLI_FLOAT, CLI_STRING } cli_kind;
@@ -77,6 +78,25 @@ int cli_apply_threads(const cli_args *a, const char *cmd);
  * cfg->precision at all, so that an impossible request fails before any work. 0, 2 (an unknown value, the valid ones
  * listed) or 1 (unavailable here: what is missing and the alternatives), the message printed. */
 int cli_apply_precision(const cli_args *a, const char *cmd, lipt_precision *precision);
+/* --memory and its knobs, in train's and bench's option tables (cli_apply_memory reads them). */
+#define CLI_OPTS_MEMORY                                                                                              \
+    {"memory", CLI_STRING, "MODE",                                                                                  \
+     "what training keeps between forward and backward: store (every activation), recompute (each half-block's "    \
+     "output; the inside rerun in the backward: less memory for about a third more compute), invert (only the "     \
+     "top block's output: each block's input rebuilt from its output in the backward, so activation memory does "    \
+     "not grow with depth; invertible and coupling models only)", "store"},                                         \
+    {"recompute", CLI_FLAG, NULL, "the same as --memory recompute", NULL},                                          \
+    {"invert-tol", CLI_FLOAT, "TOL", "--memory invert on a fixed-point model: rebuild each block input until the "  \
+     "certificate's a-posteriori bound on its error, relative, is at most TOL", "1e-6"},                          \
+    {"invert-accel", CLI_INT, "M", "--memory invert: Anderson mixing of the last M iterates (0: plain fixed-point " \
+     "iteration)", "5"},                                                                                           \
+    {"keep-every", CLI_INT, "K", "--memory invert: also keep the true input of every K-th half-block, so that "   \
+     "reconstruction error cannot compound over more than K (0: only the first block's input)", "0"}
+/* The memory mode: *mode 0 store, 1 recompute, 2 invert; rev filled from the knobs (lipt_reversible_defaults first).
+ * 0, or the exit status 2 after a one-line error (an unknown mode, --recompute with another --memory, bad knobs). */
+enum { CLI_MEMORY_STORE, CLI_MEMORY_RECOMPUTE, CLI_MEMORY_INVERT };
+int cli_apply_memory(const cli_args *a, const char *cmd, int *mode, lipt_reversible *rev);
+const char *cli_memory_name(int mode);
 /* "train" / "valid" / "test" -> 0 / 1 / 2 (the data layer's LIPT_TRAIN...), -1 otherwise. */
 int cli_split_index(const char *name);
 

@@ -27,9 +27,7 @@ static const cli_opt train_opts[] = {
     {"muon-lr", CLI_FLOAT, "LR", "Muon's peak learning rate, on the --schedule's shape (default: --lr)", NULL},
     {"seed", CLI_INT, "S", "data order and dropout seed (init: the config's init_seed)", "0"},
     {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS (default LIPT_THREADS, else the cores other programs leave idle)", NULL},
-    {"recompute", CLI_FLAG, NULL, "keep only each half-block's output between forward and backward and rerun its "
-     "inside in the backward (the feed-forward in pieces of 1024 tokens): less memory for about a third more compute; "
-     "the same results, bit for bit up to 1024 tokens per step (long contexts: docs/PERFORMANCE.md)", NULL},
+    CLI_OPTS_MEMORY,
     CLI_OPT_PRECISION("the config's key precision, float32; on --resume the checkpoint's, which --precision may "
                       "change"),
     {"eval-every", CLI_INT, "N", "evaluate on the validation subset every N steps (0: only at the end)", "200"},

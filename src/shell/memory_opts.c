@@ -1,0 +1,37 @@
+/* --memory store|recompute|invert and the reconstruction knobs, shared by lipt train and lipt bench (cli.h). */
+#include <string.h>
+
+#include "cli.h"
+
+static const char *const names[] = {"store", "recompute", "invert"};
+
+const char *cli_memory_name(int mode) { return mode >= 0 && mode <= CLI_MEMORY_INVERT ? names[mode] : "?"; }
+
+int cli_apply_memory(const cli_args *a, const char *cmd, int *mode, lipt_reversible *rev) {
+    lipt_reversible_defaults(rev);
+    const char *m = cli_str(a, "memory");
+    const int given = cli_has(a, "memory");
+    *mode = -1;
+    for (int i = 0; i <= CLI_MEMORY_INVERT; i++)
+        if (m && strcmp(m, names[i]) == 0) *mode = i;
+    if (*mode < 0) return cli_error(cmd, "--memory must be store, recompute or invert, got '%s'", m ? m : "");
+    if (cli_has(a, "recompute")) {
+        if (given && *mode != CLI_MEMORY_RECOMPUTE)
+            return cli_error(cmd, "--recompute means --memory recompute, but --memory %s was given too", m);
+        *mode = CLI_MEMORY_RECOMPUTE;
+    }
+    double tol = 0;
+    long accel = 0, every = 0;
+    if (cli_float(a, "invert-tol", &tol) || cli_int(a, "invert-accel", &accel) || cli_int(a, "keep-every", &every))
+        return 2;
+    if (!(tol > 0 && tol < 1)) return cli_error(cmd, "--invert-tol must be in (0, 1), got %g", tol);
+    if (accel < 0 || accel > 16) return cli_error(cmd, "--invert-accel must be in [0, 16], got %ld", accel);
+    if (every < 0 || every > 1000000) return cli_error(cmd, "--keep-every must be >= 0, got %ld", every);
+    if (*mode != CLI_MEMORY_INVERT && (cli_has(a, "invert-tol") || cli_has(a, "invert-accel") || cli_has(a, "keep-every")))
+        return cli_error(cmd, "--invert-tol, --invert-accel and --keep-every tune --memory invert (this run: --memory %s)",
+                         names[*mode]);
+    rev->tol = tol;
+    rev->accel = (int)accel;
+    rev->keep_every = (int)every;
+    return 0;
+}
