@@ -4,9 +4,7 @@
 
 #include <math.h>
 
-#include "lipschitz/outward.h"
-
-int lipt_outward_test_nearest = 0;
+#include "core/outward.h"
 
 double lipt_phi_inv(double y) {
     LIPT_CHECK(y >= 0, "phi_inv: y = %g must be >= 0 (y = N - 1)", y);

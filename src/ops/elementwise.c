@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "lipschitz/outward.h"
+#include "core/outward.h"
 #include "ops/reduce_impl.h"
 
 /* Below this many elements a loop runs on one thread: a parallel region costs more than it saves. */

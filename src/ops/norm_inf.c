@@ -6,7 +6,7 @@
 
 #include <math.h>
 
-#include "lipschitz/outward.h"
+#include "core/outward.h"
 
 #define NINF_PAR_WORK ((size_t)1 << 16)
 

@@ -1,4 +1,4 @@
-/* Private: outward rounding of the certificates (issue 51, item 5: "a certificate is a proof"). Every bound lipt
+/* Private (src/ops, src/lipschitz): outward rounding of the certificates (issue 51, item 5: "a certificate is a proof"). Every bound lipt
  * divides by, prints or stores is evaluated in double from float inputs that are themselves upper bounds, each
  * operation rounded to nearest and then moved one ulp outward with nextafter: the result of an IEEE operation
  * (+, ×, ÷, sqrt: correctly rounded) is within one ulp of the exact value in any rounding mode, so the next double up
@@ -7,13 +7,14 @@
  * an upper bound of the exact formula. No change of the floating-point environment (fesetround is not honoured by
  * gcc's optimiser without FENV_ACCESS and would leak into OpenBLAS and OpenMP threads); a few doubles ulps per step
  * (about 1e-15 relative for the longest chain), then one float ulp at most when stored as a float (lipt_float_up). */
-#ifndef LIPT_LIPSCHITZ_OUTWARD_H
-#define LIPT_LIPSCHITZ_OUTWARD_H
+#ifndef LIPT_CORE_OUTWARD_H
+#define LIPT_CORE_OUTWARD_H
 
 #include <math.h>
 
-/* Test hook (tests/test_lipschitz_outward.c only, reachable from no command or environment variable): nonzero makes
- * the certificates round to nearest as before issue 51 (the planted defect the property test must catch). */
+/* Test hook (defined in outward.c; set by tests/test_lipschitz_outward.c only, reachable from no command or
+ * environment variable): nonzero makes the certificates round to nearest as before issue 51 (the planted defect the
+ * property test must catch). */
 extern int lipt_outward_test_nearest;
 
 static inline double lipt_ow_up(double x) { return lipt_outward_test_nearest ? x : nextafter(x, INFINITY); }
@@ -55,8 +56,5 @@ static inline double lipt_ow_sum_upper(const lipt_ow_sum *u, double n) {
     if (u->ea == 0) return u->s;
     return lipt_add_up(lipt_add_up(u->s, u->e), lipt_mul_up(lipt_mul_up(2.0 * n, 0x1p-53), u->ea));
 }
-
-/* An upper bound of φ⁻¹(y) = W₀(y/e) for an integer-valued y >= 0 (y = N - 1), in bounds.c. */
-double lipt_phi_inv_up(double y);
 
 #endif
