@@ -77,8 +77,9 @@ static void certify(lipt_model *m, int N, int g, branch_report *rep) {
         ra->factor = used.attn_factor;
         ra->ub_seq = lipt_model_attn_bound(&ctx, m, l, cfg->seq_len, g)->data[0];
         ra->ub_tokens = lipt_model_attn_bound(&ctx, m, l, N, g)->data[0];
-        ra->cert = ra->ub_seq * ra->factor;
-        ra->cert_tokens = ra->ub_tokens * ra->factor;
+        /* upper bounds (the bound's float, the factor's float) multiplied with the product rounded up */
+        ra->cert = lipt_bound_mul_up(ra->ub_seq, ra->factor);
+        ra->cert_tokens = lipt_bound_mul_up(ra->ub_tokens, ra->factor);
         attn_sigmas(&ctx, m, l, g, ra->sig);
         ra->norm = lipt_lipnorm_name(cfg->lip_norm);
         ra->note = lipt_attn_info_of(cfg->attention)->lipschitz_note;
@@ -90,7 +91,8 @@ static void certify(lipt_model *m, int N, int g, branch_report *rep) {
         rf->sig[2] = rf->sig[3] = NAN;
         rf->factor = used.ffn_factor1;
         rf->factor2 = used.ffn_factor2;
-        rf->cert = rf->cert_tokens = rf->sig[0] * rf->factor * rf->sig[1] * rf->factor2;
+        rf->cert = rf->cert_tokens = lipt_bound_mul_up(lipt_bound_mul_up(rf->sig[0], rf->factor),
+                                                       lipt_bound_mul_up(rf->sig[1], rf->factor2));
         rf->ub_seq = rf->ub_tokens = NAN;
         rf->norm = cfg->lip_norm == LIPT_LIPNORM_INF ? "2" : lipt_lipnorm_name(cfg->lip_norm);
         rf->note = cfg->ffn_full_budget

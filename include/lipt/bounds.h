@@ -17,8 +17,20 @@ extern "C" {
 double lipt_lambert_w0(double x);
 double lipt_lambert_w0_deriv(double x);
 
-/* φ⁻¹(N−1) = W0((N−1)/e), with φ(x) = x e^{x+1}. */
+/* φ⁻¹(N−1) = W0((N−1)/e), with φ(x) = x e^{x+1}. (The bounds use a proven upper bound of it.) */
 double lipt_phi_inv(double y);
+
+/* An upper bound of φ⁻¹(y) for an integer-valued y >= 0 (y = N − 1): W0's value raised until w e^{w+1} >= y is
+ * proven (at most about 4e-12 relative above the root). */
+double lipt_phi_inv_up(double y);
+
+/* An upper bound of the exact product a b of nonnegative doubles (rounded to nearest, then the next double up): a
+ * certificate formed from an upper bound and a factor (lipt lipschitz) stays an upper bound. */
+double lipt_bound_mul_up(double a, double b);
+
+/* Every bound below is a true upper bound of its formula at the exact norms of the float weights, rounded outward
+ * (src/core/outward.h; docs/RELIABILITY.md, "Certificates rounded outward"): the float value of the tensor is the
+ * smallest float >= an outward-rounded double evaluation. Gradients are those of the formula. */
 
 /* ∞-norm bound: (4 φ⁻¹(N−1) + 1/s) ‖W^{Oᵀ}‖_∞ max_h(‖W^{Q,h}‖_∞ ‖W^{Q,hᵀ}‖_∞) max_h ‖W^{V,hᵀ}‖_∞
  * -> one-element tensor. wq, wv, wo [D,D]; H heads; N the sequence length the bound covers (it also covers

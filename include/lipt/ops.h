@@ -168,9 +168,11 @@ typedef struct {
  * request in one parallel loop (one certificate per thread, largest first): a model's certificates at once. */
 void lipt_spectral_norm_ub_batch(lipt_ctx *ctx, int n, const lipt_spectral_req *req, lipt_tensor **out);
 /* Induced infinity norms of the column blocks of w [R, C]: transpose = 0 gives ‖W_b‖_∞ (max abs row
- * sum), transpose = 1 gives ‖W_bᵀ‖_∞ (max abs column sum) -> [n_blocks]. Subgradient at the argmax. */
+ * sum), transpose = 1 gives ‖W_bᵀ‖_∞ (max abs column sum) -> [n_blocks]. Subgradient at the argmax. Each value is
+ * the smallest float >= the exact norm of the float weights (outward rounding: a certificate's factor). */
 lipt_tensor *lipt_norm_inf(lipt_ctx *ctx, lipt_tensor *w, int transpose, int n_blocks);
-/* Contraction factor 1 / max(1, x / c) of a one-element x (the soft normaliser of SPEC §1, §3). */
+/* Contraction factor 1 / max(1, x / c) of a one-element x (the soft normaliser of SPEC §1, §3), rounded down: the
+ * float factor times x is <= c exactly, so an upper bound x of a map's constant certifies factor · map at c. */
 lipt_tensor *lipt_contract_factor(lipt_ctx *ctx, lipt_tensor *x, float c);
 
 #ifdef __cplusplus

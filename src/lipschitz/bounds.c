@@ -4,9 +4,45 @@
 
 #include <math.h>
 
+#include "core/outward.h"
+
 double lipt_phi_inv(double y) {
     LIPT_CHECK(y >= 0, "phi_inv: y = %g must be >= 0 (y = N - 1)", y);
     return lipt_lambert_w0(y / exp(1.0));
+}
+
+/* φ⁻¹(y) from above: w = W₀(y/e) (Halley, within a few ulps of the root either way), then w is raised until a lower
+ * bound of φ(w) = w e^{w+1} is >= y, which proves w >= φ⁻¹(y) (φ increases on w >= 0). The lower bound: for
+ * 0 <= w <= 700, t = fl(w + 1) >= (w + 1)(1 - 2^-53), so e^t >= e^{w+1}(1 - 701 2^-53); exp's result >= e^t (1 - 2^-52)
+ * (glibc's exp errs by less than one ulp); the product w·exp(t) by <= 2^-53 of itself: fl(w exp(t)) >= φ(w)(1 - 2^-43),
+ * and multiplying by 1 - 2^-40 (rounded down) leaves a lower bound of φ(w). Each raise is 2^-38 of w plus the
+ * smallest normal (about 4e-12 relative: no float bound moves by it). */
+double lipt_phi_inv_up(double y) {
+    LIPT_CHECK(y >= 0 && y < 1e300, "phi_inv_up: y = %g (y = N - 1)", y);
+    double w = lipt_phi_inv(y);
+    if (lipt_outward_test_nearest) return w;
+    if (y == 0) return 0; /* φ(0) = 0 */
+    for (int k = 0; k < 64; k++) {
+        LIPT_CHECK(w >= 0 && w <= 700, "phi_inv_up: W0 = %g outside [0, 700]", w);
+        const double lo = lipt_ow_dn(lipt_ow_dn(w * exp(w + 1.0)) * (1.0 - 0x1p-40));
+        if (lo >= y) return w;
+        w = lipt_ow_up(w + lipt_ow_up(w * 0x1p-38) + 0x1p-1022);
+    }
+    LIPT_CHECK(0, "phi_inv_up: no proven upper bound of phi^-1(%g)", y);
+    return INFINITY;
+}
+
+double lipt_bound_mul_up(double a, double b) { return lipt_mul_up(a, b); }
+
+/* An upper bound of 1/√d. */
+static double inv_sqrt_up(int d) { return lipt_div_up(1.0, lipt_sqrt_dn((double)d)); }
+
+/* The forward value of a bound tensor t (one element, its ops recorded for the gradient, each rounded to nearest in
+ * float) replaced by ub, the same formula evaluated with outward rounding (lipt_float_up): the tape and the gradient
+ * are unchanged (no backward of these ops reads its output), the value divided by, printed and stored is a proof. */
+static lipt_tensor *set_upper(lipt_tensor *t, double ub) {
+    if (!lipt_outward_test_nearest) t->data[0] = lipt_float_up(ub);
+    return t;
 }
 
 static void check_weights(const char *fn, const lipt_tensor *wq, const lipt_tensor *wv, const lipt_tensor *wo, int H,
@@ -29,9 +65,18 @@ lipt_tensor *lipt_bound_l2_inf(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv, 
     lipt_tensor *q_rows = lipt_norm_inf(ctx, wq, 0, H);                     /* ‖W^{Q,h}‖_∞   [H] */
     lipt_tensor *q_cols = lipt_norm_inf(ctx, wq, 1, H);                     /* ‖W^{Q,hᵀ}‖_∞  [H] */
     lipt_tensor *q_max = lipt_max(ctx, lipt_mul(ctx, q_rows, q_cols));
-    lipt_tensor *v_max = lipt_max(ctx, lipt_norm_inf(ctx, wv, 1, H));       /* max_h ‖W^{V,hᵀ}‖_∞ */
+    lipt_tensor *v_norms = lipt_norm_inf(ctx, wv, 1, H);
+    lipt_tensor *v_max = lipt_max(ctx, v_norms);                            /* max_h ‖W^{V,hᵀ}‖_∞ */
     lipt_tensor *o = lipt_norm_inf(ctx, wo, 1, 1);                          /* ‖W^{Oᵀ}‖_∞ */
-    return lipt_scale(ctx, lipt_mul(ctx, lipt_mul(ctx, q_max, v_max), o), (float)lead);
+    lipt_tensor *ub = lipt_scale(ctx, lipt_mul(ctx, lipt_mul(ctx, q_max, v_max), o), (float)lead);
+    /* outward: the norms are upper bounds of the exact ones (lipt_norm_inf), the rest in double rounded up */
+    double qm = 0, vm = 0;
+    for (int h = 0; h < H; h++) {
+        qm = fmax(qm, lipt_mul_up(q_rows->data[h], q_cols->data[h]));
+        vm = fmax(vm, v_norms->data[h]);
+    }
+    const double lead_up = lipt_add_up(4.0 * lipt_phi_inv_up((double)(N - 1)), inv_sqrt_up(d));
+    return set_upper(ub, lipt_mul_up(lipt_mul_up(lipt_mul_up(qm, vm), o->data[0]), lead_up));
 }
 
 /* Certified spectral norms of column blocks (values: Gram-iteration upper bounds; gradient u vᵀ). */
@@ -50,10 +95,25 @@ static double tied_l2_lead(lipt_lipnorm_kind norm, int N, int d) {
                                   : (1.0 + 6.0 * phi) / sqrt((double)d);
 }
 
-static lipt_tensor *tied_l2_from(lipt_ctx *ctx, lipt_tensor *sq, lipt_tensor *sv, lipt_tensor *so, double lead) {
+/* tied_l2_lead from above */
+static double tied_l2_lead_up(lipt_lipnorm_kind norm, int N, int d) {
+    const double phi = lipt_phi_inv_up((double)(N - 1));
+    return norm == LIPT_LIPNORM_2
+               ? lipt_mul_up(lipt_div_up(lipt_sqrt_up((double)N), lipt_sqrt_dn((double)d)), lipt_add_up(4.0 * phi, 1.0))
+               : lipt_mul_up(lipt_add_up(1.0, lipt_mul_up(6.0, phi)), inv_sqrt_up(d));
+}
+
+/* s + x² from above (x, s upper bounds >= 0): the terms of √(Σ_h x_h²) */
+static double add_sq_up(double s, double x) { return lipt_add_up(s, lipt_mul_up(x, x)); }
+
+static lipt_tensor *tied_l2_from(lipt_ctx *ctx, lipt_tensor *sq, lipt_tensor *sv, lipt_tensor *so, double lead,
+                                 double lead_up) {
     lipt_tensor *t = lipt_mul(ctx, lipt_mul(ctx, sq, sq), sv); /* L_h / lead */
     lipt_tensor *root = lipt_sqrt(ctx, lipt_sum(ctx, lipt_mul(ctx, t, t)));
-    return lipt_scale(ctx, lipt_mul(ctx, root, so), (float)lead);
+    lipt_tensor *ub = lipt_scale(ctx, lipt_mul(ctx, root, so), (float)lead);
+    double s = 0;
+    for (size_t h = 0; h < sq->numel; h++) s = add_sq_up(s, lipt_mul_up(lipt_mul_up(sq->data[h], sq->data[h]), sv->data[h]));
+    return set_upper(ub, lipt_mul_up(lipt_mul_up(lipt_sqrt_up(s), so->data[0]), lead_up));
 }
 
 /* clipped-dp's weight shapes and radius */
@@ -72,7 +132,13 @@ static lipt_tensor *clipped_dp_from(lipt_ctx *ctx, lipt_tensor *sq, lipt_tensor 
     one->data[0] = 1.0f;
     lipt_tensor *lh = lipt_mul(ctx, sv, lipt_add(ctx, two_tau, one));
     lipt_tensor *root = lipt_sqrt(ctx, lipt_sum(ctx, lipt_mul(ctx, lh, lh)));
-    return lipt_mul(ctx, root, so);
+    lipt_tensor *ub = lipt_mul(ctx, root, so);
+    /* outward: 2 R² / √d, then L_h = ‖W^{V,h}‖ (1 + 2τ_h) per head, from the certified (float, upper) norms */
+    const double coef = lipt_mul_up(lipt_mul_up(2.0, lipt_mul_up(R, R)), inv_sqrt_up(d));
+    double s = 0;
+    for (size_t h = 0; h < sq->numel; h++)
+        s = add_sq_up(s, lipt_mul_up(sv->data[h], lipt_add_up(1.0, lipt_mul_up(lipt_mul_up(sq->data[h], sk->data[h]), coef))));
+    return set_upper(ub, lipt_mul_up(lipt_sqrt_up(s), so->data[0]));
 }
 
 lipt_tensor *lipt_bound_l2_2(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv, lipt_tensor *wo, int H, int N,
@@ -83,7 +149,8 @@ lipt_tensor *lipt_bound_l2_2(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv, li
     lipt_tensor *sq = spec_ub(ctx, wq, vec->uq, vec->vq, H, iters, vec); /* ‖W^{Q,h}‖₂ [H] */
     lipt_tensor *sv = spec_ub(ctx, wv, vec->uv, vec->vv, H, iters, vec); /* ‖W^{V,h}‖₂ [H] */
     lipt_tensor *so = spec_ub(ctx, wo, vec->uo, vec->vo, 1, iters, vec); /* ‖W^O‖₂ */
-    return tied_l2_from(ctx, sq, sv, so, tied_l2_lead(LIPT_LIPNORM_2, N, wq->shape[0] / H));
+    return tied_l2_from(ctx, sq, sv, so, tied_l2_lead(LIPT_LIPNORM_2, N, wq->shape[0] / H),
+                        tied_l2_lead_up(LIPT_LIPNORM_2, N, wq->shape[0] / H));
 }
 
 lipt_tensor *lipt_bound_l2_inf2(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv, lipt_tensor *wo, int H, int N,
@@ -94,7 +161,8 @@ lipt_tensor *lipt_bound_l2_inf2(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wv,
     lipt_tensor *sq = spec_ub(ctx, wq, vec->uq, vec->vq, H, iters, vec);
     lipt_tensor *sv = spec_ub(ctx, wv, vec->uv, vec->vv, H, iters, vec);
     lipt_tensor *so = spec_ub(ctx, wo, vec->uo, vec->vo, 1, iters, vec);
-    return tied_l2_from(ctx, sq, sv, so, tied_l2_lead(LIPT_LIPNORM_INF2, N, wq->shape[0] / H));
+    return tied_l2_from(ctx, sq, sv, so, tied_l2_lead(LIPT_LIPNORM_INF2, N, wq->shape[0] / H),
+                        tied_l2_lead_up(LIPT_LIPNORM_INF2, N, wq->shape[0] / H));
 }
 
 lipt_tensor *lipt_bound_clipped_dp(lipt_ctx *ctx, lipt_tensor *wq, lipt_tensor *wk, lipt_tensor *wv, lipt_tensor *wo,
@@ -180,7 +248,8 @@ lipt_tensor *lipt_attn_bound_from(lipt_ctx *ctx, const lipt_config *cfg, lipt_te
     case LIPT_ATTN_BOUND_TIED_L2:
         if (cfg->lip_norm == LIPT_LIPNORM_2 || cfg->lip_norm == LIPT_LIPNORM_INF2) {
             check_weights("bound_l2", wq, wv, wo, H, N);
-            return tied_l2_from(ctx, sig[0], sig[1], sig[2], tied_l2_lead(cfg->lip_norm, N, wq->shape[0] / H));
+            return tied_l2_from(ctx, sig[0], sig[1], sig[2], tied_l2_lead(cfg->lip_norm, N, wq->shape[0] / H),
+                                tied_l2_lead_up(cfg->lip_norm, N, wq->shape[0] / H));
         }
         return lipt_bound_l2_inf(ctx, wq, wv, wo, H, N);
     case LIPT_ATTN_BOUND_NONE: break;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "core/outward.h"
 #include "ops/reduce_impl.h"
 
 /* Below this many elements a loop runs on one thread: a parallel region costs more than it saves. */
@@ -351,9 +352,16 @@ lipt_tensor *lipt_contract_factor(lipt_ctx *ctx, lipt_tensor *x, float c) {
     char sx[64];
     LIPT_CHECK(x->numel == 1, "contract_factor: x %s must have one element", lipt_shape_str(x, sx, sizeof sx));
     LIPT_CHECK(c > 0, "contract_factor: c = %g must be positive", (double)c);
-    const double r = (double)x->data[0] / c;
     lipt_tensor *out = lipt_tensor_like(ctx, x);
-    out->data[0] = r > 1 ? (float)(1.0 / r) : 1.0f;
+    if (lipt_outward_test_nearest) { /* the planted round-to-nearest of tests/test_lipschitz_outward.c */
+        const double r = (double)x->data[0] / c;
+        out->data[0] = r > 1 ? (float)(1.0 / r) : 1.0f;
+    } else {
+        /* rounded down: with x an upper bound of the map's constant, factor x <= c exactly (c / x in double is one
+         * rounding of the exact quotient of two floats: one ulp down is below it, then the float below that) */
+        const double q = (double)x->data[0] > (double)c ? lipt_div_dn(c, x->data[0]) : 1.0;
+        out->data[0] = q > 0 ? lipt_float_dn(q) : 0.0f; /* 0 for x = +inf (as 1 / r was) */
+    }
     lipt_node *node = lipt_record(ctx, LIPT_OP_CONTRACT_FACTOR, out, 1, (lipt_tensor *[]){x});
     if (node) node->farg[0] = c;
     return out;

@@ -1,7 +1,12 @@
-/* norm_inf: induced infinity norms (max abs row sum, or max abs column sum) of column blocks, and backward. */
+/* norm_inf: induced infinity norms (max abs row sum, or max abs column sum) of column blocks, and backward. The
+ * norms are upper bounds of the exact norms of the float weights (a certificate's factors, issue 51): each sum of
+ * |w| in double keeps the exact error of every addition (lipt_ow_sum: none when every addition was exact, as for
+ * float terms of similar size), and the float result is rounded up (lipt_float_up). */
 #include "lipt/ops.h"
 
 #include <math.h>
+
+#include "core/outward.h"
 
 #define NINF_PAR_WORK ((size_t)1 << 16)
 
@@ -35,36 +40,39 @@ lipt_tensor *lipt_norm_inf(lipt_ctx *ctx, lipt_tensor *w, int transpose, int n_b
         for (int i = 0; i < R; i++) {
             const float *row = W + (size_t)i * C;
             for (int b = 0; b < n_blocks; b++) {
-                double s = 0;
-                for (int j = b * cb; j < (b + 1) * cb; j++) s += fabs((double)row[j]);
-                rs[(size_t)i * n_blocks + b] = s;
+                lipt_ow_sum s = {0, 0, 0};
+                for (int j = b * cb; j < (b + 1) * cb; j++) lipt_ow_sum_add(&s, fabs((double)row[j]));
+                rs[(size_t)i * n_blocks + b] = lipt_ow_sum_upper(&s, cb);
             }
         }
         for (int b = 0; b < n_blocks; b++) {
             double best = -1;
             arg[b] = 0;
             for (int i = 0; i < R; i++) take_max(rs[(size_t)i * n_blocks + b], i, &best, &arg[b]);
-            out->data[b] = (float)best;
+            out->data[b] = lipt_float_up(best);
         }
     } else {
-        /* cs[j] = sum_i |W[i, j]|: threads take column chunks and stream the rows */
+        /* cs[j] = sum_i |W[i, j]|: threads take column chunks and stream the rows (each sum with its error terms,
+         * then its upper bound in place) */
         double *cs = lipt_arena_alloc(&ctx->arena, (size_t)C * sizeof(double));
         const int chunk = 64;
         int n_chunks = (C + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static) if (n_chunks > 1 && (size_t)R * C >= NINF_PAR_WORK)
         for (int k = 0; k < n_chunks; k++) {
             int j0 = k * chunk, j1 = j0 + chunk < C ? j0 + chunk : C;
-            for (int j = j0; j < j1; j++) cs[j] = 0;
+            lipt_ow_sum acc[64];
+            for (int j = j0; j < j1; j++) acc[j - j0] = (lipt_ow_sum){0, 0, 0};
             for (int i = 0; i < R; i++) {
                 const float *row = W + (size_t)i * C;
-                for (int j = j0; j < j1; j++) cs[j] += fabs((double)row[j]);
+                for (int j = j0; j < j1; j++) lipt_ow_sum_add(&acc[j - j0], fabs((double)row[j]));
             }
+            for (int j = j0; j < j1; j++) cs[j] = lipt_ow_sum_upper(&acc[j - j0], R);
         }
         for (int b = 0; b < n_blocks; b++) {
             double best = -1;
             arg[b] = b * cb;
             for (int j = b * cb; j < (b + 1) * cb; j++) take_max(cs[j], j, &best, &arg[b]);
-            out->data[b] = (float)best;
+            out->data[b] = lipt_float_up(best);
         }
     }
     lipt_arena_release(&ctx->arena, mk);
