@@ -144,6 +144,16 @@ lipt_status lipt_precision_check(lipt_precision p, lipt_error *err);
 int  lipt_have_dnnl(void);
 int  lipt_cpu_has_avx512_bf16(void);
 
+/* The verdict of lipt's GEMM self-test (src/core/blas_selftest.c) on one OpenBLAS kernel set on this CPU. */
+#define LIPT_BLAS_DETAIL_MAX 192
+typedef struct {
+    char core[32];                /* the core type tested (as OPENBLAS_CORETYPE spells it); "" when none was */
+    int state;                    /* 1 passed, -1 failed (wrong results, a crash, a hang), 0 not tested */
+    long long when;               /* when the test ran (Unix time) */
+    int cached;                   /* 1: the verdict came from the cache, not from a test run by this command */
+    char detail[LIPT_BLAS_DETAIL_MAX]; /* what was tested, or the first failure */
+} lipt_blas_verdict;
+
 /* The CPU and the kernels the libraries run on it (src/core/cpuinfo.c): for lipt info --system, lipt bench and
  * the start-up check. Features count only when the OS saves their registers (XCR0). */
 typedef struct {
@@ -163,21 +173,42 @@ typedef struct {
     char coretype_env[32];        /* OPENBLAS_CORETYPE as set, or "" */
     const char *coretype_source;  /* who chose the kernels: "OpenBLAS" (its own detection), "user" (OPENBLAS_CORETYPE
                                    * set by hand), "lipt" (lipt_blas_coretype_startup) */
+    lipt_blas_verdict selftest;   /* the self-test of best_core, when the start-up check ran one (state 0: none) */
+    const char *recommend;        /* best_core when OpenBLAS runs slower kernels and best_core passed the self-test,
+                                   * else "": the only kernel set lipt recommends */
     char dnnl_version[16];        /* oneDNN's version, "" in a build without it */
     const char *dnnl_isa;         /* dnnl_get_effective_cpu_isa(): "avx512_core_amx", "avx2", ...; "" without oneDNN */
 } lipt_cpuinfo;
 void lipt_cpuinfo_get(lipt_cpuinfo *ci);
 /* The features that are on, space-separated ("avx avx2 ... amx_bf16"), into out (n bytes). */
 void lipt_cpuinfo_features(const lipt_cpuinfo *ci, char *out, size_t n);
-/* Call first thing in main: when OpenBLAS (a DYNAMIC_ARCH build) has picked kernels of a lower class than the CPU
- * runs (its generic Prescott ones on a CPU newer than its table) and OPENBLAS_CORETYPE is unset, sets
- * OPENBLAS_CORETYPE to the best core type (lipt_cpuinfo.best_core), says so once on stderr when it is a terminal
- * (scripts keep one-line errors; lipt_cpuinfo.coretype_source says "lipt") and re-executes the program
- * (/proc/self/exe, the same argv): OpenBLAS reads the variable only in its library constructor, before main. Returns
- * when there is nothing to do, when OPENBLAS_CORETYPE is the user's, or when the re-execution fails (with a note).
+/* Runs lipt's GEMM self-test on the kernels `core` in a child process and sets *v (src/io/blas_verdict.c:
+ * lipt_blas_verify, cached per CPU, OpenBLAS build and core type). */
+typedef void (*lipt_blas_verify_fn)(const lipt_cpuinfo *ci, const char *core, lipt_blas_verdict *v);
+/* Call first thing in main, before any thread exists: when OpenBLAS (a DYNAMIC_ARCH build) runs kernels of a lower
+ * class than the CPU runs (its generic Prescott ones on a CPU newer than its table, or a user's OPENBLAS_CORETYPE),
+ * has verify check the best core type (lipt_cpuinfo.best_core) and leaves the verdict for lipt_cpuinfo_get. When
+ * OPENBLAS_CORETYPE is unset and the best core type passed, sets OPENBLAS_CORETYPE to it, says so once on stderr
+ * when it is a terminal (scripts keep one-line errors; lipt_cpuinfo.coretype_source says "lipt") and re-executes
+ * the program (/proc/self/exe, the same argv): OpenBLAS reads the variable only in its library constructor, before
+ * main. When it failed, OpenBLAS's own choice stays. Returns when there is nothing to do, when OPENBLAS_CORETYPE is
+ * the user's (never overridden), or when the re-execution fails (with a note). verify NULL: nothing is re-executed.
  * LIPT_TEST_PRETEND_GENERIC=1 makes it take OpenBLAS's choice for "Prescott" and say so on any stderr (a test
  * hook). */
-void lipt_blas_coretype_startup(char *const *argv);
+void lipt_blas_coretype_startup(char *const *argv, lipt_blas_verify_fn verify);
+/* The self-test in this process, on the kernels OpenBLAS loaded with, on `threads` threads: 1 passed, 0 failed,
+ * with what was tested or the first wrong entry in detail (n bytes). LIPT_TEST_BLAS_SELFTEST_FAIL=1 corrupts one
+ * result, as a bad kernel would (a test hook only). */
+int lipt_blas_selftest(int threads, char *detail, size_t n);
+/* The hidden command `lipt --blas-selftest` (the child lipt_blas_verify runs): the self-test on 2 to 4 threads, one
+ * line "pass|fail MS ms: DETAIL" on stdout; exit status 0 when it passed. */
+#define LIPT_BLAS_SELFTEST_ARG "--blas-selftest"
+int lipt_blas_selftest_main(void);
+/* lipt_blas_verify_fn: the verdict cached under $XDG_CACHE_HOME/lipt (else ~/.cache/lipt), else from a child
+ * `/proc/self/exe --blas-selftest` with OPENBLAS_CORETYPE=core, killed after 15 s; a crash (SIGSEGV, SIGILL) or a
+ * hang fails. A cache that cannot be read or written costs a test per call, never an error.
+ * LIPT_TEST_BLAS_SELFTEST_FAIL=1 bypasses the cache. */
+void lipt_blas_verify(const lipt_cpuinfo *ci, const char *core, lipt_blas_verdict *v);
 
 /* Names a user types (options, config keys, commands, corpora): '_' and '-' are the same character. */
 int lipt_name_eq(const char *a, const char *b);

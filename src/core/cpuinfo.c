@@ -6,7 +6,10 @@
  * Xeon of family 6, model 207 with AVX-512 and AMX ran the small products on SSE3. The environment variable
  * OPENBLAS_CORETYPE overrides the choice, but only when set before that constructor runs, that is before main. So
  * lipt_blas_coretype_startup, at the top of main, re-executes the program once with OPENBLAS_CORETYPE set to the
- * kernels the CPU's features allow, and says so on a terminal; a user's own OPENBLAS_CORETYPE is always left alone. */
+ * kernels the CPU's features allow, and says so on a terminal; a user's own OPENBLAS_CORETYPE is always left alone.
+ * Those kernels are checked first (lipt_blas_verify, a GEMM self-test in a child, cached): some OpenBLAS releases
+ * compute wrong results or crash with their AVX-512 kernels on CPUs newer than they are. A set that fails is neither
+ * picked nor recommended. */
 #include "lipt/core.h"
 
 #include <errno.h>
@@ -35,6 +38,9 @@ int openblas_get_parallel(void);
 /* The guard lipt_blas_coretype_startup leaves in the environment of the program it re-executes: the core type it set.
  * OPENBLAS_CORETYPE equal to it means lipt chose it, anything else the user did. */
 #define GUARD_VAR "LIPT_OPENBLAS_CORETYPE"
+/* The verdict of the self-test of the best core type, as the start-up check left it for lipt_cpuinfo_get: "CORE STATE
+ * WHEN CACHED DETAIL". Set (or cleared) by every start-up check, kept through the re-execution. */
+#define VERDICT_VAR "LIPT_OPENBLAS_SELFTEST"
 /* Test hook (tests/cli_test.sh): treat OpenBLAS's own choice as the generic "Prescott" whatever it was, so the
  * re-execution runs on any CPU with AVX2. Only consulted when OPENBLAS_CORETYPE is unset. */
 #define PRETEND_VAR "LIPT_TEST_PRETEND_GENERIC"
@@ -153,6 +159,24 @@ static const char *dnnl_isa_name(dnnl_cpu_isa_t isa) {
 }
 #endif
 
+static void put_verdict(const lipt_blas_verdict *v) {
+    char buf[LIPT_BLAS_DETAIL_MAX + 96];
+    snprintf(buf, sizeof buf, "%s %d %lld %d %s", v->core, v->state, v->when, v->cached, v->detail);
+    if (v->core[0]) setenv(VERDICT_VAR, buf, 1);
+    else unsetenv(VERDICT_VAR);
+}
+
+static void get_verdict(lipt_blas_verdict *v) {
+    memset(v, 0, sizeof *v);
+    const char *s = getenv(VERDICT_VAR);
+    int used = 0;
+    if (!s || sscanf(s, "%31s %d %lld %d %n", v->core, &v->state, &v->when, &v->cached, &used) != 4 || !used) {
+        memset(v, 0, sizeof *v);
+        return;
+    }
+    snprintf(v->detail, sizeof v->detail, "%s", s + used);
+}
+
 /* Everything but oneDNN's part (whose first ISA query fixes the ISA it will dispatch to: not at start-up). */
 static void cpu_and_blas(lipt_cpuinfo *ci) {
     memset(ci, 0, sizeof *ci);
@@ -176,6 +200,9 @@ static void cpu_and_blas(lipt_cpuinfo *ci) {
     const char *env = getenv("OPENBLAS_CORETYPE"), *guard = getenv(GUARD_VAR);
     snprintf(ci->coretype_env, sizeof ci->coretype_env, "%s", env ? env : "");
     ci->coretype_source = !env || !*env ? "OpenBLAS" : guard && strcmp(guard, env) == 0 ? "lipt" : "user";
+    get_verdict(&ci->selftest);
+    ci->recommend = ci->blas_generic && ci->selftest.state > 0 && strcasecmp(ci->selftest.core, ci->best_core) == 0
+                        ? ci->best_core : "";
     ci->dnnl_isa = "";
 }
 
@@ -230,30 +257,43 @@ static int launcher_rank(void) {
 
 #endif
 
-void lipt_blas_coretype_startup(char *const *argv) {
+void lipt_blas_coretype_startup(char *const *argv, lipt_blas_verify_fn verify) {
 #ifdef LIPT_HAVE_OPENBLAS
     const char *env = getenv("OPENBLAS_CORETYPE"), *guard = getenv(GUARD_VAR);
     lipt_cpuinfo ci;
-    if (env && *env) {
-        /* the user's choice stands; lipt's own (the re-executed program) is checked to have taken */
-        if (guard && strcmp(guard, env) == 0) {
-            cpu_and_blas(&ci);
-            if (strcasecmp(ci.blas_core, env) != 0 && launcher_rank() == 0)
-                fprintf(stderr, "lipt: note: OPENBLAS_CORETYPE=%s did not take: OpenBLAS runs its %s kernels (%s)\n",
-                        env, ci.blas_core, ci.blas_config);
-        }
+    if (env && *env && guard && strcmp(guard, env) == 0) {
+        /* lipt's own choice (the re-executed program, its kernels self-tested before): checked to have taken */
+        cpu_and_blas(&ci);
+        if (strcasecmp(ci.blas_core, env) != 0 && launcher_rank() == 0)
+            fprintf(stderr, "lipt: note: OPENBLAS_CORETYPE=%s did not take: OpenBLAS runs its %s kernels (%s)\n",
+                    env, ci.blas_core, ci.blas_config);
         return;
     }
+    unsetenv(VERDICT_VAR); /* only this process's own check counts */
     cpu_and_blas(&ci);
-    const char *pretend = getenv(PRETEND_VAR);
+    const int user = env && *env;
+    const char *pretend = user ? NULL : getenv(PRETEND_VAR);
     const char *core = ci.blas_core;
     int cls = ci.blas_class;
     if (pretend && strcmp(pretend, "1") == 0) core = "Prescott", cls = 0;
-    /* only a DYNAMIC_ARCH build reads OPENBLAS_CORETYPE, and only a known generic choice is corrected */
-    if (!ci.blas_dynamic || cls < 0 || cls >= ci.best_class || !argv || !argv[0]) return;
-    /* the note goes to a terminal (rank 0's): where stderr is a file or a pipe, a script's checks keep lipt's one-line
+    /* only a DYNAMIC_ARCH build reads OPENBLAS_CORETYPE, and only a known lower class is corrected or recommended */
+    if (!ci.blas_dynamic || cls < 0 || cls >= ci.best_class) return;
+    /* before lipt picks or recommends the better kernels, they are checked on this CPU (once: the verdict is cached) */
+    lipt_blas_verdict v;
+    memset(&v, 0, sizeof v);
+    if (verify) verify(&ci, ci.best_core, &v);
+    put_verdict(&v);
+    if (user) return; /* the user's choice stands: the verdict only decides what lipt info recommends */
+    /* the notes go to a terminal (rank 0's): where stderr is a file or a pipe, a script's checks keep lipt's one-line
      * errors, and lipt info --system and lipt bench say who chose the kernels anyway */
     const int say = launcher_rank() == 0 && (isatty(STDERR_FILENO) || (pretend && strcmp(pretend, "1") == 0));
+    if (v.state <= 0) { /* failed (or not tested): OpenBLAS's own choice stays */
+        if (say && v.state < 0 && !v.cached)
+            fprintf(stderr, "lipt: note: OpenBLAS's %s kernels failed lipt's self-test on this CPU (%s); staying on "
+                    "OpenBLAS's own %s kernels (lipt info --system)\n", ci.best_core, v.detail, core);
+        return;
+    }
+    if (!argv || !argv[0]) return;
     if (setenv("OPENBLAS_CORETYPE", ci.best_core, 1) != 0 || setenv(GUARD_VAR, ci.best_core, 1) != 0) return;
     if (say)
         fprintf(stderr, "lipt: OpenBLAS chose %s kernels (%s) on a CPU with %s; using %s kernels (set "

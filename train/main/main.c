@@ -23,9 +23,12 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    /* the child the start-up check runs to self-test a kernel set (src/io/blas_verdict.c): nothing else */
+    if (argc == 2 && strcmp(argv[1], LIPT_BLAS_SELFTEST_ARG) == 0) return lipt_blas_selftest_main();
     /* first of all (one process, no thread yet, the signal mask as given): OpenBLAS's generic kernels on a CPU with
-     * better ones are corrected by re-executing lipt with OPENBLAS_CORETYPE set (read only when OpenBLAS loads) */
-    lipt_blas_coretype_startup(argv);
+     * better ones are corrected by re-executing lipt with OPENBLAS_CORETYPE set (read only when OpenBLAS loads), once
+     * the better ones passed lipt's self-test on this CPU */
+    lipt_blas_coretype_startup(argv, lipt_blas_verify);
     /* before any thread exists: no thread that computes ever runs a signal handler (src/core/signals.c: oneDNN's
      * sgemm kernels move the stack pointer into the heap, where a handler's frame would corrupt it) */
     lipt_error err = {0};
