@@ -116,14 +116,16 @@ static void make_plan(const char *dir, const char *src, const char *id, long lon
             p->other_step = ostep[i];
             snprintf(p->other_id, sizeof p->other_id, "%s", oid[0] ? oid : "of unknown id");
             snprintf(p->other_name, sizeof p->other_name, "%s", names[i]);
-        } else if (!other && ostep[i] > step && ostep[i] > p->newer_step) {
+        } else if (!other && i == 0 && ostep[i] > step) {
+            /* a roll back: the run's resumable state (last.ckpt) is past the resume point. A newer best.ckpt alone is
+             * the window between the two saves of an evaluation (a kill there): the resume recomputes it */
             p->newer_step = ostep[i];
             snprintf(p->newer_name, sizeof p->newer_name, "%s", names[i]);
         }
     }
     for (int i = 0; i < 2; i++) {
         const int other = ostep[i] >= 0 && (!src || (oids[i][0] && id[0] && strcmp(oids[i], id) != 0));
-        if (ostep[i] < 0 || (!other && ostep[i] <= step)) continue;
+        if (ostep[i] < 0 || (!other && (ostep[i] <= step || p->newer_step < 0))) continue;
         snprintf(tag, sizeof tag, "step%lld", ostep[i]);
         plan_move(p, dir, names[i], tag, ".ckpt");
     }

@@ -183,10 +183,6 @@ void train_log_resume(trainer *t) {
     json_int(&j, "step", t->step);
     json_str(&j, "event", "resume");
     json_num(&j, "elapsed_s", t->elapsed_base);
-    char id[32] = "";
-    if (run_opt_get(t->opts_text, "run-id", id, sizeof id) == 0) json_str(&j, "run_id", id);
-    json_str(&j, "from", t->resumed_from);
-    if (t->kept_aside[0]) json_str(&j, "kept_aside", t->kept_aside); /* --force: what this resume did not replace */
     json_obj_open(&j, "changed");
     for (int i = 0; i < t->n_changes; i++) {
         json_obj_open(&j, t->changes[i].key);
@@ -195,5 +191,9 @@ void train_log_resume(trainer *t) {
         json_obj_close(&j);
     }
     json_obj_close(&j);
+    char id[32] = "";
+    if (run_opt_get(t->opts_text, "run-id", id, sizeof id) == 0) json_str(&j, "run_id", id);
+    json_str(&j, "from", t->resumed_from);
+    if (t->kept_aside[0]) json_str(&j, "kept_aside", t->kept_aside); /* --force: what this resume did not replace */
     json_end(&j);
 }
