@@ -22,6 +22,7 @@ static void trainer_free(trainer *t) {
     if (t->model_ok) lipt_model_free(&t->model);
     if (t->ds_ok) lipt_dataset_free(&t->ds);
     free(t->stored_opts);
+    if (t->init_open) lipt_ckpt_close(&t->init_ck);
     free(t->changes);
 }
 
@@ -53,6 +54,8 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
     int resume = cli_has(ap, "resume"); /* 1: resuming with ck open; 2: ck closed after use; 3: ck failed to open */
     const char *resume_path = cli_has(ap, "ckpt") ? cli_str(ap, "ckpt") : t.last_path;
     if (cli_has(ap, "ckpt") && !resume) return cli_error(C, "--ckpt is for --resume (use lipt eval to evaluate a checkpoint)");
+    if (cli_has(ap, "init-from") && resume)
+        return cli_error(C, "--init-from starts a new run from a checkpoint's weights; --resume continues a run: choose one");
     lipt_ckpt ck;
     memset(&ck, 0, sizeof ck);
     run_extra rx;

@@ -17,8 +17,8 @@ int train_optim_settings(cli_args *ap, train_settings *s, int resume, const char
     if (resume && stored_opts) run_opt_get(stored_opts, "optimizer", was, sizeof was);
     if (resume && strcmp(was, name) != 0)
         return cli_error(C, "%s was trained with --optimizer %s and its optimizer state is that optimizer's: it cannot "
-                         "continue under --optimizer %s (drop the flag, or start a new run from its weights)",
-                         resume_path, was, name);
+                         "continue under --optimizer %s (drop the flag, or start a new run from its weights: lipt "
+                         "train --init-from %s --optimizer %s)", resume_path, was, name, resume_path, name);
     s->muon_lr = s->lr; /* --lr's own range is checked with it: only a --muon-lr given is checked here */
     if (!cli_has(ap, "muon-lr")) return 0;
     if (cli_float(ap, "muon-lr", &s->muon_lr)) return 2;

@@ -107,11 +107,17 @@ static void replace_run_cfg(const char *path, const char *text) {
         fprintf(stderr, "note: %s (the run goes on; its checkpoints hold the same settings)\n", err.msg);
 }
 
-/* DIR/run.cfg: every setting of the run: `lipt train --config DIR/run.cfg --out OTHER` repeats the run. */
+/* DIR/run.cfg: every setting of the run: `lipt train --config DIR/run.cfg --out OTHER` repeats the run (a fine-tune:
+ * with --init-from its checkpoint). */
 void train_write_run_cfg(const trainer *t) {
-    char path[1300], head[1500], out[16384];
+    char path[1300], head[4000], out[16384];
     snprintf(path, sizeof path, "%s/run.cfg", t->out);
-    snprintf(head, sizeof head, RUN_CFG_REPEATS, path);
+    if (t->init_from[0])
+        snprintf(head, sizeof head, "the settings of this run; lipt train --init-from %s --config %s --out DIR repeats it "
+                 "(a fine-tune of step %lld of run %s)", t->init_from, path, t->init_step,
+                 t->init_run[0] ? t->init_run : "unknown");
+    else
+        snprintf(head, sizeof head, RUN_CFG_REPEATS, path);
     if (run_cfg_text(head, &t->cfg, t->opts_text, out, sizeof out) == 0) replace_run_cfg(path, out);
 }
 
@@ -185,5 +191,9 @@ void train_log_resume(trainer *t) {
         json_obj_close(&j);
     }
     json_obj_close(&j);
+    char id[32] = "";
+    if (run_opt_get(t->opts_text, "run-id", id, sizeof id) == 0) json_str(&j, "run_id", id);
+    json_str(&j, "from", t->resumed_from);
+    if (t->kept_aside[0]) json_str(&j, "kept_aside", t->kept_aside); /* --force: what this resume did not replace */
     json_end(&j);
 }

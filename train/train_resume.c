@@ -35,6 +35,7 @@ static int no_checkpoint(const trainer *t) {
 int train_merge_config(cli_args *ap, trainer *t, int *resume, const char *resume_path, lipt_ckpt *ck, run_extra *rx) {
     const char *C = "train";
     lipt_error err = {0};
+    if (!*resume && cli_has(ap, "init-from")) return train_init_config(ap, t); /* train_init.c */
     if (!*resume) { /* src/shell/model_config.c; a run config's training keys fill in the options not given */
         int n_keys;
         const char *const *keys = train_persisted_keys(&n_keys);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "cli.h"
+#include "lipt/checkpoint.h"
 #include "lipt/data.h"
 #include "lipt/dist.h"
 #include "lipt/model.h"
@@ -85,6 +86,12 @@ typedef struct {
     int *agreed;           /* set when every rank ends the same way (then no MPI abort is needed) */
     char opts_text[4096];  /* the persisted training options ("key=value\n") */
     lipt_reversible rev;   /* --memory invert: ctx.rev points here (knobs from train_settings, statistics) */
+    char kept_aside[1024]; /* --force: the files kept aside in the run folder ("last.ckpt as last.step20.ckpt, ...") */
+    lipt_ckpt init_ck;     /* --init-from: the checkpoint, open from the config to the weights (init_open) */
+    int init_open;
+    char init_from[1200];  /* --init-from: its absolute path, run id and step */
+    char init_run[32];
+    long long init_step;
 } trainer;
 
 /* --optimizer and --muon-lr into s (after --lr and --weight-decay), refused when a resumed run (its stored options

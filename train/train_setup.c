@@ -34,8 +34,9 @@ int train_setup_model(trainer *t, train_settings *s, const char *data_spec, int 
                        const run_extra *rx, const char *resume_path, int force, const char *data_origin) {
     const char *C = "train";
     lipt_error err = {0};
-    if (*resume) s->dopts.use_vocab = &t->vocab;
+    if (*resume || t->init_open) s->dopts.use_vocab = &t->vocab; /* the checkpoint's model reads its own symbols */
     if (lipt_dataset_load(data_spec, &s->dopts, &t->ds, &err) != LIPT_OK) {
+        if (t->init_open) train_init_vocab_note(t, &err);
         run_blame_corpus(&err, data_origin);
         return cli_fail(C, &err);
     }
@@ -48,6 +49,8 @@ int train_setup_model(trainer *t, train_settings *s, const char *data_spec, int 
         const int rc = train_check_resumed_corpus(t, rx, resume_path, data_spec, force, (long long)ck->step);
         if (rc) return rc;
     }
+    if (t->init_open && train_init_opts(t)) return 1;
+    if (train_set_run_id(t, *resume ? rx->opts_text : NULL, *resume ? ck->config_text : NULL)) return 1;
     char desc[1024];
     lipt_dataset_describe(&t->ds, desc, sizeof desc);
     if (!s->quiet) cli_print_wrapped(stderr, "data: ", desc, 80);
@@ -67,6 +70,7 @@ int train_setup_model(trainer *t, train_settings *s, const char *data_spec, int 
     if (rc) return rc;
     if (lipt_model_init(&t->model, &t->cfg, &err) != LIPT_OK) return cli_fail(C, &err);
     t->model_ok = 1;
+    if (t->init_open && train_init_weights(t, s->quiet)) return 1;
     lipt_adamw_init(&t->opt, &s->acfg);
     if (train_optim_init(t, s)) return 1;
     /* the dropout stream: rank 0's is the one-process stream; other ranks draw their own */
@@ -104,16 +108,15 @@ int train_setup_files(trainer *t, int force, int quiet) {
         /* one trainer per run directory: a second one would interleave checkpoints and metrics */
         if (run_lock(t->out, &t->lock_fd, &err) != LIPT_OK) return cli_fail(C, &err);
         if (t->resumed) {
+            if (train_check_history(t, force, quiet)) return 1; /* another run's folder, or a roll back */
             if (train_truncate_metrics(t->metrics_path, t->step, &err) != LIPT_OK) return cli_fail(C, &err);
             t->elapsed_base = train_metrics_elapsed(t->metrics_path, t->step); /* the wall time so far */
             train_record_resume_cfg(t);
         } else {
-            /* a fresh run must not silently replace another run's checkpoints; a folder without one holds no run
-             * (its training ended before the first checkpoint) and is reused */
+            /* a fresh run must not replace another run's files (train_history.c: refused, or kept aside with force); a
+             * folder without a checkpoint holds no run (its training ended before the first checkpoint) and is reused */
+            if (train_check_history(t, force, quiet)) return 1;
             const char *held = run_folder_checkpoint(t->out);
-            if (held && !force)
-                return cli_error(C, "%s already holds a run (%s): continue it with --resume, choose another --out, "
-                                 "or pass --force to replace it", t->out, held);
             if (!held && access(t->metrics_path, F_OK) == 0 && !quiet)
                 fprintf(stderr, "note: %s held no checkpoint (its training ended before the first one): its "
                         "metrics.jsonl and run.cfg are replaced\n", t->out);
@@ -129,6 +132,9 @@ int train_setup_files(trainer *t, int force, int quiet) {
     if (!t->log) return t->lead ? cli_fail(C, &err) : cli_error(C, "cannot open /dev/null");
     setvbuf(t->log, NULL, _IOLBF, 0); /* every metrics line reaches the file as it is written */
     if (t->resumed) train_log_resume(t);
+    if (t->init_from[0]) train_log_init(t);
+    if (!t->resumed && t->kept_aside[0] && t->lead) /* --force over another run: where its files went */
+        fprintf(t->log, "{\"step\":0,\"event\":\"kept_aside\",\"files\":\"%s\"}\n", t->kept_aside);
     return 0;
 }
 

@@ -44,6 +44,28 @@ int train_setup_threads(cli_args *ap, const lipt_dist *dist);
 /* --out, or its default (with --resume the folder of --ckpt, else a new runs/YYYYMMDD-HHMMSS) into *out. */
 int train_default_out(cli_args *ap, char *buf, size_t n, const char **out);
 
+/* train_history.c: a run folder is append-only history. The run's id into t->opts_text (run-id=...): kept from the
+ * resumed checkpoint's options stored_opts (with its origin, init-from...), else derived from the model config and
+ * the options (the same settings and corpus: the same computation, bit for bit). */
+int train_set_run_id(trainer *t, const char *stored_opts, const char *stored_cfg_text);
+/* Before writing into t->out (rank 0): a fresh run where another run is, a resume into a folder of another run or
+ * from a checkpoint older than the folder's newest, refused unless force (naming both runs and steps); with force the
+ * files that would be replaced are kept aside (renamed; metrics lines past the resume point to a side file), said in
+ * t->kept_aside. */
+int train_check_history(trainer *t, int force, int quiet);
+
+/* train_init.c: --init-from CKPT|DIR (fine-tuning): the checkpoint opened (t->init_ck), its model config and
+ * vocabulary into t (a --config or --KEY model must be the same, but for dropout and precision) */
+int train_init_config(cli_args *ap, trainer *t);
+/* Its weights into the model (after lipt_model_init); the checkpoint closed. */
+int train_init_weights(trainer *t, int quiet);
+/* init-from, init-from-run, init-from-step into t->opts_text (before the run id). */
+int train_init_opts(trainer *t);
+/* A corpus symbol outside the checkpoint's vocabulary: the message says the ways out. */
+void train_init_vocab_note(const trainer *t, lipt_error *err);
+/* The metrics line of a fine-tune's start ({"step":0,"event":"init","from":...}). */
+void train_log_init(trainer *t);
+
 /* train_memory.c: the memory the run needs (the model, a step's arena measured on small batches and extrapolated to
  * --batch, the batch) against what this process may use (RLIMIT_AS, RLIMIT_DATA, MemAvailable): refused with the
  * estimate and what to lower (exit 1) when it does not fit; else *arena_bytes is the step's arena to reserve. */

@@ -25,6 +25,11 @@ int cmd_export(int argc, char **argv) {
                        export_opts, 2, argc, argv, 0, 0);
     if (pr) return pr > 0 ? 0 : 2;
     if (!cli_has(&a, "ckpt") || !cli_has(&a, "out")) return cli_error(C, "--ckpt FILE and --out FILE are required");
+    char why[1400];
+    /* a run folder is append-only history: an export never replaces a checkpoint or a run's record */
+    if (run_owned_path(cli_str(&a, "out"), why, sizeof why))
+        return cli_error(C, "--out %s: lipt export never replaces it; write the export under another name (e.g. a "
+                         ".safetensors file)", why);
     lipt_error err = {0};
     lipt_model m;
     lipt_vocab vocab;

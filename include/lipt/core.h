@@ -73,6 +73,10 @@ typedef struct {
 lipt_status lipt_output_open(lipt_output *o, const char *path, lipt_error *err);
 lipt_status lipt_output_commit(lipt_output *o, lipt_error *err);
 void lipt_output_discard(lipt_output *o);
+/* Moves a file to a new name in its folder without ever replacing what is there (link, then unlink; rename only where
+ * the file system has no hard links, after checking the name is free): how a run folder keeps a file aside. LIPT_OK,
+ * or the reason in err ("P already exists" when the name is taken). */
+lipt_status lipt_move_aside(const char *from, const char *to, lipt_error *err);
 
 /* xoshiro256** generator: small, fast, state fits in a checkpoint. */
 typedef struct { uint64_t s[4]; } lipt_rng;

@@ -240,6 +240,29 @@ lipt_status lipt_afile_commit(lipt_afile *af) {
     return LIPT_OK;
 }
 
+lipt_status lipt_move_aside(const char *from, const char *to, lipt_error *err) {
+    if (link(from, to) == 0) {
+        if (unlink(from) != 0) {
+            const int e = errno;
+            unlink(to);
+            return lipt_fail(err, LIPT_ERR_IO, "cannot move %s to %s: %s", from, to, strerror(e));
+        }
+        fsync_parent(to);
+        return LIPT_OK;
+    }
+    int e = errno;
+    if (e == EEXIST) return lipt_fail(err, LIPT_ERR_IO, "cannot move %s aside: %s already exists", from, to);
+    /* no hard links here (some network and FAT file systems): a rename, to a name checked free */
+    if ((e == EPERM || e == ENOTSUP || e == ENOSYS) && access(to, F_OK) != 0 && errno == ENOENT) {
+        if (rename(from, to) == 0) {
+            fsync_parent(to);
+            return LIPT_OK;
+        }
+        e = errno;
+    }
+    return lipt_fail(err, LIPT_ERR_IO, "cannot move %s to %s: %s", from, to, strerror(e));
+}
+
 void lipt_afile_discard(lipt_afile *af) {
     if (af->f) {
         fclose(af->f);

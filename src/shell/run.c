@@ -136,6 +136,33 @@ const char *run_folder_checkpoint(const char *dir) {
     return NULL;
 }
 
+static int ends_with(const char *s, const char *tail) {
+    const size_t a = strlen(s), b = strlen(tail);
+    return a >= b && strcmp(s + a - b, tail) == 0;
+}
+
+int run_owned_path(const char *path, char *why, size_t n) {
+    const char *slash = strrchr(path, '/'), *b = slash ? slash + 1 : path;
+    char dir[1100], probe[1300], magic[8];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    if (!dir[0]) snprintf(dir, sizeof dir, "/");
+    lipt_error err = {0};
+    FILE *f = lipt_open_regular(path, NULL, &err);
+    const int is_ckpt = f && fread(magic, 1, 8, f) == 8 && memcmp(magic, LIPT_CKPT_MAGIC, 8) == 0;
+    if (f) fclose(f);
+    if (is_ckpt) return snprintf(why, n, "%s is a lipt checkpoint", path), 1;
+    if (ends_with(b, ".ckpt")) return snprintf(why, n, "%s has a checkpoint's name (*.ckpt)", path), 1;
+    snprintf(probe, sizeof probe, "%s/run.cfg", dir);
+    int run = run_folder_checkpoint(dir) != NULL || access(probe, F_OK) == 0;
+    snprintf(probe, sizeof probe, "%s/metrics.jsonl", dir);
+    run = run || access(probe, F_OK) == 0;
+    const int record = strcmp(b, ".lock") == 0 || ends_with(b, ".tmp") ||
+                       (strncmp(b, "metrics", 7) == 0 && ends_with(b, ".jsonl")) ||
+                       (strncmp(b, "run", 3) == 0 && ends_with(b, ".cfg"));
+    if (run && record) return snprintf(why, n, "%s is a record lipt train keeps in the run folder %s", path, dir), 1;
+    return 0;
+}
+
 /* ---- the corpus a checkpoint was trained on ---- */
 
 int run_opt_get(const char *opts_text, const char *key, char *out, size_t n) {

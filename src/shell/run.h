@@ -68,6 +68,11 @@ lipt_status run_lock(const char *dir, int *fd, lipt_error *err);
  * a folder whose training ended before its first checkpoint (or never started) holds no run and may be reused. */
 const char *run_folder_checkpoint(const char *dir);
 
+/* A path lipt train owns, which another command must never write (lipt export's --out): a lipt checkpoint (by its
+ * magic), any *.ckpt name, and in a run folder (one with a checkpoint, run.cfg or metrics.jsonl) its records:
+ * metrics*.jsonl, run*.cfg, .lock, *.tmp. 1 with why ("a lipt checkpoint", ...) in why[n], else 0. */
+int run_owned_path(const char *path, char *why, size_t n);
+
 /* mkdir -p of a directory (a run directory, an output folder); error naming what could not be created. */
 lipt_status run_mkdir(const char *dir, lipt_error *err);
 

@@ -8,8 +8,10 @@ static const cli_opt train_opts[] = {
     {"data", CLI_STRING, "NAME|PATH", "corpus: ptb, enwik8, text8, tinyshakespeare, warandpeace or a file", "ptb"},
     {"out", CLI_STRING, "DIR", "run directory (checkpoints, metrics.jsonl, run.cfg); default: a new runs/YYYYMMDD-HHMMSS "
      "(with --resume: the folder of --ckpt)", NULL},
-    {"force", CLI_FLAG, NULL, "train afresh into an --out that holds another run (its checkpoints and metrics are replaced); "
-     "with --resume, continue on a corpus other than the one the checkpoint was trained on (its CRC-32 differs)", NULL},
+    {"force", CLI_FLAG, NULL, "train afresh into an --out that holds another run, or --resume into another run's folder or "
+     "from a checkpoint older than the folder's newest: the files it would replace are kept aside, renamed (last.ckpt as "
+     "last.step200.ckpt; metrics lines past the resume point in a side file); with --resume, also continue on a corpus "
+     "other than the one the checkpoint was trained on (its CRC-32 differs)", NULL},
     {"steps", CLI_INT, "N", "total optimizer steps", "1000"},
     {"batch", CLI_INT, "B", "sequences per step", "32"},
     {"lr", CLI_FLOAT, "LR", "peak learning rate", "1e-3"},
@@ -47,6 +49,7 @@ static const cli_opt train_opts[] = {
     {"unk", CLI_FLAG, NULL, "reserve an unknown-symbol id for symbols unseen in training (default: unseen is an error)", NULL},
     {"resume", CLI_FLAG, NULL, "continue from --ckpt FILE or DIR/last.ckpt (same loss curve as an uninterrupted run)", NULL},
     {"ckpt", CLI_STRING, "FILE", "checkpoint to resume from", NULL},
+    {"init-from", CLI_STRING, "CKPT|DIR", "fine-tune: a new run from a checkpoint's weights (a run folder: its best.ckpt, else last.ckpt); the model and vocabulary are the checkpoint's, step, optimizer, best BPC and patience start afresh (README: Fine-tuning)", NULL},
     {"check-every", CLI_INT, "N", "under MPI: compare a parameter checksum across ranks every N steps (0: only at start and end)", "100"},
     {"json", CLI_FLAG, NULL, "print the final summary as one JSON object on stdout", NULL},
     {"mpi-timeout", CLI_STRING, "S", "under MPI: a rank waiting S seconds in one collective (another rank frozen or stuck) stops the job with a message; saved checkpoints stay whole (0: wait forever; default: LIPT_MPI_TIMEOUT, else 600)", NULL},

@@ -42,7 +42,12 @@ static const char *const topic_files =
     "  best.ckpt      the state with the best validation BPC\n"
     "A checkpoint carries its model, vocabulary, optimizer state, training options and its corpus (absolute path,\n"
     "size, CRC-32): lipt eval|lipschitz|sample --ckpt FILE use that corpus by default. lipt info --ckpt FILE shows it.\n"
-    "A fresh run into a folder holding another run is refused unless --force.\n";
+    "A run folder is append-only history: a fresh run into a folder holding another run, a --resume into another\n"
+    "run's folder or from a checkpoint older than the folder's newest are refused unless --force, which keeps the\n"
+    "files it would replace aside (last.ckpt as last.step200.ckpt, metrics past the resume point in\n"
+    "metrics.afterN.jsonl, another run's metrics.jsonl and run.cfg under its run id); lipt export never writes a\n"
+    "checkpoint or a run's record. Each run has an id (run-id in run.cfg and its checkpoints).\n"
+    "lipt train --init-from CKPT|DIR --data TEXT starts a new run from a checkpoint's weights (fine-tuning).\n";
 
 static const char *const topic_data =
     "Corpora (--data): ptb, enwik8, text8, tinyshakespeare, warandpeace (looked up in $LIPT_DATA, data/,\n"
