@@ -115,7 +115,9 @@ static void reconstruct(lipt_ctx *ctx, chain *c, int k, const lipt_tensor *like,
     if (!(info.bound <= rev->worst_bound)) rev->worst_bound = info.bound;
     if (k < rev->cap && rev->iters) rev->iters[k] = info.iters;
     if (k < rev->cap && rev->bound) rev->bound[k] = info.bound;
-    if (st != LIPT_OK && rev->status == LIPT_OK) {
+    /* not converged within the budget: the best iterate stands and is counted; no answer at all (not finite, a
+     * branch that does not contract here) fails the step */
+    if (st != LIPT_OK && !isfinite(info.bound) && rev->status == LIPT_OK) {
         rev->status = st;
         rev->err = e;
     }

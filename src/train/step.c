@@ -40,7 +40,13 @@ lipt_status lipt_train_step(lipt_ctx *ctx, lipt_model *m, lipt_adamw *opt, const
         return lipt_fail(err, LIPT_ERR_NUMERIC, "the loss is %g", r->loss);
     }
     lipt_params_zero_grad(&m->params);
+    if (ctx->rev) ctx->rev->status = LIPT_OK;
     lipt_backward(ctx, loss);
+    if (ctx->rev && ctx->rev->status != LIPT_OK) { /* a block input could not be rebuilt: no update from it */
+        lipt_ctx_reset(ctx);
+        return lipt_fail(err, ctx->rev->status, "--memory invert: %.400s (train with --memory recompute, or raise "
+                         "--invert-tol)", ctx->rev->err.msg);
+    }
     /* the gradient of the global batch: the mean of the ranks' (no-op on one rank) */
     if (o->dist &&
         (st = lipt_dist_mean_f32(o->dist, m->params.grad, m->params.n_train, o->bucket ? o->bucket : (size_t)4 << 20,
