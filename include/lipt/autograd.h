@@ -243,8 +243,16 @@ typedef struct lipt_reversible {
 #define LIPT_REV_MAX_ITER 100
 #define LIPT_REV_ACCEL 5
 void lipt_reversible_defaults(lipt_reversible *rev);
-lipt_tensor *lipt_reversible_chain(lipt_ctx *ctx, int n, lipt_segment_fn fn, lipt_segment_inv inv, void *const *args,
-                                   lipt_tensor *x, int n_outside, lipt_tensor *const *outside);
+/* Optional, for segments whose inverse computes what their rerun would (a coupling block's branch reads only the half
+ * it does not write, where output and input agree bit for bit): rebuilds the input into x_out AND records the segment
+ * on ctx's tape, returning its output (values those of y) with in[0..*n_in) (at most 2) the recorded tensors whose
+ * gradients sum to the input's; the chain then skips the rerun. NULL: not applicable here (inv and a rerun instead).
+ * ctx->rng is the segment's RNG state on entry, as for inv. */
+typedef lipt_tensor *(*lipt_segment_inv_taped)(lipt_ctx *ctx, lipt_tensor *y, float *x_out, void *arg,
+                                               lipt_tensor **in, int *n_in);
+lipt_tensor *lipt_reversible_chain(lipt_ctx *ctx, int n, lipt_segment_fn fn, lipt_segment_inv inv,
+                                   lipt_segment_inv_taped inv_taped, void *const *args, lipt_tensor *x, int n_outside,
+                                   lipt_tensor *const *outside);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@ typedef struct {
     int n;
     lipt_segment_fn fn;
     lipt_segment_inv inv;
+    lipt_segment_inv_taped inv_taped;
     void **args;
     lipt_rng *rng;          /* [n] the RNG before segment k: its dropout masks, replayed in inv and in the rerun */
     float **kept;           /* [n] true inputs kept (keep_every, debug_truth), NULL elsewhere */
@@ -32,8 +33,9 @@ static int from_truth(const chain *c, int k) {
     return k == 0 || (every > 0 && k % every == 0);
 }
 
-lipt_tensor *lipt_reversible_chain(lipt_ctx *ctx, int n, lipt_segment_fn fn, lipt_segment_inv inv, void *const *args,
-                                   lipt_tensor *x, int n_outside, lipt_tensor *const *outside) {
+lipt_tensor *lipt_reversible_chain(lipt_ctx *ctx, int n, lipt_segment_fn fn, lipt_segment_inv inv,
+                                   lipt_segment_inv_taped inv_taped, void *const *args, lipt_tensor *x, int n_outside,
+                                   lipt_tensor *const *outside) {
     LIPT_CHECK(n >= 1 && fn && inv && args, "reversible chain: %d segments", n);
     if (!lipt_should_record(ctx, 1, &x)) {
         for (int k = 0; k < n; k++) x = fn(ctx, x, args[k]);
@@ -43,6 +45,7 @@ lipt_tensor *lipt_reversible_chain(lipt_ctx *ctx, int n, lipt_segment_fn fn, lip
     c->n = n;
     c->fn = fn;
     c->inv = inv;
+    c->inv_taped = inv_taped;
     c->args = lipt_arena_alloc(&ctx->arena, (size_t)n * sizeof(void *));
     memcpy(c->args, args, (size_t)n * sizeof(void *));
     c->rng = lipt_arena_alloc(&ctx->arena, (size_t)n * sizeof(lipt_rng));
@@ -154,6 +157,40 @@ static void rerun_segment(lipt_ctx *ctx, chain *c, int k, const lipt_tensor *lik
     lipt_arena_release(&ctx->arena, mark);
 }
 
+/* Segment k rebuilt and recorded in one pass by inv_taped, walked from g (which becomes its input's gradient): 0 when
+ * inv_taped does not apply (nothing done). */
+static int taped_inverse(lipt_ctx *ctx, chain *c, int k, const lipt_tensor *like, float *ycur, float *xbuf, float *g) {
+    const size_t numel = like->numel;
+    lipt_node *const tape = ctx->tape;
+    const size_t n_nodes = ctx->n_nodes;
+    const lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
+    const lipt_rng outer = ctx->rng;
+    ctx->tape = NULL;
+    ctx->rng = c->rng[k];
+    lipt_tensor *in[2] = {NULL, NULL};
+    int n_in = 0;
+    lipt_tensor *yt = lipt_tensor_wrap(ctx, ycur, like->ndim, like->shape);
+    lipt_tensor *out = c->inv_taped(ctx, yt, xbuf, c->args[k], in, &n_in);
+    ctx->rng = outer;
+    if (out) {
+        lipt_reversible *rev = c->rev;
+        if (rev) {
+            rev->inversions++;
+            rev->evaluations++;
+            if (rev->consistency && k < rev->cap) rev->consistency[k] = rel_diff(out->data, ycur, numel);
+        }
+        if (out->requires_grad) lipt_backward_seeded(ctx, out, g);
+        memset(g, 0, numel * sizeof(float));
+        for (int i = 0; i < n_in; i++)
+            if (in[i]->grad)
+                for (size_t e = 0; e < numel; e++) g[e] += in[i]->grad[e];
+    }
+    ctx->tape = tape;
+    ctx->n_nodes = n_nodes;
+    lipt_arena_release(&ctx->arena, mark);
+    return out != NULL;
+}
+
 void lipt_reversible_backward(lipt_ctx *ctx, lipt_node *node) {
     chain *c = node->saved;
     lipt_tensor *x = node->in[0], *y = node->out;
@@ -168,6 +205,12 @@ void lipt_reversible_backward(lipt_ctx *ctx, lipt_node *node) {
     for (int k = c->n - 1; k >= 0; k--) {
         const float *truth = k == 0 ? x->data : c->kept[k];
         float *xin;
+        if (c->inv_taped && !from_truth(c, k) && !debug && taped_inverse(ctx, c, k, x, ycur, xbuf, g)) {
+            float *t = ycur;
+            ycur = xbuf;
+            xbuf = t;
+            continue;
+        }
         if (!from_truth(c, k) || debug) {
             reconstruct(ctx, c, k, x, ycur, xbuf);
             if (debug && c->rev->err_truth && k < c->rev->cap) c->rev->err_truth[k] = rel_diff(xbuf, truth, numel);

@@ -82,6 +82,26 @@ static lipt_status half_inverse(lipt_ctx *ctx, lipt_tensor *y, float *x, void *a
     return st;
 }
 
+/* Coupling: the branch at y is the branch at x (it reads the half the block leaves alone), so one evaluation, recorded,
+ * rebuilds x = y − g and serves the backward: the half-block's output x + g recorded from it, x's gradient the add's
+ * plus the branch's (into y's copy), in the order store-all sums them. */
+static lipt_tensor *coupling_inverse_taped(lipt_ctx *ctx, lipt_tensor *y, float *x, void *arg, lipt_tensor **in,
+                                           int *n_in) {
+    const lipt_branch_ref *ref = arg;
+    const lipt_model *m = ref->model;
+    if (!m->cfg.coupling || (ref->which == LIPT_BRANCH_FFN && m->layers[ref->layer].an_s)) return NULL;
+    lipt_tensor *z = lipt_tensor_wrap(ctx, y->data, y->ndim, y->shape);
+    z->requires_grad = 1;
+    lipt_tensor *g = lipt_model_branch_train(ctx, z, arg);
+    for (size_t i = 0; i < y->numel; i++) x[i] = y->data[i] - g->data[i];
+    lipt_tensor *xt = lipt_tensor_wrap(ctx, x, y->ndim, y->shape);
+    xt->requires_grad = 1;
+    in[0] = xt;
+    in[1] = z;
+    *n_in = 2;
+    return lipt_model_residual(ctx, m, ref->layer, ref->which, xt, g);
+}
+
 lipt_tensor *lipt_model_blocks_reversible(lipt_ctx *ctx, const lipt_model *m, lipt_tensor *x,
                                           const lipt_layer_certs *cc) {
     const int L = m->cfg.n_layers, n = 2 * L;
@@ -100,5 +120,6 @@ lipt_tensor *lipt_model_blocks_reversible(lipt_ctx *ctx, const lipt_model *m, li
         for (int i = 0; i < 2; i++)
             if (c && c->ffn_sigma[i] && c->ffn_sigma[i]->requires_grad) outside[n_out++] = c->ffn_sigma[i];
     }
-    return lipt_reversible_chain(ctx, n, lipt_model_half_block, half_inverse, args, x, n_out, outside);
+    return lipt_reversible_chain(ctx, n, lipt_model_half_block, half_inverse, coupling_inverse_taped, args, x, n_out,
+                                 outside);
 }
