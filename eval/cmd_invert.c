@@ -20,6 +20,9 @@ static const cli_opt invert_opts[] = {
     {"windows", CLI_INT, "K", "invert the split's first K windows of seq_len symbols", "1"},
     {"tol", CLI_FLOAT, "TOL", "fixed-point tolerance, relative change", LIPT_INVERT_STR(LIPT_INVERT_TOL)},
     {"max-iter", CLI_INT, "N", "iteration cap per residual map", LIPT_INVERT_STR(LIPT_INVERT_MAX_ITER)},
+    {"accel", CLI_INT, "M", "solve each map as --memory invert training does: Anderson mixing of the last M iterates "
+     "(0: plain iteration), stopped when the certificate's a-posteriori bound c/(1-c) |G(x) - x| on the error is at "
+     "most --tol relative (without --accel: plain iteration stopped on the relative change, traced)", NULL},
     {"trace", CLI_FLAG, NULL, "print the error after every iteration of every map", NULL},
     {"threads", CLI_INT, "N", "threads for OpenMP and OpenBLAS", NULL},
     {"json", CLI_FLAG, NULL, "print one JSON object: per window the maps' iterations and errors, input error, texts, exact", NULL},
@@ -45,6 +48,7 @@ typedef struct {
     long K, max_iter;
     double tol;
     int json, trace;
+    long accel;            /* --accel M, or -1 */
 } invert_opts_v;
 
 /* The windows to invert: --text, or the first K windows of seq_len symbols of a split (of --data, else the run's own
@@ -160,6 +164,8 @@ static int invert_windows(const lipt_model *m, const lipt_vocab *vocab, const in
     lipt_fp_opts fo = lipt_fp_opts_default();
     fo.tol = o->tol;
     fo.max_iter = (int)o->max_iter;
+    fo.accel = o->accel >= 0;
+    fo.memory = o->accel >= 0 ? (int)o->accel : 0;
     int all_exact = 1, rc = 0;
     json_w j;
     if (o->json) {
@@ -168,6 +174,9 @@ static int invert_windows(const lipt_model *m, const lipt_vocab *vocab, const in
         json_int(&j, "T", T);
         json_num(&j, "tol", o->tol);
         json_int(&j, "max_iter", o->max_iter);
+        json_str(&j, "solver", o->accel < 0 ? "plain, relative change" : o->accel == 0 ? "plain, a-posteriori bound"
+                                                                                       : "anderson, a-posteriori bound");
+        json_int(&j, "accel", o->accel);
         json_arr_open(&j, "windows");
     }
     for (int w = 0; w < nwin && rc == 0; w++) {
@@ -205,8 +214,11 @@ int cmd_invert(int argc, char **argv) {
     if (pr) return pr > 0 ? 0 : 2;
     if (!cli_has(&a, "ckpt")) return cli_error(C, "--ckpt FILE is required");
     if (cli_has(&a, "text") && cli_has(&a, "data")) return cli_error(C, "give --text TEXT or --data NAME, not both");
-    invert_opts_v o = {cli_str(&a, "ckpt"), 0, 0, 0, cli_has(&a, "json"), cli_has(&a, "trace")};
+    invert_opts_v o = {cli_str(&a, "ckpt"), 0, 0, 0, cli_has(&a, "json"), cli_has(&a, "trace"), -1};
     if (cli_int(&a, "windows", &o.K) || cli_int(&a, "max-iter", &o.max_iter) || cli_float(&a, "tol", &o.tol)) return 2;
+    if (cli_has(&a, "accel") && (cli_int(&a, "accel", &o.accel) || o.accel < 0 || o.accel > 16))
+        return cli_error(C, "--accel must be in [0, 16]");
+    if (o.accel >= 0 && o.trace) return cli_error(C, "--trace prints plain iteration's changes: drop --accel");
     int rc = cli_apply_threads(&a, C);
     if (rc) return rc;
     if (o.K < 1) return cli_error(C, "--windows must be >= 1");

@@ -306,7 +306,7 @@ static double check_inversion(golden *G) {
     const gold_entry *oe = gold_get(&G->g, "invert/opts", DT_F64), *ie = gold_get(&G->g, "invert/ids", DT_I32);
     const gold_entry *xe = gold_get(&G->g, "invert/x0", DT_F32), *xt = gold_get(&G->g, "invert/x0_true", DT_F32);
     const gold_entry *te = gold_get(&G->g, "invert/tokens", DT_I32), *it = gold_get(&G->g, "invert/iters", DT_I32);
-    const lipt_fp_opts opts = {((const double *)oe->data)[0], (int)((const double *)oe->data)[1], 0};
+    const lipt_fp_opts opts = {((const double *)oe->data)[0], (int)((const double *)oe->data)[1], 0, 0, 0};
     const int n_seq = ie->shape[0], T = ie->shape[1], D = G->cfg.d_model, L = G->cfg.n_layers;
     ck_assert_msg(xe->numel == (size_t)n_seq * T * D && it->numel == (size_t)n_seq * 2 * L, "invert entry shapes");
     load_values(G, "param/");

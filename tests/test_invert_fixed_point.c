@@ -119,7 +119,7 @@ static void check_inversion(const char *label, lipt_branch_fn g, void *user, con
     const size_t n = (size_t)N * D;
     float *xr = malloc(n * sizeof(float));
     double errs[200];
-    lipt_fp_opts o = {1e-6, 200, 0};
+    lipt_fp_opts o = {1e-6, 200, 0, 0, 0};
     lipt_fp_result res = {0, 0, errs, 0};
     lipt_error err = {0};
     lipt_status st = lipt_fixed_point_invert(&ctx, g, user, y, xr, &o, &res, &err);
@@ -259,14 +259,14 @@ START_TEST(test_fp_noncontractive) {
     lipt_fp_result res = {0, 0, errs, 0};
     lipt_error err = {0};
     /* g = 2x: the error doubles every iteration */
-    lipt_status st = lipt_fixed_point_invert(&ctx, lin_g, &b, y, xr, &(lipt_fp_opts){1e-6, 50, 0}, &res, &err);
+    lipt_status st = lipt_fixed_point_invert(&ctx, lin_g, &b, y, xr, &(lipt_fp_opts){1e-6, 50, 0, 0, 0}, &res, &err);
     printf("g = 2x, cap 50: %s: %s\n", lipt_status_name(st), err.msg);
     ck_assert_int_eq(st, LIPT_ERR_NUMERIC);
     ck_assert(!res.converged && res.iters == 50 && strstr(err.msg, "not converged"));
     ck_assert(errs[49] > 1e12 * errs[0]);
     for (int i = 0; i < 12; i++) ck_assert(isfinite(xr[i]));
     /* with a larger cap the iterate overflows: reported as non-finite, x_out keeps the last finite iterate */
-    st = lipt_fixed_point_invert(&ctx, lin_g, &b, y, xr, &(lipt_fp_opts){1e-6, 1000, 0}, &res, &err);
+    st = lipt_fixed_point_invert(&ctx, lin_g, &b, y, xr, &(lipt_fp_opts){1e-6, 1000, 0, 0, 0}, &res, &err);
     printf("g = 2x, cap 1000: %s after %d iterations: %s\n", lipt_status_name(st), res.iters, err.msg);
     ck_assert_int_eq(st, LIPT_ERR_NUMERIC);
     ck_assert(!res.converged && res.iters < 1000 && strstr(err.msg, "non-finite"));
@@ -293,7 +293,7 @@ START_TEST(test_fp_noncontractive) {
             lipt_ctx_init(&ctx, 1 << 16, 1);
             lipt_tensor *yd = forward_residual(&ctx, att_g, &dp, xa, 8, 8);
             lipt_fp_result rd = {0, 0, errs, 0};
-            st = lipt_fixed_point_invert(&ctx, att_g, &dp, yd, xo, &(lipt_fp_opts){1e-6, 100, 0}, &rd, &err);
+            st = lipt_fixed_point_invert(&ctx, att_g, &dp, yd, xo, &(lipt_fp_opts){1e-6, 100, 0, 0, 0}, &rd, &err);
             double e = 0;
             for (int i = 0; i < n; i++) e = fmax(e, fabs((double)xo[i] - xa[i]));
             printf("DP (scaled, c = %.1f, %s), inputs x100: %s after %d iterations, last step %.3e, |x_rec - x| %.3e\n",
@@ -302,7 +302,7 @@ START_TEST(test_fp_noncontractive) {
             if (st == LIPT_ERR_NUMERIC && !rd.converged) failed++;
             lipt_tensor *yl = forward_residual(&ctx, att_g, &l2, xa, 8, 8);
             lipt_fp_result rl = {0, 0, NULL, 0};
-            st = lipt_fixed_point_invert(&ctx, att_g, &l2, yl, xo, &(lipt_fp_opts){1e-6, 100, 0}, &rl, &err);
+            st = lipt_fixed_point_invert(&ctx, att_g, &l2, yl, xo, &(lipt_fp_opts){1e-6, 100, 0, 0, 0}, &rl, &err);
             ck_assert_msg(st == LIPT_OK, "contractive L2 on the same inputs: %s", err.msg);
             printf("  contractive L2 on the same inputs: converged in %d iterations\n", rl.iters);
             lipt_ctx_free(&ctx);
@@ -336,7 +336,7 @@ START_TEST(test_fp_memory) {
         lipt_fp_result res = {0, 0, NULL, 0};
         lipt_error err = {0};
         /* never converges: runs to the cap */
-        lipt_status st = lipt_fixed_point_invert(&ctx, drift_g, &m, y, xr, &(lipt_fp_opts){1e-6, caps[i], 0}, &res, &err);
+        lipt_status st = lipt_fixed_point_invert(&ctx, drift_g, &m, y, xr, &(lipt_fp_opts){1e-6, caps[i], 0, 0, 0}, &res, &err);
         ck_assert(st == LIPT_ERR_NUMERIC && res.iters == caps[i]);
         printf("%3d iterations: arena used %zu bytes (before %zu), peak %zu, block mallocs %zu\n", res.iters,
                ctx.arena.used_total, used0, ctx.arena.peak, ctx.arena.n_block_mallocs);
@@ -369,10 +369,10 @@ START_TEST(test_fp_args) {
     float xr[4];
     lipt_error err = {0};
     ck_assert_int_eq(lipt_fixed_point_invert(&ctx, lin_g, &b, NULL, xr, NULL, NULL, &err), LIPT_ERR_ARG);
-    ck_assert_int_eq(lipt_fixed_point_invert(&ctx, lin_g, &b, y, xr, &(lipt_fp_opts){1e-6, 0, 0}, NULL, &err),
+    ck_assert_int_eq(lipt_fixed_point_invert(&ctx, lin_g, &b, y, xr, &(lipt_fp_opts){1e-6, 0, 0, 0, 0}, NULL, &err),
                      LIPT_ERR_ARG);
     printf("max_iter 0: %s\n", err.msg);
-    ck_assert_int_eq(lipt_fixed_point_invert(&ctx, lin_g, &b, y, xr, &(lipt_fp_opts){-1, 10, 0}, NULL, &err),
+    ck_assert_int_eq(lipt_fixed_point_invert(&ctx, lin_g, &b, y, xr, &(lipt_fp_opts){-1, 10, 0, 0, 0}, NULL, &err),
                      LIPT_ERR_ARG);
     ck_assert_int_eq(lipt_fixed_point_invert(&ctx, lin_g, &b, y, y->data, NULL, NULL, &err), LIPT_ERR_ARG);
     printf("aliasing: %s\n", err.msg);

@@ -67,7 +67,7 @@ START_TEST(test_defaults) {
         ck_assert(o.tol == LIPT_INVERT_TOL && o.max_iter == LIPT_INVERT_MAX_ITER);
         /* inf2 maps stop on the token-wise norm whatever the caller asks; the others on the caller's norm */
         ck_assert_int_eq(o.row_width, clipped ? m.cfg.d_model : 0);
-        o = lipt_model_invert_opts(&m, &(lipt_fp_opts){1e-3, 7, 4});
+        o = lipt_model_invert_opts(&m, &(lipt_fp_opts){1e-3, 7, 4, 0, 0});
         ck_assert(o.tol == 1e-3 && o.max_iter == 7);
         ck_assert_int_eq(o.row_width, clipped ? m.cfg.d_model : 4);
         lipt_model_free(&m);
@@ -126,12 +126,12 @@ START_TEST(test_invert_hidden) {
 
         /* too few iterations: the top feed-forward map fails, named in the message and the trace */
         lipt_invert_trace_free(&tr);
-        ck_assert(lipt_model_invert_hidden(&ctx, &m, h, T, x0b, &(lipt_fp_opts){1e-6, 1, 0}, &tr, &err) ==
+        ck_assert(lipt_model_invert_hidden(&ctx, &m, h, T, x0b, &(lipt_fp_opts){1e-6, 1, 0, 0, 0}, &tr, &err) ==
                   LIPT_ERR_NUMERIC);
         ck_assert(tr.failed_layer == L - 1 && tr.failed_branch == LIPT_BRANCH_FFN && tr.iters[2 * L - 1] == 1);
         ck_assert(tr.total_iters == 1 && !tr.converged[2 * L - 1]);
         ck_assert_msg(strstr(err.msg, "layer 1 feed-forward map did not converge"), "%s", err.msg);
-        ck_assert(lipt_model_invert_hidden(&ctx, &m, h, T, x0b, &(lipt_fp_opts){1e-6, 1, 0}, NULL, &err) ==
+        ck_assert(lipt_model_invert_hidden(&ctx, &m, h, T, x0b, &(lipt_fp_opts){1e-6, 1, 0, 0, 0}, NULL, &err) ==
                   LIPT_ERR_NUMERIC);
         ck_assert(ctx.no_grad == 0);
 
@@ -141,7 +141,7 @@ START_TEST(test_invert_hidden) {
         ck_assert(tr.iters == NULL && tr.failed_layer == -1);
         ck_assert(lipt_model_invert_hidden(&ctx, &m, h, T + 1, x0b, NULL, &tr, &err) == LIPT_ERR_ARG);
         ck_assert(strstr(err.msg, "seq_len"));
-        ck_assert(lipt_model_invert_hidden(&ctx, &m, h, T, x0b, &(lipt_fp_opts){0, 10, 0}, &tr, &err) == LIPT_ERR_ARG);
+        ck_assert(lipt_model_invert_hidden(&ctx, &m, h, T, x0b, &(lipt_fp_opts){0, 10, 0, 0, 0}, &tr, &err) == LIPT_ERR_ARG);
         h[3] = NAN; /* a non-finite hidden state: the top map reports it */
         ck_assert(lipt_model_invert_hidden(&ctx, &m, h, T, x0b, NULL, &tr, &err) == LIPT_ERR_NUMERIC);
         lipt_invert_trace_free(&tr);

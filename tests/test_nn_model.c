@@ -847,7 +847,7 @@ START_TEST(test_invert) {
             random_ids(&rng, ids, (size_t)T, V);
             lipt_model_invert_result res;
             lipt_error err = {0};
-            lipt_fp_opts o = {1e-6, 200, 0};
+            lipt_fp_opts o = {1e-6, 200, 0, 0, 0};
             lipt_status st = lipt_model_invert(&ctx, &m, ids, T, &o, &res, &err);
             ck_assert_msg(st == LIPT_OK, "%d layers: %s", layers[li], err.msg);
             printf("invert %d layers (lip_norm %s, T %d): max abs input err %.2e, tokens %d/%d, iters per map:",

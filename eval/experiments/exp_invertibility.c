@@ -390,7 +390,7 @@ static int run_setting(const char *C, inv_run *r, lipt_ctx *ctx, int kind, int c
     for (size_t i = 0; i < n; i++) y->data[i] = xs[i] + gx->data[i];
     lipt_no_grad_pop(ctx);
     traced_branch tb = {&m, xs, n, r->tracebuf, (int)o->max_iter + 1, 0};
-    lipt_fp_opts fo = {o->tol, (int)o->max_iter, 0};
+    lipt_fp_opts fo = {o->tol, (int)o->max_iter, 0, 0, 0};
     lipt_fp_result res = {0, 0, NULL, 0};
     lipt_error ie = {0};
     const lipt_status fs = lipt_fixed_point_invert(ctx, traced_g, &tb, y, r->xr, &fo, &res, &ie);

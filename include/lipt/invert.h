@@ -27,6 +27,10 @@ typedef struct {
     int max_iter;      /* iteration cap */
     int row_width;     /* the norm ‖·‖ of the stopping rule: 0, the largest entry; W > 0, the token-wise norm, the largest
                         * 2-norm over rows of W entries (for maps certified in that norm) */
+    int accel;         /* model inversion only: 0, this plain iteration (a trace per iteration); 1, the accelerated
+                        * solver (lipt_fixed_point_invert_accel) with Anderson history `memory` (0: plain), stopped by
+                        * the certificate's a-posteriori bound <= tol (no per-iteration trace: the bound at its end) */
+    int memory;
 } lipt_fp_opts;
 
 /* {LIPT_INVERT_TOL, LIPT_INVERT_MAX_ITER, 0}: the largest entry as the norm. */

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-lipt_fp_opts lipt_fp_opts_default(void) { return (lipt_fp_opts){LIPT_INVERT_TOL, LIPT_INVERT_MAX_ITER, 0}; }
+lipt_fp_opts lipt_fp_opts_default(void) { return (lipt_fp_opts){LIPT_INVERT_TOL, LIPT_INVERT_MAX_ITER, 0, 0, 0}; }
 
 lipt_status lipt_fixed_point_invert(lipt_ctx *ctx, lipt_branch_fn g, void *user, const lipt_tensor *y,
                                     float *x_out, const lipt_fp_opts *opts, lipt_fp_result *res, lipt_error *err) {
