@@ -117,6 +117,20 @@ static void json_memory(json_w *j, const bench *b) {
     json_num(j, "tol", r->tol);
     json_int(j, "accel", r->accel);
     json_int(j, "keep_every", r->keep_every);
+    if (r->debug_truth && r->cap > 0) {
+        const char *keys[] = {"error", "bound", "consistency"};
+        const double *vals[] = {r->err_truth, r->bound, r->consistency};
+        json_obj_open(j, "per_block"); /* half-block k = 2 * layer + (0 attention, 1 feed-forward) */
+        for (int a = 0; a < 3; a++) {
+            json_arr_open(j, keys[a]);
+            for (int k = 0; k < r->cap; k++) json_num(j, NULL, vals[a][k]);
+            json_arr_close(j);
+        }
+        json_arr_open(j, "evaluations");
+        for (int k = 0; k < r->cap; k++) json_int(j, NULL, r->iters[k]);
+        json_arr_close(j);
+        json_obj_close(j);
+    }
     json_obj_close(j);
 }
 

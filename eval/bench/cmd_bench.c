@@ -29,6 +29,9 @@ static const cli_opt bench_opts[] = {
     {"paired-sgemm", CLI_FLAG, NULL, "after every timed training run, one SGEMM run of about 0.1 s (N = --gemm-size) "
      "and the median of the per-run fractions achieved / SGEMM: the training rate against the SGEMM rate of the same "
      "second, not of the end of the bench", NULL},
+    {"invert-check", CLI_FLAG, NULL, "with --memory invert, a debug run: every half-block's true input kept as well, "
+     "each rebuilt one measured against it (JSON reconstruction.per_block: relative error, a-posteriori bound, "
+     "evaluations, the rerun's output against the forward's), memory as store-all's", NULL},
     {"profile", CLI_FLAG, NULL, "after the timed training runs, as many steps again timed op by op: each op's forward "
      "and backward and the step's phases (clipping, optimizer, refresh) in ms per step (the timers cost a few "
      "microseconds a step; the tokens/s above are measured without them)", NULL},
@@ -109,6 +112,9 @@ static int bench_options(cli_args *a, const char *C, bench *b, lipt_error *err) 
         const int rc = cli_apply_memory(a, "bench", &b->memory, &b->rev);
         if (rc) return rc;
         b->recompute = b->memory == CLI_MEMORY_RECOMPUTE;
+        b->rev.debug_truth = cli_has(a, "invert-check");
+        if (b->rev.debug_truth && b->memory != CLI_MEMORY_INVERT)
+            return cli_error(C, "--invert-check measures --memory invert's reconstructions: add --memory invert");
     }
     b->paired = cli_has(a, "paired");
     if (b->paired && b->cfg.precision == LIPT_PRECISION_FLOAT32)
@@ -122,6 +128,14 @@ static int bench_options(cli_args *a, const char *C, bench *b, lipt_error *err) 
 
 /* b's per-run arrays, every figure NaN until measured; bench_free_runs frees them. */
 static void bench_alloc_runs(bench *b) {
+    if (b->rev.debug_truth) { /* per half-block figures of the last step */
+        const int n = 2 * b->cfg.n_layers;
+        b->rev.cap = n;
+        b->rev.iters = lipt_xcalloc((size_t)n, sizeof(int));
+        b->rev.bound = lipt_xcalloc((size_t)n, sizeof(double));
+        b->rev.err_truth = lipt_xcalloc((size_t)n, sizeof(double));
+        b->rev.consistency = lipt_xcalloc((size_t)n, sizeof(double));
+    }
     b->paired_ratio[0] = b->paired_ratio[1] = NAN;
     b->paired_fraction = NAN;
     b->last_loss = NAN;
@@ -138,6 +152,10 @@ static void bench_alloc_runs(bench *b) {
 }
 
 static void bench_free_runs(bench *b) {
+    free(b->rev.iters);
+    free(b->rev.bound);
+    free(b->rev.err_truth);
+    free(b->rev.consistency);
     for (int p = 0; p < N_PH; p++) free(b->ph[p].rate);
     free(b->sgemm_paired);
     free(b->sgemm_lib_paired[0]);
