@@ -256,7 +256,7 @@ START_TEST(test_anderson_against_plain) {
     float *got = malloc(sizeof(float) * G * n);
     int iters[2];
     for (int m = 0; m < 2; m++) {
-        const lipt_fp_accel_opts o = {1e-5, 400, 0, G, m ? 5 : 0, c};
+        const lipt_fp_accel_opts o = {1e-5, 400, 0, G, m ? 5 : 0, c, m};
         lipt_inv_info info;
         lipt_error err = {0};
         ck_assert_msg(lipt_fixed_point_invert_accel(&ctx, apply_linear, &L, y, got, &o, &info, &err) == LIPT_OK, "%s",

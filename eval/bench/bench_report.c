@@ -111,6 +111,7 @@ static void json_memory(json_w *j, const bench *b) {
     json_obj_open(j, "reconstruction");
     json_int(j, "inversions", r->inversions);
     json_num(j, "evaluations_per_inversion", r->inversions ? (double)r->evaluations / (double)r->inversions : 0);
+    json_num(j, "work_per_inversion", r->inversions ? r->work / (double)r->inversions : 0);
     json_int(j, "fallbacks", r->fallbacks);
     json_int(j, "unconverged", r->unconverged);
     json_num(j, "worst_bound", r->worst_bound);

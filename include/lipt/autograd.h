@@ -214,6 +214,7 @@ typedef struct {
     int fallbacks;      /* accelerated steps rejected for plain ones */
     int converged;      /* the stopping rule was met */
     double bound;       /* a-posteriori bound on the error of x_out, relative: ‖x̂ − x‖ / max(1, ‖x̂‖) (0: exact) */
+    double work;        /* the evaluations in whole-input equivalents (fewer when only unfinished slices run) */
 } lipt_inv_info;
 typedef lipt_status (*lipt_segment_inv)(lipt_ctx *ctx, lipt_tensor *y, float *x_out, void *arg, lipt_inv_info *info,
                                         lipt_error *err);
@@ -233,6 +234,7 @@ typedef struct lipt_reversible {
     double *err_truth;  /* [cap] with debug_truth: ‖x̂_k − x_k‖ / max(1, ‖x_k‖) (largest entry), or NULL */
     double *consistency; /* [cap] ‖fn(x̂_k) − x_{k+1}‖ / max(1, ‖x_{k+1}‖) (largest entry) of the rerun, or NULL */
     long inversions, evaluations, fallbacks, unconverged; /* totals since the caller zeroed them */
+    double work;         /* evaluations in whole-input equivalents (lipt_inv_info.work), summed */
     double worst_bound;  /* the largest bound seen */
     lipt_status status;  /* the first failure (LIPT_OK: none); err its message */
     lipt_error err;

@@ -53,7 +53,7 @@ lipt_status lipt_fixed_point_invert(lipt_ctx *ctx, lipt_branch_fn g, void *user,
 
 /* Accelerated inversion (reversible training): solve x + g(x) = y by Anderson mixing of the last `memory` residuals
  * (0: plain iteration x ← y − g(x)), separately for each of `groups` equal slices of y along its first dimension
- * (sequences: independent problems), from x⁰ = y. A slice stops when its a-posteriori bound
+ * (sequences, or tokens for a token-wise g: independent problems), from x⁰ = y. A slice stops when its a-posteriori bound
  * lip/(1 − lip) · ‖G(x) − x‖ / max(1, ‖x‖) ≤ tol, G(x) = y − g(x), ‖·‖ as lipt_fp_opts' row_width, and returns G(x),
  * whose distance to the true input that bound covers when lip is a certified Lipschitz constant of g in that norm
  * (lip = 0: the bound is the change itself, no certificate behind it). A step that raises a slice's residual above
@@ -68,6 +68,9 @@ typedef struct {
     int groups;
     int memory;
     double lip;
+    int compact;       /* evaluate g on the slices still iterating only, gathered ([active, T, D] for sequences,
+                        * [active, 1, D] for tokens): for a g whose slices are independent and deterministic (no
+                        * dropout mask drawn over the whole tensor) */
 } lipt_fp_accel_opts;
 #define LIPT_ACCEL_MEMORY 5 /* Anderson's history by default (SciPy's anderson: 5, torchdeq: 6) */
 lipt_status lipt_fixed_point_invert_accel(lipt_ctx *ctx, lipt_branch_fn g, void *user, const lipt_tensor *y,

@@ -102,7 +102,7 @@ static void reconstruct(lipt_ctx *ctx, chain *c, int k, const lipt_tensor *like,
     const lipt_rng outer = ctx->rng;
     const lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
     lipt_tensor *yt = lipt_tensor_wrap(ctx, ycur, like->ndim, like->shape);
-    lipt_inv_info info = {0, 0, 0, 0};
+    lipt_inv_info info = {0, 0, 0, 0, 0};
     lipt_error e = {LIPT_OK, ""};
     ctx->rng = c->rng[k];
     lipt_no_grad_push(ctx);
@@ -113,6 +113,7 @@ static void reconstruct(lipt_ctx *ctx, chain *c, int k, const lipt_tensor *like,
     if (!rev) return;
     rev->inversions++;
     rev->evaluations += info.iters;
+    rev->work += info.work;
     rev->fallbacks += info.fallbacks;
     rev->unconverged += !info.converged;
     if (!(info.bound <= rev->worst_bound)) rev->worst_bound = info.bound;
@@ -177,6 +178,7 @@ static int taped_inverse(lipt_ctx *ctx, chain *c, int k, const lipt_tensor *like
         if (rev) {
             rev->inversions++;
             rev->evaluations++;
+            rev->work += 1;
             if (rev->consistency && k < rev->cap) rev->consistency[k] = rel_diff(out->data, ycur, numel);
         }
         if (out->requires_grad) lipt_backward_seeded(ctx, out, g);

@@ -149,10 +149,31 @@ static double step_group(accel *a, int b, int s, const float *y, const float *gx
     return rel;
 }
 
+/* g at x_out, on the whole of y's shape, or (compact) on the groups still iterating only: their rows gathered into
+ * [active, rest of a group's shape], the result scattered back (the done groups' values are never read again). */
+static lipt_tensor *evaluate(lipt_ctx *ctx, lipt_branch_fn g, void *user, const lipt_tensor *y, float *x_out,
+                             const accel *a, int compact) {
+    if (!compact || y->ndim != 3 || (a->groups != y->shape[0] && a->groups != y->shape[0] * y->shape[1]))
+        return g(ctx, lipt_tensor_wrap(ctx, x_out, y->ndim, y->shape), user);
+    int active = 0;
+    for (int b = 0; b < a->groups; b++) active += !a->done[b];
+    const int per_seq = a->groups == y->shape[0]; /* groups are sequences [T, D], else tokens [1, D] */
+    const int shape[3] = {active, per_seq ? y->shape[1] : 1, y->shape[2]};
+    lipt_tensor *xc = lipt_tensor_new(ctx, 3, shape);
+    for (int b = 0, i = 0; b < a->groups; b++)
+        if (!a->done[b]) memcpy(xc->data + (size_t)i++ * a->ng, x_out + (size_t)b * a->ng, a->ng * sizeof(float));
+    lipt_tensor *gc = g(ctx, xc, user);
+    if (!gc || gc->numel != xc->numel) return gc;
+    lipt_tensor *gx = lipt_tensor_new(ctx, y->ndim, y->shape);
+    for (int b = 0, i = 0; b < a->groups; b++)
+        if (!a->done[b]) memcpy(gx->data + (size_t)b * a->ng, gc->data + (size_t)i++ * a->ng, a->ng * sizeof(float));
+    return gx;
+}
+
 lipt_status lipt_fixed_point_invert_accel(lipt_ctx *ctx, lipt_branch_fn g, void *user, const lipt_tensor *y,
                                           float *x_out, const lipt_fp_accel_opts *o, lipt_inv_info *info,
                                           lipt_error *err) {
-    *info = (lipt_inv_info){0, 0, 0, INFINITY};
+    *info = (lipt_inv_info){0, 0, 0, INFINITY, 0};
     const size_t n = y->numel;
     const int groups = o->groups > 0 ? o->groups : 1;
     if (o->memory < 0 || o->memory > ACCEL_MAX_M || o->max_iter < 1 || !(o->tol > 0) || n % (size_t)groups ||
@@ -177,7 +198,8 @@ lipt_status lipt_fixed_point_invert_accel(lipt_ctx *ctx, lipt_branch_fn g, void 
     int k = 0, left = groups;
     for (; k < o->max_iter && left > 0 && st == LIPT_OK; k++) {
         const lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
-        lipt_tensor *gx = g(ctx, lipt_tensor_wrap(ctx, x_out, y->ndim, y->shape), user);
+        info->work += o->compact ? (double)left / groups : 1.0;
+        lipt_tensor *gx = evaluate(ctx, g, user, y, x_out, &a, o->compact && left < groups);
         if (!gx || gx->numel != n) {
             st = lipt_fail(err, LIPT_ERR_ARG, "accelerated inversion: the branch returned %zu elements for %zu",
                            gx ? gx->numel : 0, n);

@@ -73,8 +73,8 @@ static lipt_status invert_blocks(lipt_ctx *ctx, const lipt_model *m, int T, cons
             lipt_error inner = {LIPT_OK, ""};
             if (o->accel) { /* the reversible-training solver: Anderson, the certificate's stopping rule */
                 const int inf2 = m->cfg.lip_norm == LIPT_LIPNORM_INF2;
-                const lipt_fp_accel_opts ao = {o->tol, o->max_iter, o->row_width, 1, o->memory,
-                                               inf2 ? lipt_config_reversible_lip(&m->cfg) : 0};
+                const lipt_fp_accel_opts ao = {o->tol, o->max_iter, o->row_width, which == LIPT_BRANCH_FFN ? T : 1,
+                                               o->memory, inf2 ? lipt_config_reversible_lip(&m->cfg) : 0, 1};
                 lipt_inv_info info;
                 st = lipt_fixed_point_invert_accel(ctx, lipt_model_branch_fn, &ref, yt, x, &ao, &info, &inner);
                 fr.iters = info.iters;

@@ -64,14 +64,18 @@ static lipt_status half_inverse(lipt_ctx *ctx, lipt_tensor *y, float *x, void *a
          * coupling_grid the forward's sum was exact, so this difference is too */
         const lipt_tensor *g = branch_replayed(ctx, y, &r);
         for (size_t i = 0; i < y->numel; i++) x[i] = y->data[i] - g->data[i];
-        *info = (lipt_inv_info){1, 0, 1, 0};
+        *info = (lipt_inv_info){1, 0, 1, 0, 1};
         return LIPT_OK;
     }
     const lipt_reversible *rev = ctx->rev;
+    /* the feed-forward is token-wise: each token its own problem (mixed and stopped alone); the attention mixes the
+     * tokens of a sequence. Without a dropout mask over the whole tensor, only the unfinished ones are evaluated. */
+    const int ffn = ref->which == LIPT_BRANCH_FFN, masked = ctx->training && m->cfg.dropout > 0;
     const lipt_fp_accel_opts o = {rev ? rev->tol : LIPT_REV_TOL, rev ? rev->max_iter : LIPT_REV_MAX_ITER,
-                                  m->cfg.lip_norm == LIPT_LIPNORM_INF2 ? m->cfg.d_model : 0, y->shape[0],
-                                  rev ? rev->accel : LIPT_REV_ACCEL,
-                                  m->cfg.lip_norm == LIPT_LIPNORM_INF2 ? lipt_config_reversible_lip(&m->cfg) : 0};
+                                  m->cfg.lip_norm == LIPT_LIPNORM_INF2 ? m->cfg.d_model : 0,
+                                  ffn ? y->shape[0] * y->shape[1] : y->shape[0], rev ? rev->accel : LIPT_REV_ACCEL,
+                                  m->cfg.lip_norm == LIPT_LIPNORM_INF2 ? lipt_config_reversible_lip(&m->cfg) : 0,
+                                  !masked};
     const lipt_status st = lipt_fixed_point_invert_accel(ctx, branch_replayed, &r, y, x, &o, info, err);
     if (st != LIPT_OK && err) {
         char msg[LIPT_ERRMSG_LEN];
