@@ -13,7 +13,7 @@
 #include "run.h"
 
 static const cli_opt sample_opts[] = {
-    {"ckpt", CLI_STRING, "FILE", "checkpoint to sample from (required)", NULL},
+    {"ckpt", CLI_STRING, "FILE", "checkpoint to sample from (required; or a run folder: its best.ckpt, else last.ckpt)", NULL},
     {"prompt", CLI_STRING, "TEXT",
      "start text (default: a newline if the vocabulary has one, else a space); PTB vocabularies: '_' is the word "
      "boundary, e.g. 'the_company_said' (spaces are read as '_')", NULL},
@@ -65,6 +65,7 @@ typedef struct {
 /* Reads and checks the options (and applies --threads); returns 0 or the exit status. */
 static int parse_sample_args(cli_args *a, const char *C, sample_args *o) {
     if (!cli_has(a, "ckpt")) return cli_error(C, "--ckpt FILE is required");
+    if (run_ckpt_option(a, C)) return 2; /* a run folder: its best.ckpt, else last.ckpt */
     if (cli_int(a, "length", &o->length) || cli_int(a, "top-k", &o->top_k) || cli_int(a, "seed", &o->seed) ||
         cli_float(a, "temperature", &o->temperature))
         return 2;
