@@ -209,6 +209,7 @@ static int periodic(trainer *t, const train_settings *s, double tok_s, lipt_erro
             early_stop(t, "");
         }
     }
+    if (s->sample_every > 0 && t->step % s->sample_every == 0 && train_sample(t, s, err)) return 1;
     const int by_steps = s->save_every > 0 && t->step % s->save_every == 0;
     const int by_time = s->save_minutes > 0 && cli_now() - t->t_saved >= 60.0 * s->save_minutes;
     if (do_eval || by_steps || by_time) {

@@ -147,9 +147,8 @@ lipt_status run_resolve_ckpt(const char *given, char *out, size_t n, lipt_error 
             if (access(path, F_OK) == 0) held = ckpts[i];
         }
         if (!held)
-            return lipt_fail(err, LIPT_ERR_ARG, "%s: a folder holding no best.ckpt or last.ckpt (a run folder holds "
-                             "them once its training saved a checkpoint): give a checkpoint file, or a run folder "
-                             "that has one", given);
+            return lipt_fail(err, LIPT_ERR_ARG, "%s holds no best.ckpt or last.ckpt (a run folder has them once its "
+                             "training saved a checkpoint): give a checkpoint file, or a run folder that has one", given);
     }
     const int w = held ? snprintf(out, n, "%s/%s", given, held) : snprintf(out, n, "%s", given);
     if (w < 0 || (size_t)w >= n) return lipt_fail(err, LIPT_ERR_ARG, "%s: the path is too long", given);

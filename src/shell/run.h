@@ -71,7 +71,7 @@ const char *run_folder_checkpoint(const char *dir);
 
 /* A checkpoint or a run folder -> the checkpoint to read, into out[n]: the path itself when it is not a folder (a
  * missing path is left to the reader, whose message names it), else the folder's best.ckpt, else its last.ckpt.
- * LIPT_OK, or LIPT_ERR_ARG when the folder holds neither (err: "PATH: a folder holding no best.ckpt or last.ckpt ...")
+ * LIPT_OK, or LIPT_ERR_ARG when the folder holds neither (err: "PATH holds no best.ckpt or last.ckpt ...")
  * or the path is too long. */
 lipt_status run_resolve_ckpt(const char *given, char *out, size_t n, lipt_error *err);
 /* The --ckpt option of a checkpoint-reading command (cmd in messages), resolved by run_resolve_ckpt in place (a's own
