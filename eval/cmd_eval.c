@@ -114,7 +114,8 @@ int cmd_eval(int argc, char **argv) {
         json_end(&j);
     } else {
         printf("%s split of %s: %zu symbols, %s%s%s\nNLL %.4f nats/symbol, BPC %.4f  (%.1f s)\n"
-               "accuracy %.4f (next-character, argmax; %zu of %zu symbols)\n", split_name, cli_shown(data), r.symbols, proto,
+               "accuracy %.4f (next-character, argmax; %zu of %zu symbols)\n", split_name, cli_shown(data), r.symbols,
+               proto,
                m.cfg.precision != LIPT_PRECISION_FLOAT32 ? ", matrix products in " : "",
                m.cfg.precision != LIPT_PRECISION_FLOAT32 ? lipt_precision_name(m.cfg.precision) : "", r.nll, r.bpc,
                r.seconds, r.accuracy, r.correct, r.symbols);

@@ -257,7 +257,8 @@ static void print_text(const cli_args *a, const lipt_model *m, long N, long K, i
                        const branch_report *rep, long asteps) {
     const lipt_config *cfg = &m->cfg;
     const int L = cfg->n_layers;
-    printf("%s: %s attention, %d layers, c = %g; measured at %ld %s windows of %ld tokens\n", cli_shown(cli_str(a, "ckpt")),
+    printf("%s: %s attention, %d layers, c = %g; measured at %ld %s windows of %ld tokens\n",
+           cli_shown(cli_str(a, "ckpt")),
            lipt_attn_name(cfg->attention), L, (double)cfg->c, K, sn, N);
     if (!m->invertible) {
         printf("%-5s %-4s %12s %12s %12s %12s%s\n", "layer", "map", "ub_inf", "measured_inf", "ub_2", "measured_2",

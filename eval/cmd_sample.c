@@ -292,7 +292,8 @@ static void report(const sample_run *r) {
     const int threads = lipt_get_threads();
     fprintf(stderr, "lipt sample: %ld symbols%s in %.3f s: %.1f symbols/s (%s, %d thread%s, %s; prompt %zu symbols, "
                     "window %d, %ld slides)\n",
-            length, r->n_done > 1 ? " (all samples)" : "", r->seconds, rate, o->cached ? "cached" : "no cache", threads, threads == 1 ? "" : "s",
+            length, r->n_done > 1 ? " (all samples)" : "", r->seconds, rate, o->cached ? "cached" : "no cache", threads,
+            threads == 1 ? "" : "s",
             lipt_precision_name(r->m.cfg.precision), r->np, r->m.cfg.seq_len, r->slides);
 }
 
