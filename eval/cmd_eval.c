@@ -9,7 +9,7 @@
 #include "run.h"
 
 static const cli_opt eval_opts_table[] = {
-    {"ckpt", CLI_STRING, "FILE", "checkpoint to evaluate (required)", NULL},
+    {"ckpt", CLI_STRING, "FILE", "checkpoint to evaluate (required; or a run folder: its best.ckpt, else last.ckpt)", NULL},
     {"data", CLI_STRING, "NAME|PATH",
      "corpus (default: the one the checkpoint was trained on); a PTB model reads a space in plain text as '_'", NULL},
     {"split", CLI_STRING, "SPLIT", "train, valid or test", "valid"},
@@ -34,6 +34,7 @@ int cmd_eval(int argc, char **argv) {
                        eval_opts_table, (int)(sizeof eval_opts_table / sizeof eval_opts_table[0]), argc, argv, 0, 0);
     if (pr) return pr > 0 ? 0 : 2;
     if (!cli_has(&a, "ckpt")) return cli_error(C, "--ckpt FILE is required");
+    if (run_ckpt_option(&a, C)) return 2; /* a run folder: its best.ckpt, else last.ckpt */
     long window = 0, stride = 0, batch, maxsym;
     if (cli_int(&a, "window", &window) || cli_int(&a, "stride", &stride) ||
         cli_int(&a, "batch", &batch) || cli_int(&a, "max-symbols", &maxsym))
@@ -80,7 +81,7 @@ int cmd_eval(int argc, char **argv) {
     if (!quiet) {
         char desc[1024];
         lipt_dataset_describe(&ds, desc, sizeof desc);
-        fprintf(stderr, "data: %s\n", desc);
+        fprintf(stderr, "data: %s\n", cli_shown(desc));
     }
     size_t n;
     const lipt_tok *tok = lipt_dataset_eval_tokens(&ds, split, &n);
@@ -113,7 +114,8 @@ int cmd_eval(int argc, char **argv) {
         json_end(&j);
     } else {
         printf("%s split of %s: %zu symbols, %s%s%s\nNLL %.4f nats/symbol, BPC %.4f  (%.1f s)\n"
-               "accuracy %.4f (next-character, argmax; %zu of %zu symbols)\n", split_name, data, r.symbols, proto,
+               "accuracy %.4f (next-character, argmax; %zu of %zu symbols)\n", split_name, cli_shown(data), r.symbols,
+               proto,
                m.cfg.precision != LIPT_PRECISION_FLOAT32 ? ", matrix products in " : "",
                m.cfg.precision != LIPT_PRECISION_FLOAT32 ? lipt_precision_name(m.cfg.precision) : "", r.nll, r.bpc,
                r.seconds, r.accuracy, r.correct, r.symbols);

@@ -12,7 +12,7 @@
 static const cli_opt invert_opts[] = {
     {"ckpt", CLI_STRING, "FILE",
      "checkpoint of an invertible model (attention clipped-dp or contractive-l2 with ffn contractive, or coupling "
-     "blocks) (required)", NULL},
+     "blocks) (required; or a run folder: its best.ckpt, else last.ckpt)", NULL},
     {"text", CLI_STRING, "TEXT", "text to invert (at most seq_len symbols; PTB vocabularies read a space as '_', their word boundary)", NULL},
     {"data", CLI_STRING, "NAME|PATH", "corpus to take windows from (default, without --text: the checkpoint's own)", NULL},
     {"split", CLI_STRING, "SPLIT", "train, valid or test", "test"},
@@ -213,6 +213,7 @@ int cmd_invert(int argc, char **argv) {
                        invert_opts, (int)(sizeof invert_opts / sizeof invert_opts[0]), argc, argv, 0, 0);
     if (pr) return pr > 0 ? 0 : 2;
     if (!cli_has(&a, "ckpt")) return cli_error(C, "--ckpt FILE is required");
+    if (run_ckpt_option(&a, C)) return 2; /* a run folder: its best.ckpt, else last.ckpt */
     if (cli_has(&a, "text") && cli_has(&a, "data")) return cli_error(C, "give --text TEXT or --data NAME, not both");
     invert_opts_v o = {cli_str(&a, "ckpt"), 0, 0, 0, cli_has(&a, "json"), cli_has(&a, "trace"), -1};
     if (cli_int(&a, "windows", &o.K) || cli_int(&a, "max-iter", &o.max_iter) || cli_float(&a, "tol", &o.tol)) return 2;

@@ -12,7 +12,7 @@
 #include "run.h"
 
 static const cli_opt lip_opts[] = {
-    {"ckpt", CLI_STRING, "FILE", "checkpoint (required)", NULL},
+    {"ckpt", CLI_STRING, "FILE", "checkpoint (required; or a run folder: its best.ckpt, else last.ckpt)", NULL},
     {"data", CLI_STRING, "NAME|PATH", "corpus for the data inputs (default: the checkpoint's own corpus)", NULL},
     {"data-split", CLI_STRING, "HOW", "auto, standard or F0,F1,F2 (default: the run's own split)", NULL},
     {"split", CLI_STRING, "SPLIT", "split the input windows come from", "valid"},
@@ -257,7 +257,8 @@ static void print_text(const cli_args *a, const lipt_model *m, long N, long K, i
                        const branch_report *rep, long asteps) {
     const lipt_config *cfg = &m->cfg;
     const int L = cfg->n_layers;
-    printf("%s: %s attention, %d layers, c = %g; measured at %ld %s windows of %ld tokens\n", cli_str(a, "ckpt"),
+    printf("%s: %s attention, %d layers, c = %g; measured at %ld %s windows of %ld tokens\n",
+           cli_shown(cli_str(a, "ckpt")),
            lipt_attn_name(cfg->attention), L, (double)cfg->c, K, sn, N);
     if (!m->invertible) {
         printf("%-5s %-4s %12s %12s %12s %12s%s\n", "layer", "map", "ub_inf", "measured_inf", "ub_2", "measured_2",
@@ -315,6 +316,7 @@ int cmd_lipschitz(int argc, char **argv) {
                        lip_opts, (int)(sizeof lip_opts / sizeof lip_opts[0]), argc, argv, 0, 0);
     if (pr) return pr > 0 ? 0 : 2;
     if (!cli_has(&a, "ckpt")) return cli_error(C, "--ckpt FILE is required");
+    if (run_ckpt_option(&a, C)) return 2; /* a run folder: its best.ckpt, else last.ckpt */
     long N, K, asteps, piters, gi = LIPT_SPECTRAL_UB_ITERS_REPORT;
     if (cli_int(&a, "tokens", &N) || cli_int(&a, "windows", &K) || cli_int(&a, "ascent-steps", &asteps) ||
         cli_int(&a, "power-iters", &piters) || (cli_has(&a, "gram-iters") && cli_int(&a, "gram-iters", &gi)))

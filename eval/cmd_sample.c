@@ -13,10 +13,13 @@
 #include "run.h"
 
 static const cli_opt sample_opts[] = {
-    {"ckpt", CLI_STRING, "FILE", "checkpoint to sample from (required)", NULL},
+    {"ckpt", CLI_STRING, "FILE", "checkpoint to sample from (required; or a run folder: its best.ckpt, else last.ckpt)", NULL},
     {"prompt", CLI_STRING, "TEXT",
      "start text (default: a newline if the vocabulary has one, else a space); PTB vocabularies: '_' is the word "
      "boundary, e.g. 'the_company_said' (spaces are read as '_')", NULL},
+    {"prompt-file", CLI_STRING, "FILE", "the start text read from a file, its bytes exactly (instead of --prompt)", NULL},
+    {"num-samples", CLI_INT, "K", "K texts from the same prompt, with seeds S, S+1, ..., S+K-1 (the text output "
+     "separates them by a line ---; --json lists them in \"samples\")", "1"},
     {"length", CLI_INT, "N", "symbols to generate", "200"},
     {"temperature", CLI_FLOAT, "T", "softmax temperature; 0 = greedy (argmax)", "1.0"},
     {"top-k", CLI_INT, "K", "sample among the K most likely symbols only (0: off)", "0"},
@@ -25,8 +28,8 @@ static const cli_opt sample_opts[] = {
     {"no-cache", CLI_FLAG, NULL, "recompute the whole window with the full forward pass for every symbol (for comparison)", NULL},
     CLI_OPT_PRECISION("the checkpoint's"),
     {"json", CLI_FLAG, NULL,
-     "print one JSON object on stdout instead of the text: prompt, text, length, seconds, tokens_per_s, cached, "
-     "temperature, top_k, seed, precision", NULL},
+     "print one JSON object on stdout instead of the text: prompt, text (the first sample), samples (all), length, "
+     "seconds, tokens_per_s, cached, temperature, top_k, seed, num_samples, precision", NULL},
 };
 #define N_SAMPLE_OPTS ((int)(sizeof sample_opts / sizeof sample_opts[0]))
 
@@ -56,18 +59,47 @@ static int logits_finite(const float *lg, int n) {
 
 /* The options, validated. */
 typedef struct {
-    long length, top_k, seed;
+    long length, top_k, seed, num_samples;
     double temperature;
     int cached, json;
     const char *ckpt, *prompt; /* prompt NULL: the vocabulary's default */
+    char *prompt_buf;          /* --prompt-file: its bytes (prompt points here) */
 } sample_args;
+
+/* --prompt-file FILE into o->prompt (a regular file of at most 100 MB without a NUL byte). 0, or the exit status. */
+static int read_prompt_file(const char *C, const char *path, sample_args *o) {
+    lipt_error err = {0};
+    uint64_t size = 0;
+    FILE *f = lipt_open_regular(path, &size, &err); /* a FIFO is refused, never waited on */
+    if (!f) return cli_error(C, "--prompt-file %s", err.msg);
+    if (size > 100000000) {
+        fclose(f);
+        return cli_error(C, "--prompt-file %s: %llu bytes, more than the 100000000 a prompt may have", path,
+                         (unsigned long long)size);
+    }
+    o->prompt_buf = malloc((size_t)size + 1);
+    const size_t got = o->prompt_buf ? fread(o->prompt_buf, 1, (size_t)size, f) : 0;
+    const int bad = ferror(f);
+    fclose(f);
+    if (!o->prompt_buf || bad || got != size)
+        return cli_error(C, "--prompt-file %s: %s", path, o->prompt_buf ? "could not read all of it" : "out of memory");
+    o->prompt_buf[got] = 0;
+    if (strlen(o->prompt_buf) != got)
+        return cli_error(C, "--prompt-file %s: a NUL byte at offset %zu: a prompt is text", path, strlen(o->prompt_buf));
+    o->prompt = o->prompt_buf;
+    return 0;
+}
 
 /* Reads and checks the options (and applies --threads); returns 0 or the exit status. */
 static int parse_sample_args(cli_args *a, const char *C, sample_args *o) {
     if (!cli_has(a, "ckpt")) return cli_error(C, "--ckpt FILE is required");
+    if (run_ckpt_option(a, C)) return 2; /* a run folder: its best.ckpt, else last.ckpt */
     if (cli_int(a, "length", &o->length) || cli_int(a, "top-k", &o->top_k) || cli_int(a, "seed", &o->seed) ||
-        cli_float(a, "temperature", &o->temperature))
+        cli_float(a, "temperature", &o->temperature) || cli_int(a, "num-samples", &o->num_samples))
         return 2;
+    if (o->num_samples < 1 || o->num_samples > 10000)
+        return cli_error(C, "--num-samples must be in [1, 10000], got %ld", o->num_samples);
+    if (cli_has(a, "prompt") && cli_has(a, "prompt-file")) return cli_error(C, "give --prompt or --prompt-file, not both");
     if (o->length < 0 || o->length > 100000000L)
         return cli_error(C, "--length must be in [0, 100000000], got %ld", o->length);
     if (o->temperature < 0) return cli_error(C, "--temperature must be >= 0 (0: greedy), got %g", o->temperature);
@@ -81,7 +113,7 @@ static int parse_sample_args(cli_args *a, const char *C, sample_args *o) {
     o->json = cli_has(a, "json");
     o->ckpt = cli_str(a, "ckpt");
     o->prompt = cli_str(a, "prompt");
-    return 0;
+    return cli_has(a, "prompt-file") ? read_prompt_file(C, cli_str(a, "prompt-file"), o) : 0;
 }
 
 /* One sampling run: the model, the prompt in its two forms, the output buffers and what the run measured. */
@@ -98,17 +130,20 @@ typedef struct {
     int tty;           /* text on a terminal: flushed symbol by symbol */
     double seconds;
     long slides;
+    char **samples;    /* --json with --num-samples: each sample's text (malloc'd), n_done of them */
+    long n_done;
 } sample_run;
 
 /* prompt -> ids, then the buffers of the generation; returns 0 or the exit status. */
 static int prepare_prompt(const char *C, sample_run *r, const char *prompt, lipt_error *err) {
     const lipt_vocab *vocab = &r->vocab;
     const size_t np = r->np = strlen(prompt);
-    if (np == 0) return cli_error(C, "--prompt is empty: give at least one symbol");
-    if (np > 100000000) return cli_error(C, "--prompt is too long (%zu bytes)", np);
+    const char *opt = r->o->prompt_buf ? "--prompt-file" : "--prompt";
+    if (np == 0) return cli_error(C, "%s is empty: give at least one symbol", opt);
+    if (np > 100000000) return cli_error(C, "%s is too long (%zu bytes)", opt, np);
     r->pids = malloc(np * sizeof *r->pids);
     if (!r->pids) return cli_error(C, "out of memory for a prompt of %zu bytes", np);
-    if (lipt_vocab_encode_text(vocab, (const uint8_t *)prompt, np, r->pids, "--prompt", err) != LIPT_OK)
+    if (lipt_vocab_encode_text(vocab, (const uint8_t *)prompt, np, r->pids, opt, err) != LIPT_OK)
         return cli_fail(C, err); /* names the symbol and lists the ones the model reads */
     r->plen = lipt_vocab_decode(vocab, r->pids, np, 0, NULL, 0);
     r->ptext_out = malloc(r->plen + 1);
@@ -199,23 +234,50 @@ out:
     return rc;
 }
 
+/* --num-samples K: generate K times, seeds S .. S+K-1 (o->seed left at the last); the texts separated by a line ---,
+ * or kept for the JSON. Seconds and slides summed. Returns 0 or the exit status. */
+static int generate_all(const char *C, sample_run *r, sample_args *o, lipt_error *err) {
+    r->samples = calloc((size_t)o->num_samples, sizeof *r->samples);
+    if (!r->samples) return cli_error(C, "out of memory for %ld samples", o->num_samples);
+    double seconds = 0;
+    long slides = 0;
+    for (long k = 0; k < o->num_samples; k++) {
+        if (k && !o->json) fputs(r->gen[o->length ? o->length - 1 : 0] == '\n' ? "---\n" : "\n---\n", stdout);
+        if (k) o->seed++;
+        const int rc = generate(C, r, err);
+        if (rc) return rc;
+        seconds += r->seconds;
+        slides += r->slides;
+        r->samples[k] = strdup(r->gen);
+        if (!r->samples[k]) return cli_error(C, "out of memory for %ld samples", o->num_samples);
+        r->n_done = k + 1;
+    }
+    r->seconds = seconds;
+    r->slides = slides;
+    return 0;
+}
+
 /* The text's end (a newline on a terminal) or the JSON summary on stdout, the speed on stderr. */
 static void report(const sample_run *r) {
     const sample_args *o = r->o;
-    const long length = o->length;
+    const long length = o->length * r->n_done; /* every sample's symbols, in r->seconds in all */
     const double rate = r->seconds > 0 ? (double)length / r->seconds : 0;
     if (o->json) {
         json_w j;
         json_begin(&j, stdout);
         json_str(&j, "prompt", r->ptext_out);
-        json_str(&j, "text", r->gen);
-        json_int(&j, "length", length);
+        json_str(&j, "text", r->samples[0]);
+        json_arr_open(&j, "samples");
+        for (long k = 0; k < r->n_done; k++) json_str(&j, NULL, r->samples[k]);
+        json_arr_close(&j);
+        json_int(&j, "num_samples", r->n_done);
+        json_int(&j, "length", o->length); /* per sample */
         json_num(&j, "seconds", r->seconds);
         json_num(&j, "tokens_per_s", rate);
         json_bool(&j, "cached", o->cached);
         json_num(&j, "temperature", o->temperature);
         json_int(&j, "top_k", o->top_k);
-        json_int(&j, "seed", o->seed);
+        json_int(&j, "seed", o->seed - (r->n_done - 1)); /* the first sample's */
         json_str(&j, "precision", lipt_precision_name(r->m.cfg.precision));
         json_end(&j);
     } else {
@@ -228,9 +290,10 @@ static void report(const sample_run *r) {
         fflush(stdout);
     }
     const int threads = lipt_get_threads();
-    fprintf(stderr, "lipt sample: %ld symbols in %.3f s: %.1f symbols/s (%s, %d thread%s, %s; prompt %zu symbols, "
+    fprintf(stderr, "lipt sample: %ld symbols%s in %.3f s: %.1f symbols/s (%s, %d thread%s, %s; prompt %zu symbols, "
                     "window %d, %ld slides)\n",
-            length, r->seconds, rate, o->cached ? "cached" : "no cache", threads, threads == 1 ? "" : "s",
+            length, r->n_done > 1 ? " (all samples)" : "", r->seconds, rate, o->cached ? "cached" : "no cache", threads,
+            threads == 1 ? "" : "s",
             lipt_precision_name(r->m.cfg.precision), r->np, r->m.cfg.seq_len, r->slides);
 }
 
@@ -240,6 +303,7 @@ int cmd_sample(int argc, char **argv) {
     int pr = cli_parse(&a, C, sample_summary, sample_opts, N_SAMPLE_OPTS, argc, argv, 0, 0);
     if (pr) return pr > 0 ? 0 : 2;
     sample_args o;
+    memset(&o, 0, sizeof o);
     int rc = parse_sample_args(&a, C, &o);
     if (rc) return rc;
     lipt_error err = {0};
@@ -260,8 +324,11 @@ int cmd_sample(int argc, char **argv) {
         prompt = dflt;
     }
     rc = prepare_prompt(C, &r, prompt, &err);
-    if (!rc) rc = generate(C, &r, &err);
+    if (!rc) rc = generate_all(C, &r, &o, &err);
     if (!rc) report(&r);
+    for (long k = 0; k < r.n_done && r.samples; k++) free(r.samples[k]);
+    free(r.samples);
+    free(o.prompt_buf);
     free(r.work);
     free(r.gen);
     free(r.ptext_out);

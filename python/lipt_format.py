@@ -30,12 +30,13 @@ BOUND_VECTORS = ("uq", "vq", "uv", "vv", "uo", "vo", "uk", "vk")  # attn.bound.*
 
 KIND_DECAY, KIND_NO_DECAY, KIND_BUFFER = "decay", "no_decay", "buffer"
 
-# lipt's config parser's ranges (src/nn/config.c set_key); floats: (lo, lo excluded, hi, hi excluded)
+# lipt's config parser's ranges (src/nn/config.c set_key; tests/python/config_ranges.py compares them with it): c and
+# ln_eps in (0, 1), as lipt refuses c = 1 (no contraction, no inverse); floats: (lo, lo excluded, hi, hi excluded)
 INT_RANGES = {"vocab_size": (2, 1 << 24), "d_model": (1, 1 << 16), "n_heads": (1, 1 << 12), "d_ff": (1, 1 << 18),
               "n_layers": (0, 1024), "seq_len": (1, 1 << 20), "power_iters": (0, 10000), "init_seed": (0, 2**64 - 1),
               "rel_bias": (0, 1), "actnorm": (0, 1), "gram_iters": (1, 30), "ffn_full_budget": (0, 1),
               "coupling": (0, 1), "head_hidden": (0, 1 << 18)}
-FLOAT_RANGES = {"dropout": (0.0, False, 1.0, True), "c": (0.0, True, 1.0, False), "ln_eps": (0.0, True, 1.0, False),
+FLOAT_RANGES = {"dropout": (0.0, False, 1.0, True), "c": (0.0, True, 1.0, True), "ln_eps": (0.0, True, 1.0, True),
                 "clip_radius": (0.0, False, 1e6, False)}
 
 # The reader's caps: a header as large as the safetensors reference reader allows, and a model of 4 GiB of floats

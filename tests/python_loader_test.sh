@@ -3,12 +3,18 @@
 # a small model is trained and exported here, then tests/python/loader_fuzz.py mutates the file (header bytes and
 # length, dtypes, shapes, offsets, metadata, truncation) and checks that every mutation loads or raises
 # SafetensorsError, with no other exception, hang or large allocation; FIFO, directory and device are refused.
+# First the loader's config ranges against src/nn/config.c (tests/python/config_ranges.py, numpy only).
 # Exits 77 (skipped) without PyTorch, numpy or hypothesis.   Usage: python_loader_test.sh LIPT_BINARY [EXAMPLES]
 set -uo pipefail
 LIPT=$(cd "$(dirname "${1:?usage: python_loader_test.sh path/to/lipt [examples]}")" && pwd)/$(basename "$1")
 EXAMPLES=${2:-300}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 PY=/usr/bin/python3
+# the loader's config ranges against lipt's parser (src/nn/config.c): c = 1 accepted by one and refused by the other
+# would make a file that one side cannot read; numpy only
+if "$PY" -c "import numpy" 2>/dev/null; then
+  "$PY" "$REPO/tests/python/config_ranges.py" "$REPO" || { echo "FAIL python_loader: config ranges"; exit 1; }
+fi
 if ! "$PY" -c "import torch, numpy, hypothesis" 2>/dev/null; then
   echo "skip python_loader: $PY lacks torch, numpy or hypothesis (apt-get install python3-torch python3-numpy" \
        "python3-hypothesis)"

@@ -71,7 +71,7 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
                                    cli_origin(ap, "data"));
     if (!rc && t.resumed) rc = train_resume_changes(ap, &t);
     if (!rc) rc = train_setup_files(&t, cli_has(ap, "force"), s.quiet);
-    if (!rc && !cli_has(ap, "out") && !s.quiet) fprintf(stderr, "run folder: %s (--out to choose one)\n", t.out);
+    if (!rc && !cli_has(ap, "out") && !s.quiet) fprintf(stderr, "run folder: %s (--out to choose one)\n", cli_shown(t.out));
     if (!rc) rc = train_setup_batches(&t, &s);
     if (!rc) {
         train_install_signals();

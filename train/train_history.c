@@ -203,6 +203,6 @@ int train_check_history(trainer *t, int force, int quiet) {
         if (lipt_move_aside(from, to, &err) != LIPT_OK) return cli_fail(C, &err);
     }
     snprintf(t->kept_aside, sizeof t->kept_aside, "%s", moves);
-    if (!quiet) fprintf(stderr, "note: --force: kept aside in %s: %s\n", t->out, moves);
+    if (!quiet) fprintf(stderr, "note: --force: kept aside in %s: %s\n", cli_shown(t->out), cli_shown(moves));
     return 0;
 }

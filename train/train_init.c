@@ -17,23 +17,15 @@
 #include "train_run.h"
 #include "train_setup.h"
 
-/* A run folder names its best.ckpt, else its last.ckpt. 0, or the exit status. */
+/* A run folder names its best.ckpt, else its last.ckpt (run_resolve_ckpt, as --ckpt of the other commands). 0, or the
+ * exit status. */
 static int resolve(const char *given, char *out, size_t n) {
     struct stat sb;
     if (stat(given, &sb) != 0)
         return cli_error("train", "--init-from %s: %s (a checkpoint, or a run folder holding best.ckpt or last.ckpt)",
                          given, strerror(errno));
-    if (!S_ISDIR(sb.st_mode)) {
-        snprintf(out, n, "%s", given);
-        return 0;
-    }
-    const char *held = NULL;
-    char path[1300];
-    snprintf(path, sizeof path, "%s/best.ckpt", given);
-    if (access(path, F_OK) == 0) held = "best.ckpt";
-    else if (snprintf(path, sizeof path, "%s/last.ckpt", given), access(path, F_OK) == 0) held = "last.ckpt";
-    if (!held) return cli_error("train", "--init-from %s: the folder holds no best.ckpt or last.ckpt to start from", given);
-    snprintf(out, n, "%s/%s", given, held);
+    lipt_error err = {0};
+    if (run_resolve_ckpt(given, out, n, &err) != LIPT_OK) return cli_error("train", "--init-from %s", err.msg);
     return 0;
 }
 
@@ -98,7 +90,7 @@ int train_init_weights(trainer *t, int quiet) {
     if (st != LIPT_OK) return cli_fail("train", &err);
     if (!quiet)
         fprintf(stderr, "init: the weights of %s (step %lld%s%s); optimizer, step, best BPC and patience start afresh\n",
-                t->init_from, t->init_step, t->init_run[0] ? " of run " : "", t->init_run);
+                cli_shown(t->init_from), t->init_step, t->init_run[0] ? " of run " : "", cli_shown(t->init_run));
     return 0;
 }
 

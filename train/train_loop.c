@@ -209,6 +209,7 @@ static int periodic(trainer *t, const train_settings *s, double tok_s, lipt_erro
             early_stop(t, "");
         }
     }
+    if (s->sample_every > 0 && t->step % s->sample_every == 0 && train_sample(t, s, err)) return 1;
     const int by_steps = s->save_every > 0 && t->step % s->save_every == 0;
     const int by_time = s->save_minutes > 0 && cli_now() - t->t_saved >= 60.0 * s->save_minutes;
     if (do_eval || by_steps || by_time) {
@@ -318,8 +319,9 @@ static void summary(const trainer *t, const train_settings *s, int json, double 
         if (s->final_valid) fprintf(stderr, "; valid bpc %.4f, accuracy %.4f", ev->bpc, ev->accuracy);
         if (s->final_test) fprintf(stderr, "; test bpc %.4f, accuracy %.4f", et->bpc, et->accuracy);
         if (t->best_step >= 0)
-            fprintf(stderr, "; checkpoints %s, %s (best, step %lld)\n", t->last_path, t->best_path, (long long)t->best_step);
-        else fprintf(stderr, "; checkpoint %s\n", t->last_path);
+            fprintf(stderr, "; checkpoints %s, %s (best, step %lld)\n", cli_shown(t->last_path), cli_shown(t->best_path),
+                    (long long)t->best_step);
+        else fprintf(stderr, "; checkpoint %s\n", cli_shown(t->last_path));
     }
     const double comm = t->dist->comm_seconds - t->comm_start;
     const double comm_per_step = t->step > t->first_step ? comm / (double)(t->step - t->first_step) : 0;
@@ -362,7 +364,7 @@ static int stopped(trainer *t, lipt_error *err) {
     if (save_ckpt(t, t->last_path, err) != LIPT_OK) return cli_fail("train", err);
     if (t->lead)
         fprintf(stderr, "lipt train: %s at step %lld: saved %s; continue with: lipt train --out %s --resume\n",
-                sig == SIGINT ? "interrupted" : "terminated", (long long)t->step, t->last_path, t->out);
+                sig == SIGINT ? "interrupted" : "terminated", (long long)t->step, cli_shown(t->last_path), cli_shown(t->out));
     return 128 + sig;
 }
 
@@ -388,7 +390,7 @@ int train_finish(trainer *t, const train_settings *s, int json, int rc) {
                                    "final evaluation uses the last weights\n");
         } else if (t->best_step != t->step) { /* else the last weights are the best ones */
             if (load_best(t, &wstep, &err) != LIPT_OK) return cli_fail("train", &err);
-            if (!s->quiet) fprintf(stderr, "final evaluation of %s (step %lld)\n", t->best_path, (long long)wstep);
+            if (!s->quiet) fprintf(stderr, "final evaluation of %s (step %lld)\n", cli_shown(t->best_path), (long long)wstep);
         }
     }
     if (s->final_valid) {

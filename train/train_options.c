@@ -33,7 +33,8 @@ static int read_numbers(cli_args *ap, train_settings *s) {
         cli_float(ap, "beta1", &s->beta1) || cli_float(ap, "beta2", &s->beta2) || cli_float(ap, "adam-eps", &s->aeps) ||
         cli_float(ap, "weight-decay", &s->wd) || cli_float(ap, "clip", &s->clip) ||
         cli_int(ap, "check-every", &s->check_every) || cli_float(ap, "save-minutes", &s->save_minutes) ||
-        cli_int(ap, "patience", &s->patience))
+        cli_int(ap, "patience", &s->patience) || cli_int(ap, "sample-every", &s->sample_every) ||
+        cli_int(ap, "sample-length", &s->sample_length))
         return 2;
     if (s->steps < 0) return cli_error(C, "--steps must be >= 0, got %ld%s", s->steps, origin(ap, "steps"));
     if (s->batch < 1 || s->batch > 65536)
@@ -41,6 +42,11 @@ static int read_numbers(cli_args *ap, train_settings *s) {
     if (s->warmup < 0) return cli_error(C, "--warmup must be >= 0, got %ld%s", s->warmup, origin(ap, "warmup"));
     if (s->eval_every < 0 || s->save_every < 0 || s->log_every < 1 || s->eval_symbols < 0)
         return cli_error(C, "--eval-every, --save-every, --eval-symbols must be >= 0 and --log-every >= 1");
+    if (s->sample_every < 0) return cli_error(C, "--sample-every must be >= 0 (0: no samples), got %ld%s", s->sample_every,
+                                              origin(ap, "sample-every"));
+    if (s->sample_length < 1 || s->sample_length > 100000)
+        return cli_error(C, "--sample-length must be in [1, 100000], got %ld%s", s->sample_length,
+                         origin(ap, "sample-length"));
     if (s->clip < 0) return cli_error(C, "--clip must be >= 0, got %g%s", s->clip, origin(ap, "clip"));
     const int mrc = cli_apply_memory(ap, C, &s->memory, &s->rev);
     if (mrc) return mrc;

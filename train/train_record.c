@@ -104,7 +104,7 @@ static int run_cfg_text(const char *head, const lipt_config *cfg, const char *op
 static void replace_run_cfg(const char *path, const char *text) {
     lipt_error err = {0};
     if (run_replace_file(path, text, &err) != LIPT_OK)
-        fprintf(stderr, "note: %s (the run goes on; its checkpoints hold the same settings)\n", err.msg);
+        fprintf(stderr, "note: %s (the run goes on; its checkpoints hold the same settings)\n", cli_shown(err.msg));
 }
 
 /* DIR/run.cfg: every setting of the run: `lipt train --config DIR/run.cfg --out OTHER` repeats the run (a fine-tune:

@@ -95,7 +95,7 @@ int train_check_resumed_corpus(trainer *t, const run_extra *rx, const char *resu
                          data_spec, now_crc, now_bytes, resume_path, was_crc, was_bytes);
     fprintf(stderr, "warning: %s (CRC-32 %s, %s bytes) is not the corpus %s was trained on (CRC-32 %s, %s bytes): "
                     "continuing on it (--force); the checkpoints record the earlier one as data-crc32-before\n",
-            data_spec, now_crc, now_bytes, resume_path, was_crc, was_bytes);
+            cli_shown(data_spec), now_crc, now_bytes, cli_shown(resume_path), was_crc, was_bytes);
     const int w = snprintf(t->opts_text + used, sizeof t->opts_text - used, "data-crc32-before=%s%s%s@%lld\n", before,
                            before[0] ? "," : "", was_crc, step);
     if (w < 0 || (size_t)w >= sizeof t->opts_text - used || (size_t)w >= sizeof before) {
@@ -133,7 +133,7 @@ int train_restore(trainer *t, const train_settings *s, lipt_ckpt *ck, const run_
     t->resumed = 1;
     snprintf(t->resumed_from, sizeof t->resumed_from, "%s", resume_path);
     if (strcmp(resume_path, t->last_path) == 0) t->saved_step = t->step; /* else last.ckpt is not this state yet */
-    if (!s->quiet) fprintf(stderr, "resumed from %s at step %lld\n", resume_path, (long long)t->step);
+    if (!s->quiet) fprintf(stderr, "resumed from %s at step %lld\n", cli_shown(resume_path), (long long)t->step);
     lipt_ckpt_close(ck);
     *resume = 2; /* closed */
     return 0;

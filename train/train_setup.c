@@ -56,7 +56,7 @@ int train_setup_model(trainer *t, train_settings *s, const char *data_spec, int 
     if (!s->quiet) cli_print_wrapped(stderr, "data: ", desc, 80);
     if (!*resume) {
         if (t->cfg.vocab_size != t->vocab.size && !s->quiet)
-            fprintf(stderr, "note: vocab_size set to %d, the vocabulary of %s\n", t->vocab.size, data_spec);
+            fprintf(stderr, "note: vocab_size set to %d, the vocabulary of %s\n", t->vocab.size, cli_shown(data_spec));
         t->cfg.vocab_size = t->vocab.size;
     }
     if (lipt_config_validate(&t->cfg, &err) != LIPT_OK) return cli_fail(C, &err), 2; /* keys that do not fit: usage */
@@ -119,7 +119,7 @@ int train_setup_files(trainer *t, int force, int quiet) {
             const char *held = run_folder_checkpoint(t->out);
             if (!held && access(t->metrics_path, F_OK) == 0 && !quiet)
                 fprintf(stderr, "note: %s held no checkpoint (its training ended before the first one): its "
-                        "metrics.jsonl and run.cfg are replaced\n", t->out);
+                        "metrics.jsonl and run.cfg are replaced\n", cli_shown(t->out));
             /* files of an earlier run in this directory are not this run's */
             remove(t->metrics_path);
             remove(t->best_path);

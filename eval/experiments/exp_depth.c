@@ -216,7 +216,7 @@ int exp_depth(int argc, char **argv) {
         for (int i = 0; i < n; i++)
             printf("%-12s %6d %10ld %9.0f %10.4f %10.4f%s\n", g.variant[rows[i].variant], rows[i].depth, rows[i].params,
                    rows[i].train_s, rows[i].valid_bpc, rows[i].test_bpc, rows[i].diverged ? "  (diverged)" : "");
-        fprintf(stderr, "wrote %s/depth.csv and %s/depth.svg\n", g.out, g.out);
+        fprintf(stderr, "wrote %s/depth.csv and %s/depth.svg\n", cli_shown(g.out), cli_shown(g.out));
     }
     cli_free(&a);
     return rc;

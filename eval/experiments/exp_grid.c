@@ -242,7 +242,8 @@ static int train_cell(const grid_opts *g, const char *variant, int depth, const 
         snprintf(why, whyn, "non-finite loss or gradient");
         return 1;
     }
-    fprintf(stderr, "lipt experiment: the training run in %s failed (exit %d); see %s\n", dir, rc, log_path);
+    fprintf(stderr, "lipt experiment: the training run in %s failed (exit %d); see %s\n", cli_shown(dir), rc,
+            cli_shown(log_path));
     return 3;
 }
 
@@ -251,7 +252,7 @@ static int train_cell(const grid_opts *g, const char *variant, int depth, const 
 int grid_cell(const grid_opts *g, const char *C, int found, int cell, int total, int v, int depth, const char *prefix,
               int log_every, const char *csv, char *dir, size_t dirn, double *secs, char *why, size_t whyn, int *rc) {
     if (found) {
-        fprintf(stderr, "[%d/%d] %s, %d layers: in %s already, skipped\n", cell, total, g->variant[v], depth, csv);
+        fprintf(stderr, "[%d/%d] %s, %d layers: in %s already, skipped\n", cell, total, g->variant[v], depth, cli_shown(csv));
         return -1;
     }
     lipt_error err = {0};
@@ -295,7 +296,7 @@ int eval_cell(const grid_opts *g, const char *dir, const char *split, long max_s
     arg(&a, "--quiet");
     int rc = run_self(a.v, log_path, out, sizeof out);
     if (rc != 0) {
-        fprintf(stderr, "lipt experiment: evaluating %s on %s failed (exit %d); see %s\n", ckpt, split, rc, log_path);
+        fprintf(stderr, "lipt experiment: evaluating %s on %s failed (exit %d); see %s\n", cli_shown(ckpt), split, rc, cli_shown(log_path));
         return rc == 130 || rc == 143 ? 2 : 3;
     }
     *bpc = json_get(out, "bpc");

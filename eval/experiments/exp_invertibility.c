@@ -510,7 +510,7 @@ static void print_table(const inv_run *r, const inv_setting *S, int ns, const in
             first = 0;
         }
     printf("%s\n", first ? "" : ")");
-    printf("wrote %s, %s and %s\n", o->csv, o->sumcsv, o->svg);
+    printf("wrote %s, %s and %s\n", cli_shown(o->csv), cli_shown(o->sumcsv), cli_shown(o->svg));
 }
 
 /* The CSV files, the figure, then the summary (JSON or table) on stdout; returns 0 or the exit status. */

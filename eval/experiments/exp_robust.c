@@ -179,7 +179,7 @@ static int measure_model(const char *C, const rob_args *o, const char *path, rob
     }
     char label[96];
     snprintf(label, sizeof label, "%s (%d layers)", lipt_attn_name(m.cfg.attention), m.cfg.n_layers);
-    if (!rc) fprintf(stderr, "%s: %s, attention of layer %ld, N %ld, D %d\n", path, label, layer, N, D);
+    if (!rc) fprintf(stderr, "%s: %s, attention of layer %ld, N %ld, D %d\n", cli_shown(path), label, layer, N, D);
     lipt_branch_ref ref = {&m, (int)layer, LIPT_BRANCH_MHA, NULL};
     lipt_jac_map map = {lipt_model_branch_fn, &ref, 3, {1, (int)N, D}, 0};
     for (int si = 0; si < o->nsc && !rc; si++) {
@@ -262,7 +262,7 @@ static int write_results(const char *C, const rob_args *o, const rob_row *rows, 
     for (int i = 0; i < nr; i++)
         printf("%-28s %7g %12.4g %12.4g %12.4g %12.4g\n", rows[i].label, rows[i].scale, rows[i].rand_median,
                rows[i].rand_max, rows[i].jac2, rows[i].jacinf);
-    fprintf(stderr, "wrote %s/robustness.csv and %s/robustness.svg\n", o->out, o->out);
+    fprintf(stderr, "wrote %s/robustness.csv and %s/robustness.svg\n", cli_shown(o->out), cli_shown(o->out));
     if (json) print_json(rows, nr);
     return 0;
 }

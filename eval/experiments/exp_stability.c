@@ -358,7 +358,7 @@ int exp_stability(int argc, char **argv) {
     if (!rc) {
         qsort(rows, (size_t)n, sizeof *rows, cmp_stab_row);
         stab_summary(&g, rows, n, vars, nv);
-        fprintf(stderr, "wrote %s/stability.csv, stability_curves.csv, stability.svg, stability_<variant>.svg\n", g.out);
+        fprintf(stderr, "wrote %s/stability.csv, stability_curves.csv, stability.svg, stability_<variant>.svg\n", cli_shown(g.out));
     }
     cli_free(&a);
     return rc;

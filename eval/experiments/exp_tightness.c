@@ -505,7 +505,7 @@ static void print_table(const tight_run *r, const tight_row *rows, int n_rows, c
                o->fit_min, fit->a, fit->b, fit->rms, ufit->a, ufit->b);
     else
         printf("fit: needs at least two N values\n");
-    printf("wrote %s and %s (%d new N values, %.1f s)\n", o->csv, o->svg, n_done_now, cli_now() - t_all);
+    printf("wrote %s and %s (%d new N values, %.1f s)\n", cli_shown(o->csv), cli_shown(o->svg), n_done_now, cli_now() - t_all);
 }
 
 int exp_tightness(int argc, char **argv) {
@@ -536,7 +536,7 @@ int exp_tightness(int argc, char **argv) {
         int have = 0;
         for (int i = 0; i < n_rows; i++) have |= rows[i].N == N;
         if (have) {
-            fprintf(stderr, "tightness N=%d: already in %s, skipped\n", N, o.csv);
+            fprintf(stderr, "tightness N=%d: already in %s, skipped\n", N, cli_shown(o.csv));
             continue;
         }
         if (n_rows >= 256) { rc = cli_error(C, "too many rows in %s", o.csv); break; }

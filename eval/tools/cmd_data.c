@@ -52,7 +52,7 @@ int cmd_data(int argc, char **argv) {
     } else {
         char desc[2048];
         lipt_dataset_describe(&ds, desc, sizeof desc);
-        printf("%s\n", desc);
+        printf("%s\n", cli_shown(desc));
     }
     lipt_dataset_free(&ds);
     return 0;

@@ -9,7 +9,7 @@
 #include "variants_json.h"
 
 static const cli_opt export_opts[] = {
-    {"ckpt", CLI_STRING, "FILE", "checkpoint to export (required)", NULL},
+    {"ckpt", CLI_STRING, "FILE", "checkpoint to export (required; or a run folder: its best.ckpt, else last.ckpt)", NULL},
     {"out", CLI_STRING, "FILE", "output .safetensors file (required)", NULL},
 };
 
@@ -25,6 +25,7 @@ int cmd_export(int argc, char **argv) {
                        export_opts, 2, argc, argv, 0, 0);
     if (pr) return pr > 0 ? 0 : 2;
     if (!cli_has(&a, "ckpt") || !cli_has(&a, "out")) return cli_error(C, "--ckpt FILE and --out FILE are required");
+    if (run_ckpt_option(&a, C)) return 2; /* a run folder: its best.ckpt, else last.ckpt */
     char why[1400];
     /* a run folder is append-only history: an export never replaces a checkpoint or a run's record */
     if (run_owned_path(cli_str(&a, "out"), why, sizeof why))
@@ -73,7 +74,7 @@ int cmd_export(int argc, char **argv) {
     } else if (lipt_safetensors_save(out, &m.params, meta, (int)(sizeof meta / sizeof meta[0]), &err) != LIPT_OK) {
         rc = cli_fail(C, &err);
     } else {
-        fprintf(stderr, "wrote %s: %d tensors, %zu trainable floats, vocabulary of %d symbols\n", out, m.params.n,
+        fprintf(stderr, "wrote %s: %d tensors, %zu trainable floats, vocabulary of %d symbols\n", cli_shown(out), m.params.n,
                 lipt_params_count(&m.params), vocab.n_sym);
     }
     lipt_model_free(&m);

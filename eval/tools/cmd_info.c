@@ -14,7 +14,7 @@
 #include "variants_json.h"
 
 static const cli_opt info_opts[] = {
-    {"ckpt", CLI_STRING, "FILE", "checkpoint to describe (this or --system)", NULL},
+    {"ckpt", CLI_STRING, "FILE", "checkpoint to describe (this or --system; or a run folder: its best.ckpt, else last.ckpt)", NULL},
     {"system", CLI_FLAG, NULL, "describe this machine instead: CPU, features, the kernels OpenBLAS and oneDNN run",
      NULL},
     {"variants", CLI_FLAG, NULL, "list the model kinds instead: each attention kind with its properties, and the "
@@ -136,6 +136,7 @@ int cmd_info(int argc, char **argv) {
     }
     if (!cli_has(&a, "ckpt"))
         return cli_error(C, "--ckpt FILE is required (or --system for this machine, --variants for the model kinds)");
+    if (run_ckpt_option(&a, C)) return 2; /* a run folder: its best.ckpt, else last.ckpt */
     const char *path = cli_str(&a, "ckpt");
     lipt_error err = {0};
     lipt_ckpt ck;

@@ -1,4 +1,4 @@
-/* lipt plot: training and validation curves of one or more runs (their metrics.jsonl) in one SVG figure. */
+/* lipt plot: training and validation curves of one or more runs (their metrics.jsonl) in one SVG or PNG figure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,13 +8,16 @@
 
 #include "cli.h"
 #include "metrics_read.h"
+#include "png.h"
 #include "svg.h"
 
 #define LN2 0.69314718055994530942
 #define MAX_RUNS 8 /* cli_args holds 8 positional arguments */
 
 static const cli_opt plot_opts[] = {
-    {"out", CLI_STRING, "FILE.svg", "the SVG to write (SVG only: convert it for PNG, e.g. rsvg-convert)", "runs/plot.svg"},
+    {"out", CLI_STRING, "FILE", "the figure to write: FILE.svg (SVG), or FILE.png (PNG, drawn by lipt itself: curves, "
+     "grid and tick values, but no words: title, axis names and legend are the SVG's)", "runs/plot.svg"},
+    {"png", CLI_FLAG, NULL, "with an --out FILE.svg: the same figure also as a PNG beside it (FILE.png)", NULL},
     {"smooth", CLI_INT, "N", "training BPC: the mean of N logged steps centred on each (no lag behind the raw values, "
      "which are drawn faint behind it; 1: raw only)", "10"},
     {"title", CLI_STRING, "TEXT", "figure title", NULL},
@@ -85,12 +88,25 @@ static int read_run(const char *run, int smooth, curve *c, char *path, size_t n,
     return 0;
 }
 
+/* The figure as an SVG (svg NULL: none) and as a PNG (png NULL: none). 0, or the exit status after the message. */
+static int write_figures(const char *svg, const char *png, const svg_plot *p, const svg_series *s, int ns, int runs) {
+    lipt_error err = {0};
+    if (svg && svg_write_file(svg, p, s, ns, &err) != LIPT_OK) return cli_fail("plot", &err);
+    if (svg) fprintf(stderr, "wrote %s (%d run%s)\n", cli_shown(svg), runs, runs > 1 ? "s" : "");
+    if (png && png_plot_file(png, p, s, ns, &err) != LIPT_OK) return cli_fail("plot", &err);
+    if (png)
+        fprintf(stderr, "wrote %s (%d run%s; a PNG has curves, grid and tick values but no words: the colours are the "
+                "runs' in the order given, %s)\n", cli_shown(png), runs, runs > 1 ? "s" : "",
+                svg ? "the SVG has the legend" : "write a .svg for the title, axis names and legend");
+    return 0;
+}
+
 int cmd_plot(int argc, char **argv) {
     const char *C = "plot";
     cli_args a;
     int pr = cli_parse(&a, C,
                        "Plot runs: training BPC (solid, smoothed) and validation BPC (dashed, markers) against the step, one\n"
-                       "colour per run. Give run folders (or metrics.jsonl files): lipt plot runs/a runs/b --out cmp.svg",
+                       "colour per run. Give run folders (or metrics.jsonl files): lipt plot runs/a runs/b --out cmp.svg (or cmp.png)",
                        plot_opts, (int)(sizeof plot_opts / sizeof plot_opts[0]), argc, argv, 0, MAX_RUNS);
     if (pr) return pr > 0 ? 0 : 2;
     long smooth;
@@ -100,9 +116,12 @@ int cmd_plot(int argc, char **argv) {
     if (a.n_pos > MAX_RUNS) return cli_error(C, "at most %d runs per figure, got %d", MAX_RUNS, a.n_pos);
     const char *out = cli_str(&a, "out");
     const size_t ol = strlen(out);
-    if (ol < 4 || strcasecmp(out + ol - 4, ".svg") != 0) /* SVG bytes in a .png would not open as one */
-        return cli_error(C, "--out %s: lipt plot writes SVG only; name the file *.svg (for PNG, convert it, e.g. "
-                         "rsvg-convert -o plot.png plot.svg)", out);
+    const int is_svg = ol >= 4 && strcasecmp(out + ol - 4, ".svg") == 0, is_png = ol >= 4 && strcasecmp(out + ol - 4, ".png") == 0;
+    if (!is_svg && !is_png) /* the format follows the name: SVG bytes in a .png would not open as one */
+        return cli_error(C, "--out %s: name the figure *.svg or *.png", out);
+    char png_out[1200] = "";
+    if (is_png) snprintf(png_out, sizeof png_out, "%s", out);
+    else if (cli_has(&a, "png")) snprintf(png_out, sizeof png_out, "%.*s.png", (int)(ol - 4), out);
     const char *xaxis = cli_str(&a, "x");
     const int by_symbols = strcmp(xaxis, "symbols") == 0;
     if (!by_symbols && strcmp(xaxis, "step") != 0) return cli_error(C, "--x must be step or symbols, got '%s'", xaxis);
@@ -119,7 +138,11 @@ int cmd_plot(int argc, char **argv) {
             rc = cli_error(C, "%s (give a run folder of lipt train, which holds metrics.jsonl, or that file)", rerr.msg);
             break;
         }
-        if (c[i].n + c[i].nv == 0) fprintf(stderr, "note: %s has no logged steps yet\n", path);
+        if (c[i].dropped)
+            fprintf(stderr, "note: %s: %d point%s not drawn: a value non-finite or out of range (BPC in [0, %g], step "
+                    "in [0, %g])\n", cli_shown(path), c[i].dropped, c[i].dropped > 1 ? "s" : "", METRICS_MAX_BPC,
+                    METRICS_MAX_STEP);
+        if (c[i].n + c[i].nv == 0) fprintf(stderr, "note: %s has no logged steps yet\n", cli_shown(path));
         if (by_symbols) {
             const double per = symbols_per_step(path);
             if (per <= 0) {
@@ -153,9 +176,7 @@ int cmd_plot(int argc, char **argv) {
         p.xlabel = by_symbols ? "training symbols seen" : "step";
         p.ylabel = valid_only ? "validation BPC" : smooth > 1 ? "BPC (train: centred mean, raw faint)" : "BPC";
         p.width = 960;
-        lipt_error err = {0};
-        if (svg_write_file(cli_str(&a, "out"), &p, s, ns, &err) != LIPT_OK) rc = cli_fail(C, &err);
-        else fprintf(stderr, "wrote %s (%d run%s)\n", cli_str(&a, "out"), a.n_pos, a.n_pos > 1 ? "s" : "");
+        rc = write_figures(is_svg ? out : NULL, png_out[0] ? png_out : NULL, &p, s, ns, a.n_pos);
     }
     for (int i = 0; i < MAX_RUNS; i++) metrics_curve_free(&c[i]);
     cli_free(&a);

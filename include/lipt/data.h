@@ -21,6 +21,10 @@ typedef struct {
 } lipt_bytes;
 void lipt_bytes_free(lipt_bytes *b);
 
+/* The cap on a corpus's bytes, plain or decompressed: LIPT_MAX_CORPUS_GB x 1e9 (default 4 GB). A reader of a corpus
+ * file (a checksum too) compares the file's size with it first, so that a huge file named by mistake is refused at
+ * once rather than read for minutes. */
+size_t lipt_corpus_cap(void);
 lipt_status lipt_read_plain(const char *path, lipt_bytes *out, lipt_error *err);
 /* gzip file (magic 1f 8b; concatenated members allowed); a truncated stream is an error. */
 lipt_status lipt_read_gzip(const char *path, lipt_bytes *out, lipt_error *err);

@@ -29,7 +29,7 @@ static lipt_status alloc_bytes(lipt_bytes *out, size_t n, const char *path, lipt
 /* The documented cap on a corpus in memory, plain or decompressed: LIPT_MAX_CORPUS_GB (default 4; enwik8 is 0.1), so
  * that a small compressed file, or a large file named by mistake (or by a checkpoint's stored path), cannot fill the
  * memory unasked. */
-static size_t corpus_cap(void) {
+size_t lipt_corpus_cap(void) {
     const char *e = getenv("LIPT_MAX_CORPUS_GB");
     const double gb = e && atof(e) > 0 ? atof(e) : 4.0;
     return gb * 1e9 >= (double)SIZE_MAX ? SIZE_MAX : (size_t)(gb * 1e9);
@@ -46,10 +46,10 @@ lipt_status lipt_read_plain(const char *path, lipt_bytes *out, lipt_error *err) 
     uint64_t size = 0;
     FILE *f = lipt_open_regular(path, &size, err); /* a FIFO or device is refused, never waited on */
     if (!f) return err ? err->status : LIPT_ERR_IO;
-    if (size > corpus_cap()) { /* checked before allocating: a plain file is read whole */
+    if (size > lipt_corpus_cap()) { /* checked before allocating: a plain file is read whole */
         fclose(f);
         return lipt_fail(err, LIPT_ERR_FORMAT, "%s is %llu bytes, above the cap on a corpus of %zu bytes (set "
-                         "LIPT_MAX_CORPUS_GB to raise it)", path, (unsigned long long)size, corpus_cap());
+                         "LIPT_MAX_CORPUS_GB to raise it)", path, (unsigned long long)size, lipt_corpus_cap());
     }
     size_t n = (size_t)size;
     lipt_status s = alloc_bytes(out, n, path, err);
@@ -121,10 +121,10 @@ lipt_status lipt_read_gzip(const char *path, lipt_bytes *out, lipt_error *err) {
         if (r < 0) break;
         if (r == 0) break;
         n += (size_t)r;
-        if (n > corpus_cap()) {
+        if (n > lipt_corpus_cap()) {
             free(buf);
             gzclose(g);
-            return over_cap(path, corpus_cap(), err);
+            return over_cap(path, lipt_corpus_cap(), err);
         }
     }
     int zerr = Z_OK;
@@ -225,7 +225,7 @@ static lipt_status extract(const uint8_t *z, size_t n, const zip_entry *e, const
     if (e->usize > (uint64_t)SIZE_MAX - 1)
         return lipt_fail(err, LIPT_ERR_NOMEM, "%s: member %s is too large (%llu bytes)", label, nm, (unsigned long long)e->usize);
     size_t us = (size_t)e->usize;
-    if (us > corpus_cap()) return over_cap(label, corpus_cap(), err);
+    if (us > lipt_corpus_cap()) return over_cap(label, lipt_corpus_cap(), err);
     lipt_status s = alloc_bytes(out, us, label, err);
     if (s) return s;
     const uint8_t *src = z + data_off;

@@ -35,6 +35,24 @@ static void put_escaped(FILE *f, const char *s, int keep_newline) {
 
 void cli_print_text(FILE *f, const char *s) { put_escaped(f, s, 1); }
 
+const char *cli_shown(const char *s) {
+    static char buf[8][4 * 4096 + 1];
+    static int next;
+    if (!s) return "(null)";
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p && *p >= 0x20 && *p != 0x7f) p++;
+    if (!*p) return s; /* the usual case: nothing to escape, nothing copied */
+    char *o = buf[next];
+    next = (next + 1) % 8;
+    size_t n = 0;
+    for (p = (const unsigned char *)s; *p && n + 4 < sizeof buf[0]; p++) {
+        if (*p < 0x20 || *p == 0x7f) n += (size_t)snprintf(o + n, 5, "\\x%02x", *p);
+        else o[n++] = (char)*p;
+    }
+    o[n] = 0;
+    return o;
+}
+
 /* One message line on stderr with every control byte shown as \xHH: text from a file (a crafted checkpoint, a
  * corpus) must not move the cursor, recolour or retitle the user's terminal, nor split the line. */
 static void put_message(const char *cmd, const char *msg) {
@@ -449,6 +467,7 @@ void json_kv_lines(json_w *j, const char *k, const char *text, const char *const
 }
 
 void cli_print_wrapped(FILE *f, const char *prefix, const char *text, int width) {
+    text = cli_shown(text); /* a description names the corpus's file */
     const int indent = (int)strlen(prefix);
     int col = fprintf(f, "%s", prefix), fresh = 1; /* fresh: nothing after the prefix or indent yet */
     for (const char *p = text; *p;) {

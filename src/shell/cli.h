@@ -130,6 +130,10 @@ const char *cli_f32_text(float v, char *buf, size_t n);
 /* Text from a file (a checkpoint's config, a metrics line, a stored path) on f with every control byte but the
  * newline shown as \xHH, as messages do: it must not move the cursor or retitle the user's terminal. */
 void cli_print_text(FILE *f, const char *s);
+/* A path (or any text from outside: a file name, a stored corpus location) for a printf %s: s itself when it holds no
+ * control byte, else a copy with each shown as \xHH (one of 8 buffers used in turn, so one line may show several;
+ * cut at 4096 bytes of s). A file named "a\x1b[31m" must not recolour the terminal of whoever lists its runs. */
+const char *cli_shown(const char *s);
 
 /* prefix and text on f in lines of at most width columns: text's "; "-separated clauses packed greedily, a clause
  * too long for a line broken at spaces (a word longer than a line stays whole); continuation lines indented by

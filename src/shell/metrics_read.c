@@ -54,7 +54,11 @@ void metrics_read_curve(FILE *f, int smooth, metrics_curve *c) {
     char line[4096];
     while (fgets(line, sizeof line, f)) {
         const double step = metrics_number(line, "step"), bpc = metrics_number(line, "bpc");
-        if (!isfinite(step) || !isfinite(bpc)) continue;
+        if (!isfinite(step) || !isfinite(bpc) || step < 0 || step > METRICS_MAX_STEP || bpc < 0 ||
+            bpc > METRICS_MAX_BPC) {
+            c->dropped += strstr(line, "\"step\":") && strstr(line, "\"bpc\":"); /* a point, not drawable */
+            continue;
+        }
         if (strstr(line, "\"eval\"")) {
             if (strstr(line, "\"valid\"") || strstr(line, "\"valid_full\"")) push(&c->vstep, &c->vbpc, &c->nv, &c->vcap, step, bpc);
             continue;

@@ -136,6 +136,36 @@ const char *run_folder_checkpoint(const char *dir) {
     return NULL;
 }
 
+lipt_status run_resolve_ckpt(const char *given, char *out, size_t n, lipt_error *err) {
+    struct stat sb;
+    const char *held = NULL;
+    if (stat(given, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        static const char *const ckpts[] = {"best.ckpt", "last.ckpt"}; /* the best weights first */
+        char path[PATH_MAX + 16];
+        for (int i = 0; i < 2 && !held; i++) {
+            snprintf(path, sizeof path, "%s/%s", given, ckpts[i]);
+            if (access(path, F_OK) == 0) held = ckpts[i];
+        }
+        if (!held)
+            return lipt_fail(err, LIPT_ERR_ARG, "%s holds no best.ckpt or last.ckpt (a run folder has them once its "
+                             "training saved a checkpoint): give a checkpoint file, or a run folder that has one", given);
+    }
+    const int w = held ? snprintf(out, n, "%s/%s", given, held) : snprintf(out, n, "%s", given);
+    if (w < 0 || (size_t)w >= n) return lipt_fail(err, LIPT_ERR_ARG, "%s: the path is too long", given);
+    return LIPT_OK;
+}
+
+int run_ckpt_option(cli_args *a, const char *cmd) {
+    for (int k = 0; k < a->n_opts; k++) {
+        if (strcmp(a->opts[k].name, "ckpt") != 0 || !a->set[k] || !a->val[k]) continue;
+        char path[PATH_MAX + 16];
+        lipt_error err = {0};
+        if (run_resolve_ckpt(a->val[k], path, sizeof path, &err) != LIPT_OK) return cli_error(cmd, "--ckpt %s", err.msg);
+        a->val[k] = cli_own(a, path, strlen(path));
+    }
+    return 0;
+}
+
 static int ends_with(const char *s, const char *tail) {
     const size_t a = strlen(s), b = strlen(tail);
     return a >= b && strcmp(s + a - b, tail) == 0;
@@ -202,10 +232,16 @@ int run_ckpt_opt(const char *ckpt, const char *key, char *out, size_t n) {
     return rc;
 }
 
-/* CRC-32 and size of a file's bytes. 0, or -1 when it cannot be read. */
+/* CRC-32 and size of a file's bytes. 0, or -1 when it cannot be read or is above the cap on a corpus: the loader then
+ * says so at once, where the checksum of a 1 TiB sparse file would have read zeros for most of an hour. */
 static int file_crc(const char *path, uint32_t *crc, uint64_t *bytes) {
-    FILE *f = lipt_open_regular(path, NULL, NULL); /* never a FIFO: the CRC must not wait for a writer */
+    uint64_t size = 0;
+    FILE *f = lipt_open_regular(path, &size, NULL); /* never a FIFO: the CRC must not wait for a writer */
     if (!f) return -1;
+    if (size > lipt_corpus_cap()) {
+        fclose(f);
+        return -1;
+    }
     unsigned char buf[1 << 16];
     uLong c = *crc;
     size_t got;
@@ -260,7 +296,7 @@ static void warn_if_changed(const char *ckpt, const char *opts, const char *data
     run_opt_get(now, "data-crc32", crc_now, sizeof crc_now);
     if (strcmp(crc_now, was_crc) != 0)
         fprintf(stderr, "warning: %s differs from the corpus %s was trained on (CRC-32 %s, trained on %s): the "
-                        "file changed since training\n", data, ckpt, crc_now, was_crc);
+                        "file changed since training\n", cli_shown(data), cli_shown(ckpt), crc_now, was_crc);
 }
 
 /* A symbol the checkpoint's vocabulary lacks: say which corpus the checkpoint was trained on (the data layer's hint,
@@ -304,7 +340,7 @@ lipt_status run_load_corpus_opts(const char *ckpt, const char *opts, const char 
         }
         return st;
     }
-    if (own && !quiet) fprintf(stderr, "data: the run's own corpus, %s\n", data);
+    if (own && !quiet) fprintf(stderr, "data: the run's own corpus, %s\n", cli_shown(data));
     return LIPT_OK;
 }
 

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 
+#include "cli.h"
 #include "lipt/checkpoint.h"
 #include "lipt/data.h"
 #include "lipt/model.h"
@@ -67,6 +68,15 @@ lipt_status run_lock(const char *dir, int *fd, lipt_error *err);
 /* What makes a folder a run: a checkpoint. The name of the one DIR holds ("last.ckpt", else "best.ckpt"), or NULL:
  * a folder whose training ended before its first checkpoint (or never started) holds no run and may be reused. */
 const char *run_folder_checkpoint(const char *dir);
+
+/* A checkpoint or a run folder -> the checkpoint to read, into out[n]: the path itself when it is not a folder (a
+ * missing path is left to the reader, whose message names it), else the folder's best.ckpt, else its last.ckpt.
+ * LIPT_OK, or LIPT_ERR_ARG when the folder holds neither (err: "PATH holds no best.ckpt or last.ckpt ...")
+ * or the path is too long. */
+lipt_status run_resolve_ckpt(const char *given, char *out, size_t n, lipt_error *err);
+/* The --ckpt option of a checkpoint-reading command (cmd in messages), resolved by run_resolve_ckpt in place (a's own
+ * copy), so that every later cli_str(a, "ckpt") names the file. 0, or the exit status 2 after the message. */
+int run_ckpt_option(cli_args *a, const char *cmd);
 
 /* A path lipt train owns, which another command must never write (lipt export's --out): a lipt checkpoint (by its
  * magic), any *.ckpt name, and in a run folder (one with a checkpoint, run.cfg or metrics.jsonl) its records:

@@ -76,7 +76,8 @@ typedef struct {
     double p0, p1;   /* pixels of lo and hi */
 } axis;
 
-static int usable(double v, int log) { return isfinite(v) && (!log || v > 0); }
+/* |v| <= 1e300: a range between two finite extremes (+-1e308) would overflow to inf and every tick to nan */
+static int usable(double v, int log) { return isfinite(v) && fabs(v) <= 1e300 && (!log || v > 0); }
 
 static double ax_px(const axis *a, double v) {
     const double f = a->log ? log10(v) : v, f0 = a->log ? log10(a->lo) : a->lo, f1 = a->log ? log10(a->hi) : a->hi;
