@@ -139,6 +139,13 @@ static double report_step(trainer *t, const train_settings *s, const lipt_step_r
                 (long long)t->step, l, l / LN2, lr, sr->grad_norm, tok_s);
         if (t->cfg.n_layers > 0) fprintf(t->log, "\"attn_logit_spread\":%.6g,", (double)t->ctx.attn_logit_spread);
         if (t->K > 1) fprintf(t->log, "\"comm_ms\":%.2f,", 1e3 * (t->dist->comm_seconds - c0));
+        if (t->ctx.rev) { /* --memory invert since the last logged step: cost of the rebuilds, worst bound */
+            lipt_reversible *r = t->ctx.rev;
+            fprintf(t->log, "\"rebuild_evals\":%.3g,\"rebuild_bound\":%.3g,\"rebuild_unconverged\":%ld,",
+                    r->inversions ? r->work / (double)r->inversions : 0.0, r->worst_bound, r->unconverged);
+            r->inversions = r->evaluations = r->fallbacks = r->unconverged = 0;
+            r->work = r->worst_bound = 0;
+        }
         fprintf(t->log, "\"elapsed_s\":%.3f}\n", t->elapsed_base + (now - t->t_start)); /* summed over resumes */
     }
     if (t->tty && (now - *t_last > 0.25 || t->step == s->steps)) {
