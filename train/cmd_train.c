@@ -1,6 +1,6 @@
 /* lipt train: the command (its parts in train_options.c, train_setup.c, train_resume.c, train_record.c; the loop and
  * the final report in train_loop.c: AdamW, schedules, clipping, periodic evaluation, best and last checkpoints,
- * SIGINT/SIGTERM save, divergence stop, JSONL metrics). */
+ * SIGINT/SIGTERM/SIGHUP save, divergence stop, JSONL metrics). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
