@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "lipt/autograd.h" /* lipt_reversible (--memory invert) */
+#include "lipt/train.h"    /* lipt_train_memory (cli_memory_refuse) */
 #include "lipt/core.h"
 
 typedef enum { CLI_FLAG, CLI_INT, CLI_FLOAT, CLI_STRING } cli_kind;
@@ -114,6 +115,9 @@ int cli_apply_precision(const cli_args *a, const char *cmd, lipt_precision *prec
 enum { CLI_MEMORY_STORE, CLI_MEMORY_RECOMPUTE, CLI_MEMORY_INVERT };
 int cli_apply_memory(const cli_args *a, const char *cmd, int *mode, lipt_reversible *rev);
 const char *cli_memory_name(int mode);
+/* A run too large for this process (lipt_train_memory_estimate's m, at batch B x seq_len T, --memory mode): prints what
+ * it needs and what to lower, returns the exit status 1. */
+int cli_memory_refuse(const char *cmd, const lipt_train_memory *m, long B, long T, int mode);
 /* "train" / "valid" / "test" -> 0 / 1 / 2 (the data layer's LIPT_TRAIN...), -1 otherwise. */
 int cli_split_index(const char *name);
 
