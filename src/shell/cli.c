@@ -333,7 +333,10 @@ int cli_float(const cli_args *a, const char *name, double *out) {
 }
 
 int cli_apply_threads(const cli_args *a, const char *cmd) {
-    if (!cli_has(a, "threads")) return 0;
+    if (!cli_has(a, "threads")) {
+        lipt_threads_note(); /* the count lipt chose, said once; none after --threads N */
+        return 0;
+    }
     long n;
     if (cli_int(a, "threads", &n) < 0) return 2;
     if (n < 1 || n > 1024) return cli_error(cmd, "--threads must be in [1, 1024], got %ld", n);
