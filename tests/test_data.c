@@ -577,6 +577,14 @@ START_TEST(test_fraction_split) {
     lipt_dataset_describe(&ds, desc, sizeof desc);
     printf("fraction_split: %s\n", desc);
     lipt_dataset_free(&ds);
+    /* War and Peace: its Gutenberg licence at the end holds '$', '%' and '@', which the training part does not; the
+     * whole text's vocabulary reads it (the training split's refused it) */
+    if (lipt_dataset_load("warandpeace", &o, &ds, &err) != LIPT_ERR_IO) {
+        ck_assert_msg(ds.len[0] > 0, "%s", err.msg);
+        ck_assert_int_eq(ds.vocab.n_sym, 113);
+        ck_assert_int_ge(ds.vocab.id_of['%'], 0);
+        lipt_dataset_free(&ds);
+    }
     /* text8 prefix: the standard split is refused, fractions give a 27-symbol vocabulary */
     lipt_status st = lipt_dataset_load("text8", &o, &ds, &err);
     if (st == LIPT_ERR_IO) return; /* no text8 copy */
