@@ -3,7 +3,7 @@
 # then evaluates its best checkpoint (the lowest periodic validation BPC: early stopping on validation) as published
 # numbers are made and writes one row per run into docs/results/converged.csv.
 #
-#   scripts/converged.sh [--out DIR] [--threads N] [--precision P] [--train-only] [--no-csv] NAME [NAME ...]
+#   scripts/converged.sh [--out DIR] [--threads N] [--precision P] [--train-only] [--no-csv | --csv FILE] NAME [NAME ...]
 #   scripts/converged.sh --list
 #
 # Resumable: a run folder with a checkpoint is continued (--resume), a finished run (DIR/NAME/result.json) is only
@@ -11,7 +11,8 @@
 # non-overlapping windows of seq_len (each symbol scored once, the first with the preceding symbol as context),
 # and the test split again in sliding windows of seq_len with stride seq_len/4 (each scored symbol has at least
 # 3/4 of a window of context); next-character accuracy (argmax) on the headline split. Invertible models are also
-# certified (lipt lipschitz, exit 0 required) and inverted (lipt invert, 10 test windows).
+# certified (lipt lipschitz, exit 0 required) and inverted (lipt invert, 10 test windows). Several may run at once:
+# each takes a lock (flock on FILE.lock) to rewrite the CSV, so no row is lost. LIPT names the binary (build/lipt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=runs/converged
@@ -75,8 +76,9 @@ while [ $# -gt 0 ]; do
     --precision) PRECISION="$2"; shift 2 ;;
     --train-only) TRAIN_ONLY=1; shift ;;
     --no-csv) CSV=""; shift ;;
+    --csv) CSV="$2"; shift 2 ;;
     --list) plan | cut -d'|' -f1,2,3,4,6; exit 0 ;;
-    -h|--help) sed -n 2,13p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,15p "$0"; exit 0 ;;
     -*) echo "converged.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) NAMES+=("$1"); shift ;;
   esac
@@ -139,7 +141,7 @@ run_one() { # name
   fi
   local cmd="scripts/converged.sh${PRECISION:+ --precision $PRECISION} $name"
   python3 - "$dir" "$model" "$corpus" "$cmd" "$CSV" <<'PY'
-import csv, json, os, sys
+import csv, fcntl, json, os, sys, tempfile
 d, model, corpus, cmd, out = sys.argv[1:6]
 def load(p):
     try:
@@ -198,18 +200,23 @@ with open(os.path.join(d, "result.json"), "w") as f:
     json.dump(res, f, indent=1)
 print(json.dumps(res))
 if out:
-    cols = list(row)
-    rows = []
-    if os.path.exists(out):
-        with open(out, newline="") as f:
-            rows = [r for r in csv.DictReader(f) if r.get("command") != cmd]
-    rows.append(row)
-    tmp = out + ".tmp"
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols)
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, out)
+    # read, add and replace under one lock: two runs finishing together would otherwise each write the rows they read,
+    # and the later replace would drop the other's row
+    with open(out + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cols = list(row)
+        rows = []
+        if os.path.exists(out):
+            with open(out, newline="") as f:
+                rows = [r for r in csv.DictReader(f) if r.get("command") != cmd]
+        rows.append(row)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(out)), prefix=".converged.", suffix=".tmp")
+        with os.fdopen(fd, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=cols)
+            w.writeheader()
+            w.writerows(rows)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
 PY
 }
 

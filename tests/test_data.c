@@ -460,10 +460,19 @@ START_TEST(test_vocab) {
     ck_assert_int_eq(ids[0], 255);
     ck_assert_int_eq(ids[31], 224);
 
-    /* at dataset level: a symbol only in valid is an error naming that split, unless <unk> is on */
+    /* at dataset level, plain text by default: the whole text's bytes (nanoGPT's vocabulary), so a symbol first seen
+     * in valid has an id */
     const char *text = "abababababababababab" "ababc";
     lipt_dataset ds;
     lipt_data_opts o = {.frac = {0.8, 0.2, 0}};
+    ck_assert_int_eq(lipt_dataset_from_text((const uint8_t *)text, strlen(text), "mem.txt", &o, &ds, &err), LIPT_OK);
+    ck_assert_int_eq(ds.vocab.size, 3);
+    ck_assert_int_eq(ds.vocab_whole, 1);
+    ck_assert_int_eq(ds.tok[1][4], ds.vocab.id_of['c']);
+    lipt_dataset_free(&ds);
+    /* the training split's vocabulary (--vocab built): a symbol only in valid is an error naming that split, unless
+     * <unk> is on */
+    o.vocab = LIPT_VOCAB_BUILT;
     ck_assert_int_eq(lipt_dataset_from_text((const uint8_t *)text, strlen(text), "mem.txt", &o, &ds, &err), LIPT_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(err.msg, "valid split"));
     ck_assert_ptr_nonnull(strstr(err.msg, "'c'"));
@@ -563,10 +572,19 @@ START_TEST(test_fraction_split) {
     ck_assert_uint_eq(ds.len[0], 1003854);
     ck_assert_uint_eq(ds.len[1], 55770);
     ck_assert_uint_eq(ds.len[2], 55770);
+    ck_assert_int_eq(ds.vocab.n_sym, 65); /* the whole file's bytes are the training split's: nanoGPT's 65 */
     char desc[1024];
     lipt_dataset_describe(&ds, desc, sizeof desc);
     printf("fraction_split: %s\n", desc);
     lipt_dataset_free(&ds);
+    /* War and Peace: its Gutenberg licence at the end holds '$', '%' and '@', which the training part does not; the
+     * whole text's vocabulary reads it (the training split's refused it) */
+    if (lipt_dataset_load("warandpeace", &o, &ds, &err) != LIPT_ERR_IO) {
+        ck_assert_msg(ds.len[0] > 0, "%s", err.msg);
+        ck_assert_int_eq(ds.vocab.n_sym, 113);
+        ck_assert_int_ge(ds.vocab.id_of['%'], 0);
+        lipt_dataset_free(&ds);
+    }
     /* text8 prefix: the standard split is refused, fractions give a 27-symbol vocabulary */
     lipt_status st = lipt_dataset_load("text8", &o, &ds, &err);
     if (st == LIPT_ERR_IO) return; /* no text8 copy */

@@ -462,7 +462,7 @@ cert=$(grep '^\$LIPT lipschitz ' "$REPO/scripts/demo.sh")
 if [ "$(echo "$cert" | wc -l)" -eq 1 ] && [ -s demo/last.ckpt ]; then
   cert=${cert//runs\/demo\/last.ckpt/demo/last.ckpt}
   cert=${cert//--data ptb/--data $PWD/ptbmini}
-  LIPT=$LIPT THREADS=1 bash -c "set -o pipefail; $cert" >demo_cert.txt 2>/dev/null
+  LIPT=$LIPT bash -c "set -o pipefail; THREADS=(--threads 1); $cert" >demo_cert.txt 2>/dev/null # as DEMO_THREADS=1 sets
   "$LIPT" lipschitz --ckpt demo/last.ckpt --data "$PWD/ptbmini" --tokens 8 --windows 1 >demo_full.txt 2>/dev/null
   stray=$(grep -vxFf demo_full.txt demo_cert.txt) # the demo's lines that are not whole lines of lipschitz's
   if [ -z "$stray" ] && grep -q '^spectral norms certified by Cholesky .* at N = 8$' demo_cert.txt &&

@@ -1,6 +1,6 @@
 /* lipt train: the command (its parts in train_options.c, train_setup.c, train_resume.c, train_record.c; the loop and
  * the final report in train_loop.c: AdamW, schedules, clipping, periodic evaluation, best and last checkpoints,
- * SIGINT/SIGTERM save, divergence stop, JSONL metrics). */
+ * SIGINT/SIGTERM/SIGHUP save, divergence stop, JSONL metrics). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +30,13 @@ static int train_main(cli_args *ap, lipt_dist *dist, int *agreed, int argc, char
     const char *C = "train";
     int n_opts;
     const cli_opt *opts = train_options(&n_opts);
-    int pr = cli_parse(ap, C, "Train a character-level Transformer (any attention variant) on a corpus.", opts, n_opts,
-                       argc, argv, 1, 0);
+    int pr = cli_parse_aliased(ap, C, "Train a character-level Transformer (any attention variant) on a corpus.\nnanoGPT's option names "
+                               "(--max_iters, --batch_size, --block_size, --n_layer, --n_head, --n_embd, --learning_rate,\n"
+                               "--out_dir, --eval_interval, --warmup_iters, --grad_clip, --init_from, --log_interval) are "
+                               "accepted, each with a note\nof lipt's name.", opts,
+                               n_opts, train_nanogpt_names(), argc, argv, 1, 0);
     if (pr) return pr > 0 ? 0 : 2;
+    if (dist->rank == 0) cli_print_notes(ap);
     lipt_error terr = {0}; /* the watchdog's timeout (src/dist/dist.c) */
     if (cli_has(ap, "mpi-timeout") && lipt_dist_set_timeout(dist, cli_str(ap, "mpi-timeout"), "--mpi-timeout", &terr))
         return cli_fail(C, &terr);

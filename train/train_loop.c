@@ -22,11 +22,16 @@
  * that reads the flag; a lock-free atomic is safe in a handler. */
 static atomic_int stop_signal = 0;
 static void on_signal(int sig) { atomic_store(&stop_signal, sig); }
+static int hup_caught = 0; /* SIGHUP is left alone when the run was started ignoring it (nohup) */
 
 void train_install_signals(void) {
     /* on an alternate stack, in case it ever runs on a thread whose stack pointer a library has moved */
     lipt_signals_catch(SIGINT, on_signal);
     lipt_signals_catch(SIGTERM, on_signal);
+    /* a closed terminal or a dropped ssh session saves like SIGTERM, unless the user asked to outlive it (nohup) */
+    struct sigaction was;
+    hup_caught = sigaction(SIGHUP, NULL, &was) == 0 && was.sa_handler != SIG_IGN &&
+                 lipt_signals_catch(SIGHUP, on_signal) == 0;
 }
 
 /* After a failure: where the last good state is. */
@@ -371,7 +376,8 @@ static int stopped(trainer *t, lipt_error *err) {
     if (save_ckpt(t, t->last_path, err) != LIPT_OK) return cli_fail("train", err);
     if (t->lead)
         fprintf(stderr, "lipt train: %s at step %lld: saved %s; continue with: lipt train --out %s --resume\n",
-                sig == SIGINT ? "interrupted" : "terminated", (long long)t->step, cli_shown(t->last_path), cli_shown(t->out));
+                sig == SIGINT ? "interrupted" : sig == SIGHUP ? "hung up (SIGHUP: its terminal closed)" : "terminated",
+                (long long)t->step, cli_shown(t->last_path), cli_shown(t->out));
     return 128 + sig;
 }
 
@@ -385,6 +391,7 @@ int train_finish(trainer *t, const train_settings *s, int json, int rc) {
     /* the final state is saved: a signal during the final evaluation may now simply end the process */
     lipt_signals_catch(SIGINT, NULL);
     lipt_signals_catch(SIGTERM, NULL);
+    if (hup_caught) lipt_signals_catch(SIGHUP, NULL);
     const double train_s = cli_now() - t->t_start;
     lipt_eval_result ev = {0}, et = {0};
     lipt_eval_opts fo = {t->T, t->T, t->B, 0, t->tty, t->dist};

@@ -154,6 +154,42 @@ static void add_change(trainer *t, const char *key, const char *was, const char 
     snprintf(c->now, sizeof c->now, "%s", now);
 }
 
+/* The split a --data-split text gives on a corpus of this kind: auto is a corpus's standard split, 0.9/0.05/0.05 on
+ * plain text; 1 when two texts give the same ("auto" and "0.9,0.05,0.05" on plain text do). */
+static int same_split(const char *was, const char *now, lipt_corpus_kind kind) {
+    lipt_data_opts o[2];
+    lipt_error err = {0};
+    memset(o, 0, sizeof o);
+    for (int i = 0; i < 2; i++) {
+        if (lipt_data_parse_split(i ? now : was, &o[i], &err) != LIPT_OK) return strcmp(was, now) == 0;
+        if (o[i].split == LIPT_SPLIT_AUTO && kind == LIPT_CORPUS_TEXT) {
+            o[i].split = LIPT_SPLIT_FRACTIONS;
+            o[i].frac[0] = 0.9, o[i].frac[1] = o[i].frac[2] = 0.05;
+        } else if (o[i].split == LIPT_SPLIT_AUTO) {
+            o[i].split = LIPT_SPLIT_STANDARD;
+        }
+    }
+    if (o[0].split != o[1].split) return 0;
+    for (int k = 0; k < 3 && o[0].split == LIPT_SPLIT_FRACTIONS; k++)
+        if (fabs(o[0].frac[k] - o[1].frac[k]) > 1e-12) return 0;
+    return 1;
+}
+
+/* A resumed run on another split: its new valid or test part may be text it trained on, and their BPC would no longer
+ * be held out. Refused unless --force (then said, and recorded with the other changes). 0, or the exit status. */
+static int check_split_change(const cli_args *ap, const trainer *t, const char *was, const char *now) {
+    if (cli_has(ap, "force")) {
+        fprintf(stderr, "warning: --data-split %s is not the run's %s: continuing on it (--force); its valid and test "
+                "BPC may now score text the run trained on (run.cfg and metrics.jsonl record the change)\n", now, was);
+        return 0;
+    }
+    return cli_error("train", "--data-split %s is not the split the run in %s trained on (%s): the new valid or test "
+                     "part would hold text the model has trained on, so their BPC would no longer be held out. Drop "
+                     "--data-split to continue on the run's split; start a new run (--init-from %s keeps the weights) "
+                     "for another split; or pass --force to continue anyway (recorded in run.cfg and metrics.jsonl)",
+                     now, t->out, was, t->out);
+}
+
 int train_resume_changes(const cli_args *ap, trainer *t) {
     int n_keys = 0;
     while (train_persisted_key(n_keys)) n_keys++;
@@ -174,6 +210,10 @@ int train_resume_changes(const cli_args *ap, trainer *t) {
         }
         if (run_opt_get(t->stored_opts, key, was, sizeof was) != 0) snprintf(was, sizeof was, "unset");
         snprintf(now, sizeof now, "%s", cli_str(ap, key));
+        if (strcmp(key, "data-split") == 0 && !same_split(strcmp(was, "unset") ? was : "auto", now, t->ds.loc.kind)) {
+            const int rc = check_split_change(ap, t, was, now);
+            if (rc) return rc;
+        }
         if (!same_value(was, now)) add_change(t, key, was, now);
     }
     return 0;

@@ -211,6 +211,13 @@ static int bench_main(cli_args *a, int argc, char **argv) {
     memset(&b, 0, sizeof b);
     int rc = bench_options(a, C, &b, &err);
     if (rc) return rc;
+    /* a batch too large for this machine is refused with what to lower, as lipt train does, not aborted in its step */
+    lipt_train_memory m;
+    if (lipt_train_memory_estimate(&b.cfg, b.B, 1, 1, b.recompute, b.memory == CLI_MEMORY_INVERT ? &b.rev : NULL, &m,
+                                   &err) != LIPT_OK)
+        return cli_fail(C, &err);
+    m.need += sizeof(int32_t) * (double)b.steps * b.B * (b.T + 1); /* the runs' synthetic tokens */
+    if (m.need > m.room) return cli_memory_refuse(C, &m, b.B, b.T, b.memory);
     bench_alloc_runs(&b);
     if (lipt_model_init(&b.model, &b.cfg, &err) != LIPT_OK ||
         (b.memory == CLI_MEMORY_INVERT && lipt_config_reversible_check(&b.cfg, &err) != LIPT_OK)) {

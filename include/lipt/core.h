@@ -96,6 +96,9 @@ int  lipt_threads_init(void);
 void lipt_set_threads(int n);
 int  lipt_get_threads(void);
 int  lipt_threads_adapt(double every_s);
+/* On a terminal, once: "other programs keep about X of the N cores busy: using K threads", when the default count
+ * (neither LIPT_THREADS nor lipt_set_threads) is below the usable cores. Commands call it after their --threads. */
+void lipt_threads_note(void);
 void lipt_threads_describe(char *out, size_t n);
 int  lipt_threads_default(double *busy); /* 1 when the count is the default; *busy: the CPUs others kept busy */
 /* The CPUs this process may run on (its affinity mask), and how many of them other programs keep busy: runnable

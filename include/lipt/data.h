@@ -49,9 +49,11 @@ lipt_status lipt_ptb_parse(const uint8_t *buf, size_t n, const char *label, lipt
 typedef uint16_t lipt_tok;
 
 typedef enum {
-    LIPT_VOCAB_AUTO = 0, /* dataset default: BYTES for enwik8, BUILT for everything else */
+    LIPT_VOCAB_AUTO = 0, /* dataset default: BYTES for enwik8, WHOLE for plain text, BUILT for PTB and text8 */
     LIPT_VOCAB_BYTES,    /* 256 ids, id = byte value (nothing is ever unseen) */
-    LIPT_VOCAB_BUILT     /* the distinct bytes of the training split, sorted by byte value */
+    LIPT_VOCAB_BUILT,    /* the distinct bytes of the training split, sorted by byte value */
+    LIPT_VOCAB_WHOLE     /* a request only (lipt_data_opts.vocab): the distinct bytes of all three splits, as nanoGPT
+                            builds its character vocabulary from the whole file; the result is a BUILT vocabulary */
 } lipt_vocab_kind;
 
 typedef struct {
@@ -66,6 +68,8 @@ typedef struct {
 
 void lipt_vocab_init_bytes(lipt_vocab *v);
 void lipt_vocab_build(lipt_vocab *v, const uint8_t *text, size_t n);
+/* The distinct bytes of n_parts texts together (kind BUILT). */
+void lipt_vocab_build_parts(lipt_vocab *v, const uint8_t *const *parts, const size_t *lens, int n_parts);
 /* Reserve one more id (== n_sym) that every symbol outside the vocabulary maps to. */
 void lipt_vocab_enable_unk(lipt_vocab *v);
 int  lipt_vocab_equal(const lipt_vocab *a, const lipt_vocab *b);
@@ -142,7 +146,7 @@ typedef struct {
 } lipt_data_opts;
 
 /* Command-line helpers. split: "auto" | "standard" | "F0,F1[,F2]" (F2 omitted: 1 - F0 - F1), e.g. "0.9,0.05,0.05".
- * vocab: "auto" | "bytes" | "built". Bad text: LIPT_ERR_ARG saying what was expected. */
+ * vocab: "auto" | "bytes" | "built" | "whole". Bad text: LIPT_ERR_ARG saying what was expected. */
 lipt_status lipt_data_parse_split(const char *text, lipt_data_opts *o, lipt_error *err);
 lipt_status lipt_data_parse_vocab(const char *text, lipt_data_opts *o, lipt_error *err);
 
@@ -154,6 +158,7 @@ typedef struct {
     lipt_tok *tok[3];   /* token ids of each split. tok[s][-1] is valid: the symbol just before the split
                            (end of the previous split; before train: '\n' if in the vocabulary, else ' ', else id 0),
                            so that evaluation can score the split's first symbol too */
+    int vocab_whole;    /* 1: the vocabulary was built here from all three splits (LIPT_VOCAB_WHOLE) */
     lipt_tok *buf_;     /* one array: [boundary][train][valid][test] */
 } lipt_dataset;
 

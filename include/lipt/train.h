@@ -39,6 +39,24 @@ typedef struct {
 lipt_status lipt_train_step(lipt_ctx *ctx, lipt_model *m, lipt_adamw *opt, const int *in, const int *tg, int B, int T,
                             const lipt_step_opts *opts, lipt_step_result *res, lipt_error *err);
 
+/* What a training run of cfg at batch B per rank on `ranks` ranks (local_ranks of them on this machine) needs in
+ * memory, against what this process may still use; recompute: --memory recompute; rev non-NULL: --memory invert. */
+typedef struct {
+    double need;           /* bytes, margins included */
+    double room;           /* bytes this process may still use (the tightest limit; INFINITY when none is known) */
+    const char *room_what; /* the limit that gives room */
+    double model;          /* the model's weights, gradients and Adam state */
+    double arena;          /* a training step's arena high-water mark at the batch; 0: not measured (the model alone
+                              does not fit) */
+    double reserve;        /* the arena to reserve for the run */
+    long most;             /* the largest batch that fits; 0: unknown, or none */
+} lipt_train_memory;
+
+/* Measures a real step of a throwaway model at two small batches and extrapolates to B. LIPT_OK, or why the probe
+ * failed (its own allocations included). */
+lipt_status lipt_train_memory_estimate(const lipt_config *cfg, long B, int ranks, int local_ranks, int recompute,
+                                       const lipt_reversible *rev, lipt_train_memory *out, lipt_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -158,14 +158,21 @@ int lipt_threads_init(void) {
     if (auto_count) {
         n = default_threads(&busy_seen);
         clock_gettime(CLOCK_MONOTONIC, &last_check);
-        if (n < lipt_cpus_usable() && isatty(2))
-            fprintf(stderr, "lipt: note: other programs keep about %.1f of the %d cores busy: using %ld thread%s "
-                    "(--threads or LIPT_THREADS to choose)\n", busy_seen, lipt_cpus_usable(), n, n == 1 ? "" : "s");
     }
     default_count = 1;
     apply_threads((int)n);
     default_count = 0;
     return lipt_get_threads();
+}
+
+void lipt_threads_note(void) {
+    static int said = 0;
+    const int n = lipt_get_threads();
+    /* only about a count lipt chose: after --threads N (or LIPT_THREADS) the user knows it */
+    if (said || !auto_count || n >= lipt_cpus_usable() || !isatty(2)) return;
+    said = 1;
+    fprintf(stderr, "lipt: note: other programs keep about %.1f of the %d cores busy: using %d thread%s (--threads or "
+            "LIPT_THREADS to choose)\n", busy_seen, lipt_cpus_usable(), n, n == 1 ? "" : "s");
 }
 
 int lipt_threads_adapt(double every_s) {

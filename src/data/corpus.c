@@ -413,7 +413,8 @@ lipt_status lipt_data_parse_vocab(const char *text, lipt_data_opts *o, lipt_erro
     if (text && strcmp(text, "auto") == 0) o->vocab = LIPT_VOCAB_AUTO;
     else if (text && strcmp(text, "bytes") == 0) o->vocab = LIPT_VOCAB_BYTES;
     else if (text && strcmp(text, "built") == 0) o->vocab = LIPT_VOCAB_BUILT;
-    else return lipt_fail(err, LIPT_ERR_ARG, "--vocab %s: expected auto, bytes or built", text ? text : "(null)");
+    else if (text && strcmp(text, "whole") == 0) o->vocab = LIPT_VOCAB_WHOLE;
+    else return lipt_fail(err, LIPT_ERR_ARG, "--vocab %s: expected auto, bytes, built or whole", text ? text : "(null)");
     return LIPT_OK;
 }
 
@@ -438,9 +439,14 @@ static lipt_status assemble(lipt_dataset *ds, const uint8_t *seg[3], const size_
         ds->vocab = *o->use_vocab;
     } else {
         lipt_vocab_kind vk = o->vocab;
-        if (vk == LIPT_VOCAB_AUTO) vk = ds->loc.kind == LIPT_CORPUS_ENWIK8 ? LIPT_VOCAB_BYTES : LIPT_VOCAB_BUILT;
+        /* plain text: the whole text's bytes, as nanoGPT does, so that a byte first seen in valid or test does not
+         * stop the run; PTB and text8 keep their published training-split vocabularies, enwik8 its 256 bytes */
+        const lipt_corpus_kind ck = ds->loc.kind;
+        if (vk == LIPT_VOCAB_AUTO)
+            vk = ck == LIPT_CORPUS_ENWIK8 ? LIPT_VOCAB_BYTES : ck == LIPT_CORPUS_TEXT ? LIPT_VOCAB_WHOLE : LIPT_VOCAB_BUILT;
         if (vk == LIPT_VOCAB_BYTES) lipt_vocab_init_bytes(&ds->vocab);
-        else lipt_vocab_build(&ds->vocab, seg[LIPT_TRAIN], len[LIPT_TRAIN]);
+        else lipt_vocab_build_parts(&ds->vocab, seg, len, vk == LIPT_VOCAB_WHOLE ? 3 : 1);
+        ds->vocab_whole = vk == LIPT_VOCAB_WHOLE;
         if (o->unk) lipt_vocab_enable_unk(&ds->vocab);
         ds->vocab.ptb_form = ds->loc.kind == LIPT_CORPUS_PTB;
     }
@@ -587,6 +593,7 @@ void lipt_dataset_describe(const lipt_dataset *ds, char *out, size_t cap) {
     sfmt(out, cap, "%s (%s): train %s, valid %s, test %s symbols; vocabulary %d ids (%s%s); %s", ds->loc.name,
              kind_name(ds->loc.kind), commas(ds->len[0], a, sizeof a), commas(ds->len[1], b, sizeof b),
              commas(ds->len[2], c, sizeof c), v->size,
-             v->kind == LIPT_VOCAB_BYTES ? "bytes" : "built from the training split",
+             v->kind == LIPT_VOCAB_BYTES ? "bytes" : ds->vocab_whole ? "the bytes of the whole text"
+                                                                     : "built from the training split",
              v->unk_id >= 0 ? ", with <unk>" : "", ds->loc.note);
 }

@@ -1,5 +1,5 @@
-/* Vocabulary: byte-level or built from the training split; the text-to-symbol mapping (PTB: a space is '_'),
- * encode with unseen-symbol errors, decode, blob form. */
+/* Vocabulary: byte-level or built from the text (the training split, or all three splits); the text-to-symbol
+ * mapping (PTB: a space is '_'), encode with unseen-symbol errors, decode, blob form. */
 #include "lipt/data.h"
 
 #include <stdio.h>
@@ -21,11 +21,14 @@ void lipt_vocab_init_bytes(lipt_vocab *v) {
     v->n_sym = v->size = 256;
 }
 
-void lipt_vocab_build(lipt_vocab *v, const uint8_t *text, size_t n) {
+void lipt_vocab_build(lipt_vocab *v, const uint8_t *text, size_t n) { lipt_vocab_build_parts(v, &text, &n, 1); }
+
+void lipt_vocab_build_parts(lipt_vocab *v, const uint8_t *const *parts, const size_t *lens, int n_parts) {
     vocab_clear(v);
     v->kind = LIPT_VOCAB_BUILT;
     uint8_t seen[256] = {0};
-    for (size_t i = 0; i < n; i++) seen[text[i]] = 1;
+    for (int p = 0; p < n_parts; p++)
+        for (size_t i = 0; i < lens[p]; i++) seen[parts[p][i]] = 1;
     for (int b = 0; b < 256; b++)
         if (seen[b]) {
             v->id_of[b] = (int16_t)v->n_sym;
@@ -128,9 +131,9 @@ static lipt_status unseen_symbol(const lipt_vocab *v, const uint8_t *text, size_
     size_t line = 1;
     for (size_t j = 0; j < i; j++) line += text[j] == '\n';
     return lipt_fail(err, LIPT_ERR_FORMAT,
-                     "%s: symbol %s at position %zu (line %zu) is not in the vocabulary (%d symbols, built "
-                     "from the training split); train with --unk (an unknown-symbol id) "
-                     "to map unseen symbols to <unk>, or use the byte vocabulary (--vocab bytes)",
+                     "%s: symbol %s at position %zu (line %zu) is not in the vocabulary (%d symbols); train with "
+                     "--vocab whole (the bytes of all three splits), --unk (an unknown-symbol id that unseen "
+                     "symbols map to) or --vocab bytes (every byte)",
                      label, d, i, line, v->n_sym);
 }
 

@@ -90,10 +90,72 @@ static int is_config_key(const char *name) {
     return 0;
 }
 
-/* "unknown option --x; did you mean --y?": the nearest of the options (and, where the command takes them, of the
- * model config keys), else where to look; never the whole list. Returns -1. */
-static int unknown_option(const char *cmd, const cli_opt *opts, int n_opts, const char *name, int config_keys) {
+/* The alias named `name` that this command takes (its target an option, or a model key where the command takes them;
+ * or one with no target, refused with its advice), or NULL. Spelled as nanoGPT does, or with '-' for '_' unless that
+ * is one of lipt's own names (--init-from is lipt's, --init_from nanoGPT's). */
+static const cli_alias *find_alias(const cli_alias *al, const cli_opt *opts, int n_opts, int config_keys,
+                                   const char *name) {
+    for (; al && al->name; al++)
+        if ((strcmp(al->name, name) == 0 ||
+             (lipt_name_eq(al->name, name) && find_opt(opts, n_opts, name) < 0 && !is_config_key(name))) &&
+            (!al->target || find_opt(opts, n_opts, al->target) >= 0 || (config_keys && is_config_key(al->target))))
+            return al;
+    return NULL;
+}
+
+__attribute__((format(printf, 2, 3))) static void add_note(cli_args *a, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (a->n_notes < CLI_MAX_NOTES) a->notes[a->n_notes++] = cli_own(a, msg, strlen(msg));
+}
+
+void cli_print_notes(const cli_args *a) {
+    for (int i = 0; i < a->n_notes; i++) fprintf(stderr, "note: %s\n", a->notes[i]);
+}
+
+/* nanoGPT's --init_from VALUE: scratch (lipt's default), resume (--resume), a lipt checkpoint or run folder
+ * (--init-from); GPT-2 weights lipt does not have. 1: taken here; 0: *name is now lipt's --init-from; -1: error. */
+static int nanogpt_init_from(cli_args *a, const char *cmd, const cli_opt *opts, int n_opts, const char *v,
+                             const char **name) {
+    if (strcmp(v, "scratch") == 0) {
+        add_note(a, "--init_from scratch is nanoGPT's name for a new run, lipt's default: nothing to set");
+        return 1;
+    }
+    const int r = find_opt(opts, n_opts, "resume");
+    if (strcmp(v, "resume") == 0 && r >= 0) {
+        a->set[r] = CLI_SET_ARGV;
+        a->val[r] = "1";
+        add_note(a, "--init_from resume is nanoGPT's name for lipt's --resume (continue the run in --out)");
+        return 1;
+    }
+    if (strncmp(v, "gpt2", 4) == 0) {
+        cli_error(cmd, "--init_from %s: lipt has no GPT-2 weights (its models read characters, GPT-2 reads BPE tokens); "
+                  "--init_from takes scratch, resume, or a lipt checkpoint or run folder to fine-tune from", v);
+        return -1;
+    }
+    add_note(a, "--init_from is nanoGPT's name for lipt's --init-from (fine-tune from a checkpoint or run folder)");
+    *name = "init-from";
+    return 0;
+}
+
+/* "unknown option --x; did you mean --y?": the nearest of the aliases the command takes (nanoGPT's names first: their
+ * meaning is known, an option a few letters away may mean anything), else of the options (and, where the command
+ * takes them, of the model config keys), else where to look; never the whole list. Returns -1. */
+static int unknown_option(const char *cmd, const cli_opt *opts, int n_opts, const char *name, int config_keys,
+                          const cli_alias *aliases) {
     const char *names[CLI_MAX_OPTS + 64];
+    int m = 0;
+    for (const cli_alias *al = aliases; al && al->name && m < (int)(sizeof names / sizeof names[0]); al++)
+        if (find_alias(aliases, opts, n_opts, config_keys, al->name) == al) names[m++] = al->name;
+    const char *nano = lipt_nearest_name(name, names, m);
+    const cli_alias *al = nano ? find_alias(aliases, opts, n_opts, config_keys, nano) : NULL;
+    if (al && al->target)
+        return cli_error(cmd, "unknown option --%s; did you mean --%s (nanoGPT's --%s)? (lipt %s --help lists the "
+                         "options)", name, al->target, al->name, cmd), -1;
+    if (al) return cli_error(cmd, "unknown option --%s; nanoGPT's --%s? %s", name, al->name, al->note), -1;
     int n = 0;
     for (int i = 0; i < n_opts; i++) names[n++] = opts[i].name;
     names[n++] = "help";
@@ -133,6 +195,11 @@ int cli_check_file_key(const char *cmd, const char *path, int line, const char *
 
 int cli_parse(cli_args *a, const char *cmd, const char *summary, const cli_opt *opts, int n_opts, int argc, char **argv,
               int allow_extra, int max_pos) {
+    return cli_parse_aliased(a, cmd, summary, opts, n_opts, NULL, argc, argv, allow_extra, max_pos);
+}
+
+int cli_parse_aliased(cli_args *a, const char *cmd, const char *summary, const cli_opt *opts, int n_opts,
+                      const cli_alias *aliases, int argc, char **argv, int allow_extra, int max_pos) {
     memset(a, 0, sizeof *a);
     a->opts = opts;
     a->n_opts = n_opts;
@@ -162,9 +229,24 @@ int cli_parse(cli_args *a, const char *cmd, const char *summary, const cli_opt *
             name = buf;
             inline_val++;
         }
+        const cli_alias *al = find_alias(aliases, opts, n_opts, allow_extra, name);
+        if (al && !al->target) return cli_error(cmd, "--%s is nanoGPT's option, with no lipt equivalent: %s", name, al->note), -1;
+        if (al && strcmp(al->name, "init_from") == 0) { /* its value says which of three things it means */
+            if (!inline_val && i + 1 >= argc) { cli_error(cmd, "option '--%s' needs a value", name); return -1; }
+            if (!inline_val) inline_val = argv[++i];
+            const int r = nanogpt_init_from(a, cmd, opts, n_opts, inline_val, &name);
+            if (r) { if (r < 0) return -1; continue; }
+        } else if (al) {
+            const int key = find_opt(opts, n_opts, al->target) < 0; /* a model config key */
+            add_note(a, "--%s is nanoGPT's name for lipt's %s%s%s%s%s%s%s", al->name, key ? "model key " : "--",
+                     al->target, key ? ", --" : "", key ? al->target : "", al->note ? " (" : "", al->note ? al->note : "",
+                     al->note ? ")" : "");
+            name = al->target;
+        }
         int k = find_opt(opts, n_opts, name);
         if (k < 0) {
-            if (!allow_extra || !is_config_key(name)) return unknown_option(cmd, opts, n_opts, name, allow_extra);
+            if (!allow_extra || !is_config_key(name))
+                return unknown_option(cmd, opts, n_opts, name, allow_extra, aliases);
             const char *v = inline_val;
             if (!v) {
                 if (i + 1 >= argc) { cli_error(cmd, "option '--%s' needs a value", name); return -1; }
@@ -269,7 +351,10 @@ int cli_float(const cli_args *a, const char *name, double *out) {
 }
 
 int cli_apply_threads(const cli_args *a, const char *cmd) {
-    if (!cli_has(a, "threads")) return 0;
+    if (!cli_has(a, "threads")) {
+        lipt_threads_note(); /* the count lipt chose, said once; none after --threads N */
+        return 0;
+    }
     long n;
     if (cli_int(a, "threads", &n) < 0) return 2;
     if (n < 1 || n > 1024) return cli_error(cmd, "--threads must be in [1, 1024], got %ld", n);

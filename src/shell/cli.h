@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "lipt/autograd.h" /* lipt_reversible (--memory invert) */
+#include "lipt/train.h"    /* lipt_train_memory (cli_memory_refuse) */
 #include "lipt/core.h"
 
 typedef enum { CLI_FLAG, CLI_INT, CLI_FLOAT, CLI_STRING } cli_kind;
@@ -19,6 +20,14 @@ typedef struct {
 
 #define CLI_MAX_OPTS 64
 #define CLI_MAX_EXTRA 64
+#define CLI_MAX_NOTES 16
+
+/* Another program's option name (nanoGPT's) accepted for one of lipt's: target is the option or model config key of
+ * the same meaning, or NULL when lipt has none (then the name is refused with note, which says what to use); note,
+ * when set, adds what differs. A table ends with a NULL name. */
+typedef struct {
+    const char *name, *target, *note;
+} cli_alias;
 
 /* Parsed values: one slot per option of the table, plus unknown "--key value" pairs kept for the
  * model config (every config key can be set on the command line). */
@@ -36,7 +45,9 @@ typedef struct {
     int n_pos;
     const char *pos[8];
     int n_owned;
-    char *owned[CLI_MAX_OPTS + CLI_MAX_EXTRA]; /* strings the parser or a caller allocated; freed by cli_free */
+    char *owned[CLI_MAX_OPTS + CLI_MAX_EXTRA + CLI_MAX_NOTES]; /* strings the parser or a caller allocated (cli_free) */
+    int n_notes;
+    const char *notes[CLI_MAX_NOTES]; /* one line per alias taken ("--max_iters is nanoGPT's name for --steps") */
 } cli_args;
 
 /* Parse argv (after the subcommand name); option names take '_' for '-' (--eval_every is --eval-every). Returns 0, 1
@@ -44,6 +55,13 @@ typedef struct {
  * allow_extra: --key value pairs naming a model config key (lipt_config_key_name) are collected in extra_*. */
 int cli_parse(cli_args *a, const char *cmd, const char *summary, const cli_opt *opts, int n_opts, int argc, char **argv,
               int allow_extra, int max_pos);
+/* cli_parse that also takes the names of aliases (those whose target this command has), each noted in a->notes, and
+ * whose "did you mean" prefers them. nanoGPT's init_from keeps its meaning: scratch (a new run, lipt's default),
+ * resume (--resume), or a checkpoint (--init-from); gpt2* is refused (lipt has no GPT-2 weights). */
+int cli_parse_aliased(cli_args *a, const char *cmd, const char *summary, const cli_opt *opts, int n_opts,
+                      const cli_alias *aliases, int argc, char **argv, int allow_extra, int max_pos);
+/* a->notes on stderr, "note: " before each. */
+void cli_print_notes(const cli_args *a);
 /* A key of a run config (`key = value`) that is neither one of the command's keys (keys[0..n)) nor a model config
  * key: prints "FILE:LINE: unknown key 'x'; did you mean 'y'?" (the nearest of both kinds) and returns 2; returns 0
  * for a known key. */
@@ -97,6 +115,9 @@ int cli_apply_precision(const cli_args *a, const char *cmd, lipt_precision *prec
 enum { CLI_MEMORY_STORE, CLI_MEMORY_RECOMPUTE, CLI_MEMORY_INVERT };
 int cli_apply_memory(const cli_args *a, const char *cmd, int *mode, lipt_reversible *rev);
 const char *cli_memory_name(int mode);
+/* A run too large for this process (lipt_train_memory_estimate's m, at batch B x seq_len T, --memory mode): prints what
+ * it needs and what to lower, returns the exit status 1. */
+int cli_memory_refuse(const char *cmd, const lipt_train_memory *m, long B, long T, int mode);
 /* "train" / "valid" / "test" -> 0 / 1 / 2 (the data layer's LIPT_TRAIN...), -1 otherwise. */
 int cli_split_index(const char *name);
 

@@ -1,4 +1,5 @@
 /* --memory store|recompute|invert and the reconstruction knobs, shared by lipt train and lipt bench (cli.h). */
+#include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
@@ -34,4 +35,26 @@ int cli_apply_memory(const cli_args *a, const char *cmd, int *mode, lipt_reversi
     rev->accel = (int)accel;
     rev->keep_every = (int)every;
     return 0;
+}
+
+static void fmt_bytes(double b, char *buf, size_t n) {
+    if (b >= 1e9) snprintf(buf, n, "%.1f GB", b / 1e9);
+    else snprintf(buf, n, "%.1f MB", b / 1e6);
+}
+
+int cli_memory_refuse(const char *cmd, const lipt_train_memory *m, long B, long T, int mode) {
+    char total[32], model[32], arena[32], room[32], fit[64] = "";
+    fmt_bytes(m->need, total, sizeof total);
+    fmt_bytes(m->model, model, sizeof model);
+    fmt_bytes(m->arena, arena, sizeof arena);
+    fmt_bytes(m->room, room, sizeof room);
+    if (m->most >= 1) snprintf(fit, sizeof fit, " (at most %ld fits)", m->most);
+    lipt_error err = {0};
+    lipt_fail(&err, LIPT_ERR_NOMEM,
+              "this run needs about %s of memory (the model with its gradients and Adam state %s, a training step at "
+              "batch %ld x seq_len %ld: %s) but this process may use %s more: %s; lower --batch%s, or seq_len, d_model, "
+              "d_ff or n_layers%s", total, model, B, T, m->arena > 0 ? arena : "(not measured: the model alone does not "
+              "fit)", room, m->room_what, fit, mode != CLI_MEMORY_STORE ? "" : ", or pass --memory recompute (or "
+              "invert, for an invertible model)");
+    return cli_fail(cmd, &err);
 }

@@ -8,6 +8,8 @@
 /* lipt train's option table (src/shell/train_option_table.c); options stored in the checkpoint are restored on
  * --resume unless given again. */
 const cli_opt *train_options(int *n);
+/* nanoGPT's option names lipt train accepts or explains (for cli_parse_aliased). */
+const cli_alias *train_nanogpt_names(void);
 /* The training keys a checkpoint and run.cfg store ("data", "steps", ...), *n of them. */
 const char *const *train_persisted_keys(int *n);
 /* The i-th stored training key, NULL past the last. */

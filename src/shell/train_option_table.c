@@ -48,7 +48,8 @@ static const cli_opt train_opts[] = {
      "500"},
     {"save-minutes", CLI_FLOAT, "M", "also write last.ckpt when M minutes passed since the last one (0: not by time)", "5"},
     {"log-every", CLI_INT, "N", "metrics.jsonl line every N steps", "10"},
-    {"vocab", CLI_STRING, "KIND", "vocabulary: auto, bytes, built (from the training split)", "auto"},
+    {"vocab", CLI_STRING, "KIND", "vocabulary: auto (plain text: whole; PTB, text8: built; enwik8: bytes), bytes (all "
+     "256), built (the training split's bytes), whole (the bytes of all three splits, as nanoGPT)", "auto"},
     {"data-split", CLI_STRING, "HOW", "auto, standard (PTB files; enwik8/text8 90M/5M/5M) or fractions F0,F1,F2", "auto"},
     {"unk", CLI_FLAG, NULL, "reserve an unknown-symbol id for symbols unseen in training (default: unseen is an error)", NULL},
     {"resume", CLI_FLAG, NULL, "continue from --ckpt FILE or DIR/last.ckpt (same loss curve as an uninterrupted run)", NULL},
@@ -60,6 +61,36 @@ static const cli_opt train_opts[] = {
     {"quiet", CLI_FLAG, NULL, "no progress output (the final result line, done: ..., stays)", NULL},
 };
 #define N_TRAIN_OPTS ((int)(sizeof train_opts / sizeof train_opts[0]))
+
+/* nanoGPT's names (its train.py's globals, set as --key=value) where lipt has the same meaning; each one taken prints
+ * a note naming lipt's. The ones without an equivalent say what to use. */
+static const cli_alias nanogpt_names[] = {
+    {"max_iters", "steps", NULL},
+    {"batch_size", "batch", "sequences per optimizer step on each rank; lipt has no gradient accumulation"},
+    {"block_size", "seq_len", "the context length, and the length of the training sequences"},
+    {"n_layer", "n_layers", NULL},
+    {"n_head", "n_heads", NULL},
+    {"n_embd", "d_model", "nanoGPT's MLP is 4 x n_embd wide, lipt's is the model key d_ff, 512 by default"},
+    {"learning_rate", "lr", "the peak; lipt's default schedule is invsqrt, nanoGPT's decay is --schedule cosine"},
+    {"out_dir", "out", NULL},
+    {"eval_interval", "eval-every", NULL},
+    {"warmup_iters", "warmup", NULL},
+    {"grad_clip", "clip", "the global gradient norm; 0 turns it off in both"},
+    {"init_from", "init-from", NULL}, /* its value decides: src/shell/cli.c */
+    {"log_interval", "log-every", "a metrics.jsonl line every N steps"},
+    {"eval_iters", NULL, "--eval-symbols N sets the validation symbols of each periodic evaluation"},
+    {"gradient_accumulation_steps", NULL, "raise --batch (lipt checks that it fits in memory) or add MPI "
+     "ranks"},
+    {"lr_decay_iters", NULL, "--schedule cosine decays over all --steps to --min-lr"},
+    {"decay_lr", NULL, "--schedule invsqrt (the default), cosine, or constant (no decay)"},
+    {"dataset", NULL, "--data NAME|PATH takes a corpus name or any text file, with no prepare step"},
+    {"device", NULL, "lipt computes on the CPU; --threads N sets the threads"},
+    {"dtype", NULL, "--precision float32, bf16 or bf16-emulated chooses the matrix products' arithmetic"},
+    {"compile", NULL, "lipt is compiled C: drop it"},
+    {NULL, NULL, NULL},
+};
+
+const cli_alias *train_nanogpt_names(void) { return nanogpt_names; }
 static const char *const persisted[] = {"data", "steps", "batch", "lr", "schedule", "warmup", "min-lr", "beta1", "beta2",
                                   "adam-eps", "weight-decay", "clip", "seed", "eval-every", "eval-symbols",
                                   "final-eval", "final-from", "patience", "save-every", "save-minutes", "log-every",

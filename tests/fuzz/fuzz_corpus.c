@@ -59,7 +59,7 @@ static void pick_opts(const uint8_t *data, size_t size, lipt_data_opts *o) {
         memcpy(o->frac, fr[(last >> 4) % 5], sizeof o->frac);
         o->split = (last & 8) ? LIPT_SPLIT_FRACTIONS : LIPT_SPLIT_AUTO;
     }
-    o->vocab = (lipt_vocab_kind)(last % 3);
+    o->vocab = (lipt_vocab_kind)(last % 4);
     o->unk = (last >> 2) & 1;
 }
 

@@ -38,7 +38,8 @@ static const char *const topic_files =
     "                 symbols; weights, weights_step when --final-from best scored best.ckpt) and per event\n"
     "                 (\"event\": early_stop, patience, best_step, best_valid_bpc)\n"
     "  last.ckpt      the newest state (every --save-every steps, --save-minutes minutes, evaluation and the end;\n"
-    "                 on SIGINT/SIGTERM too): lipt train --out DIR --resume continues on the identical loss curve\n"
+    "                 on SIGINT/SIGTERM/SIGHUP too): lipt train --out DIR --resume continues on the identical loss\n"
+    "                 curve\n"
     "  best.ckpt      the state with the best validation BPC\n"
     "A checkpoint carries its model, vocabulary, optimizer state, training options and its corpus (absolute path,\n"
     "size, CRC-32): lipt eval|lipschitz|sample --ckpt FILE use that corpus by default. lipt info --ckpt FILE shows it.\n"
@@ -53,7 +54,10 @@ static const char *const topic_data =
     "Corpora (--data): ptb, enwik8, text8, tinyshakespeare, warandpeace (looked up in $LIPT_DATA, data/,\n"
     "../shared/data), a folder, or a file: plain text, .gz or .zip (xz, zstd, bzip2: decompress first).\n"
     "Splits: PTB's three files; enwik8/text8 90M/5M/5M; other text 0.9/0.05/0.05 (--data-split F0,F1[,F2]).\n"
-    "Vocabulary: the bytes of the training split (--vocab built, the default) or all 256 bytes (--vocab bytes).\n"
+    "Vocabulary (--vocab auto): plain text: the bytes of the whole text, all three splits, as nanoGPT builds\n"
+    "its (a byte first seen in valid or test has an id; BPC stays comparable between runs on the same text and\n"
+    "split); PTB and text8: the training split's (their published 50 and 27); enwik8: all 256 bytes.\n"
+    "--vocab built: the training split's bytes; --vocab whole: all three splits'; --vocab bytes: all 256.\n"
     "lipt data --data NAME prints what was found.\n";
 
 /* The attention kinds of the variant table, "dp | l2 | ...", and the contractive ones (the invertible model's). */
