@@ -501,7 +501,15 @@ class LiptTransformer(nn.Module):
         B, T = ids.shape
         if not 1 <= T <= self.cfg.seq_len:
             raise ValueError(f"sequence length {T} outside [1, seq_len = {self.cfg.seq_len}]")
-        return self.p("tok_emb")[ids] + self.p("pos_emb")[:T]
+        return self.round_grid(self.p("tok_emb")[ids] + self.p("pos_emb")[:T])
+
+    def round_grid(self, x: torch.Tensor) -> torch.Tensor:
+        """coupling_grid = k: x rounded to multiples of 2^-k, the gradient straight through (lipt_round_grid)."""
+        k = getattr(self.cfg, "coupling_grid", 0)
+        if not k:
+            return x
+        q = 2.0 ** k
+        return x + (torch.round(x * q) / q - x).detach()
 
     @property
     def ffn_c1(self) -> float:
@@ -607,7 +615,7 @@ class LiptTransformer(nn.Module):
             g = self.branch(l, which, x)
             if self.training and self.cfg.dropout > 0:
                 g = F.dropout(g, self.cfg.dropout, True)
-            x = self.residual(l, which, x, g)
+            x = self.residual(l, which, x, self.round_grid(g))
         return x
 
     def actnorm(self, l: int, x: torch.Tensor) -> torch.Tensor:
