@@ -12,9 +12,9 @@
 #                            build without oneDNN, longer kill -9 and signal storms (tests/kill_test.sh 30 runs,
 #                            tests/signal_storm_test.sh 3 runs per precision), 30 s of fuzzing per target.
 #
-# LIPT_FUZZ_SECONDS overrides the fuzzing time per target, JOBS the build's parallelism. The tests share no fixed
-# path (mktemp), so CTEST_PARALLEL_LEVEL=N runs N at a time on a larger machine; on 2 cores it gains nothing: the
-# suites keep both cores busy with OpenMP threads.
+# LIPT_FUZZ_SECONDS overrides the fuzzing time per target, JOBS the build's parallelism and, in the quick mode, how
+# many tests ctest runs at a time (the tests share no fixed path: mktemp; most Check suites keep one core busy, not
+# two). The full mode runs one test at a time, as the storms' timings were measured (CTEST_PARALLEL_LEVEL changes it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 usage() { echo "usage: scripts/test.sh [--quick|--full]   (quick by default; see the top of this file)"; }
@@ -28,6 +28,7 @@ esac
 [ $# -le 1 ] || { usage >&2; exit 2; }
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 if [ "$MODE" = full ]; then FUZZ_SECONDS=${LIPT_FUZZ_SECONDS:-30}; else FUZZ_SECONDS=${LIPT_FUZZ_SECONDS:-5}; fi
+QUICK_J=-j"$JOBS" # the quick mode's ctest parallelism
 
 # Stage timer: `stage NAME` ends the stage running and starts NAME; the table is printed at exit, failed or not.
 TIMES=() stage_name= stage_t0=$SECONDS
@@ -71,8 +72,8 @@ if [ "$MODE" = full ]; then
   stage "tests (release): all"
   ctest --test-dir build --output-on-failure --no-tests=error --timeout 900
 else
-  stage "tests (release): all but the long e2e tests ($(long_tests build): --full runs them)"
-  ctest --test-dir build --output-on-failure --no-tests=error --timeout 900 -LE long
+  stage "tests (release, $QUICK_J): all but the long e2e tests ($(long_tests build): --full runs them)"
+  ctest --test-dir build --output-on-failure --no-tests=error --timeout 900 -LE long "$QUICK_J"
 fi
 
 stage "sanitizer build (build-asan/: ASan + UBSan)"
@@ -89,8 +90,8 @@ if [ "$MODE" = full ]; then
   stage "tests (sanitizers): all"
   LIPT_SANITIZED=1 ctest --test-dir build-asan --output-on-failure --no-tests=error --timeout 900
 else
-  stage "tests (sanitizers): all but the long e2e tests ($(long_tests build-asan): --full runs them)"
-  LIPT_SANITIZED=1 ctest --test-dir build-asan --output-on-failure --no-tests=error --timeout 900 -LE long
+  stage "tests (sanitizers, $QUICK_J): all but the long e2e tests ($(long_tests build-asan): --full runs them)"
+  LIPT_SANITIZED=1 ctest --test-dir build-asan --output-on-failure --no-tests=error --timeout 900 -LE long "$QUICK_J"
 fi
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
