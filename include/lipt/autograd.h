@@ -240,8 +240,8 @@ typedef struct lipt_reversible {
     lipt_error err;
 } lipt_reversible;
 
-/* The defaults: tol 1e-6, max_iter 100, accel LIPT_REV_ACCEL, keep_every 0, nothing recorded. */
-#define LIPT_REV_TOL 1e-6
+/* The defaults: tol 1e-5, max_iter 100, accel LIPT_REV_ACCEL, keep_every 0, nothing recorded. */
+#define LIPT_REV_TOL 1e-5
 #define LIPT_REV_MAX_ITER 100
 #define LIPT_REV_ACCEL 5
 void lipt_reversible_defaults(lipt_reversible *rev);
