@@ -23,7 +23,7 @@ typedef struct {
 typedef struct {
     depth_row *rows;
     int n, cap;
-    const grid_opts *g; /* the variants' names */
+    const exp_grid *g; /* the variants' names */
 } depth_row_buf;
 
 static int take_depth_row(char **x, void *user) {
@@ -31,7 +31,7 @@ static int take_depth_row(char **x, void *user) {
     if (b->n >= b->cap) return 0;
     depth_row r;
     memset(&r, 0, sizeof r);
-    r.variant = variant_index(b->g, x[0]);
+    r.variant = exp_variant_index(b->g, x[0]);
     r.depth = atoi(x[1]);
     r.params = atol(x[2]);
     r.steps = atol(x[3]);
@@ -48,7 +48,7 @@ static int take_depth_row(char **x, void *user) {
 }
 
 /* Rows of OUT/depth.csv; -1 (message printed) when it holds rows of other settings or an older format. */
-static int read_depth_csv(const grid_opts *g, const char *path, const char *key, depth_row *rows, int cap,
+static int read_depth_csv(const exp_grid *g, const char *path, const char *key, depth_row *rows, int cap,
                           const char *C) {
     depth_row_buf b = {rows, 0, cap, g};
     const int got = grid_read_csv(path, DEPTH_HEADER, 13, key, C, take_depth_row, &b);
@@ -61,15 +61,15 @@ static int cmp_depth_row(const void *p, const void *q) {
     return a->depth - b->depth;
 }
 
-static lipt_status write_depth_outputs(const char *outdir, depth_row *rows, int n, const grid_opts *g, lipt_error *err) {
+static lipt_status write_depth_outputs(const char *outdir, depth_row *rows, int n, const exp_grid *g, lipt_error *err) {
     qsort(rows, (size_t)n, sizeof *rows, cmp_depth_row);
     char path[1100];
     snprintf(path, sizeof path, "%s/depth.csv", outdir);
-    out_file o;
-    lipt_status st = open_file(&o, path, err);
+    exp_out o;
+    lipt_status st = exp_open(&o, path, err);
     if (st != LIPT_OK) return st;
     char key[256];
-    grid_key(g, key, sizeof key);
+    exp_grid_key(g, key, sizeof key);
     fprintf(o.f, DEPTH_HEADER "\n");
     for (int i = 0; i < n; i++) {
         const depth_row *r = &rows[i];
@@ -77,7 +77,7 @@ static lipt_status write_depth_outputs(const char *outdir, depth_row *rows, int 
                 r->params, r->steps, r->train_s, r->valid_bpc, r->valid_symbols, r->valid_nll, r->test_bpc,
                 r->test_symbols, r->test_nll, r->diverged, key);
     }
-    if ((st = commit_file(&o, err)) != LIPT_OK) return st;
+    if ((st = exp_commit(&o, err)) != LIPT_OK) return st;
     /* BPC against depth: validation solid, test dashed, one colour per variant */
     double xs[MAX_VARIANTS][MAX_DEPTHS], yv[MAX_VARIANTS][MAX_DEPTHS], yt[MAX_VARIANTS][MAX_DEPTHS];
     int cnt[MAX_VARIANTS] = {0};
@@ -131,7 +131,7 @@ int exp_depth(int argc, char **argv) {
     const char *C = "experiment depth";
     cli_opt opts[32];
     char vhelp[640];
-    int nopt = build_opts(opts, depth_own, (int)(sizeof depth_own / sizeof depth_own[0]), vhelp, sizeof vhelp);
+    int nopt = exp_grid_opts(opts, depth_own, (int)(sizeof depth_own / sizeof depth_own[0]), vhelp, sizeof vhelp);
     cli_args a;
     int pr = cli_parse(&a, C,
                        "Expressiveness by depth (paper Fig. 4, SPEC §4.3): trains every attention variant at every depth on the\n"
@@ -143,9 +143,9 @@ int exp_depth(int argc, char **argv) {
         cli_free(&a);
         return pr > 0 ? 0 : 2;
     }
-    grid_opts g = {0};
+    exp_grid g = {0};
     long valid_symbols;
-    int rc = parse_grid_common(&a, &g);
+    int rc = exp_grid_parse(&a, &g);
     if (!rc && (cli_int(&a, "warmup", &g.warmup) || cli_float(&a, "clip", &g.clip) ||
                 cli_int(&a, "valid-symbols", &valid_symbols)))
         rc = 2;
@@ -158,7 +158,7 @@ int exp_depth(int argc, char **argv) {
     int vars[MAX_VARIANTS], nv, nd;
     double dl[MAX_DEPTHS];
     lipt_error err = {0};
-    rc = grid_select(&a, C, &g, vars, &nv, dl, &nd);
+    rc = exp_grid_select(&a, C, &g, vars, &nv, dl, &nd);
     if (rc) {
         cli_free(&a);
         return rc;
@@ -167,7 +167,7 @@ int exp_depth(int argc, char **argv) {
     snprintf(csv, sizeof csv, "%s/depth.csv", g.out);
     depth_row rows[MAX_CELLS];
     char key[256];
-    grid_key(&g, key, sizeof key);
+    exp_grid_key(&g, key, sizeof key);
     int n = read_depth_csv(&g, csv, key, rows, MAX_CELLS, C);
     if (n < 0) {
         cli_free(&a);
@@ -184,7 +184,7 @@ int exp_depth(int argc, char **argv) {
             for (int i = 0; i < n; i++) found |= rows[i].variant == v && rows[i].depth == depth;
             char dir[1100], why[128] = "";
             double secs = 0;
-            const int tr = grid_cell(&g, C, found, cell, total, v, depth, "", 10, csv, dir, sizeof dir, &secs, why, sizeof why, &rc);
+            const int tr = exp_grid_cell(&g, C, found, cell, total, v, depth, "", 10, csv, dir, sizeof dir, &secs, why, sizeof why, &rc);
             if (tr < 0) continue;
             if (tr == 2) break;
             depth_row r;
@@ -196,8 +196,8 @@ int exp_depth(int argc, char **argv) {
             r.diverged = tr == 1;
             r.valid_bpc = r.test_bpc = r.valid_nll = r.test_nll = NAN;
             if (!r.diverged) {
-                int e = eval_cell(&g, dir, "valid", valid_symbols, &r.valid_bpc, &r.valid_nll, &r.valid_symbols, &r.params);
-                if (!e) e = eval_cell(&g, dir, "test", 0, &r.test_bpc, &r.test_nll, &r.test_symbols, NULL);
+                int e = exp_eval_cell(&g, dir, "valid", valid_symbols, &r.valid_bpc, &r.valid_nll, &r.valid_symbols, &r.params);
+                if (!e) e = exp_eval_cell(&g, dir, "test", 0, &r.test_bpc, &r.test_nll, &r.test_symbols, NULL);
                 if (e == 2) { rc = 130; break; }
                 if (e) { rc = 1; break; }
             }

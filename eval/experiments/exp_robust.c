@@ -82,7 +82,7 @@ static int parse_rob_args(cli_args *a, const char *C, rob_args *o, lipt_error *e
         cli_int(a, "seed", &o->seed) || cli_float(a, "eps", &o->eps))
         return 2;
     int rc = cli_apply_threads(a, C);
-    const int nsc = o->nsc = parse_list(cli_str(a, "scales"), o->scales, MAX_SCALES);
+    const int nsc = o->nsc = exp_parse_list(cli_str(a, "scales"), o->scales, MAX_SCALES);
     const char *inputs = cli_str(a, "inputs");
     o->from_ptb = strcmp(inputs, "ptb") == 0;
     if (rc) {
@@ -194,14 +194,14 @@ static int measure_model(const char *C, const rob_args *o, const char *path, rob
 }
 
 static lipt_status write_csv(const char *path, const rob_row *rows, int nr, lipt_error *err) {
-    out_file o;
-    const lipt_status st = open_file(&o, path, err);
+    exp_out o;
+    const lipt_status st = exp_open(&o, path, err);
     if (st != LIPT_OK) return st;
     fprintf(o.f, "model,scale,random_gain_median,random_gain_max,jacobian_2norm,jacobian_infnorm,output_rms\n");
     for (int i = 0; i < nr; i++)
         fprintf(o.f, "\"%s\",%g,%.6g,%.6g,%.6g,%.6g,%.6g\n", rows[i].label, rows[i].scale, rows[i].rand_median,
                 rows[i].rand_max, rows[i].jac2, rows[i].jacinf, rows[i].out_rms);
-    return commit_file(&o, err);
+    return exp_commit(&o, err);
 }
 
 /* Gains against scale: worst direction solid, random median dashed, one colour per model. */

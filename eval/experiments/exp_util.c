@@ -9,8 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+uint64_t exp_seed(uint64_t seed) {
+    lipt_rng r;
+    lipt_rng_seed(&r, seed);
+    return r.s[0];
+}
+
 /* Comma-separated numbers into out (at most cap). Returns the count, or -1 on a malformed list. */
-int parse_list(const char *s, double *out, int cap) {
+int exp_parse_list(const char *s, double *out, int cap) {
     int n = 0;
     if (!s || !*s) return -1;
     for (const char *p = s;;) {
@@ -28,18 +34,18 @@ int parse_list(const char *s, double *out, int cap) {
 }
 
 /* lipt's atomic writer (lipt_output): readers never see a partial file, a device or FIFO at path is refused. */
-lipt_status open_file(out_file *o, const char *path, lipt_error *err) {
+lipt_status exp_open(exp_out *o, const char *path, lipt_error *err) {
     const lipt_status st = lipt_output_open(&o->out, path, err);
     o->f = o->out.f;
     return st;
 }
 
-lipt_status commit_file(out_file *o, lipt_error *err) {
+lipt_status exp_commit(exp_out *o, lipt_error *err) {
     o->f = NULL;
     return lipt_output_commit(&o->out, err);
 }
 
-void discard_file(out_file *o) {
+void exp_discard(exp_out *o) {
     o->f = NULL;
     lipt_output_discard(&o->out);
 }

@@ -8,15 +8,20 @@
 #include "lipt/model.h"
 #include "run.h" /* run_mkdir: mkdir -p of the output folders */
 
+/* A seed mixed, so that nearby seeds (seed, seed + 1, ...) give unrelated draws: lipt_rng's own seeding (splitmix64),
+ * the first word of a freshly seeded state; bit-exact with the private splitmix64 it replaced, so the synthetic
+ * experiments' weights, inputs and starts (and a resumed tightness CSV) are those of earlier runs. */
+uint64_t exp_seed(uint64_t seed);
+
 /* Comma-separated numbers into out (at most cap). Returns the count, or -1 on a malformed list. */
-int parse_list(const char *s, double *out, int cap);
+int exp_parse_list(const char *s, double *out, int cap);
 
 /* An output through lipt's atomic writer (lipt_output: path.tmp, fsync, rename; a device or FIFO at path is refused):
- * write to f, then commit_file (readers never see a partial file) or discard_file. */
-typedef struct { FILE *f; lipt_output out; } out_file;
-lipt_status open_file(out_file *o, const char *path, lipt_error *err);
-lipt_status commit_file(out_file *o, lipt_error *err);
-void discard_file(out_file *o); /* abandon it: the temporary removed, path untouched */
+ * write to f, then exp_commit (readers never see a partial file) or exp_discard. */
+typedef struct { FILE *f; lipt_output out; } exp_out;
+lipt_status exp_open(exp_out *o, const char *path, lipt_error *err);
+lipt_status exp_commit(exp_out *o, lipt_error *err);
+void exp_discard(exp_out *o); /* abandon it: the temporary removed, path untouched */
 
 /* Inputs from a trained model (loaded from ckpt): the first N symbols of the test split of `data` — NULL: the corpus
  * ckpt was trained on, with its split (run_load_corpus, which says so on stderr) — encoded with the checkpoint's
