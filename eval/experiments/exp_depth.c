@@ -20,39 +20,12 @@ typedef struct {
     "variant,depth,params,steps,train_seconds,valid_bpc,valid_symbols,valid_nll,test_bpc,test_symbols,test_nll,"      \
     "diverged,settings"
 
-typedef struct {
-    depth_row *rows;
-    int n, cap;
-    const exp_grid *g; /* the variants' names */
-} depth_row_buf;
-
-static int take_depth_row(char **x, void *user) {
-    depth_row_buf *b = user;
-    if (b->n >= b->cap) return 0;
-    depth_row r;
-    memset(&r, 0, sizeof r);
-    r.variant = exp_variant_index(b->g, x[0]);
-    r.depth = atoi(x[1]);
-    r.params = atol(x[2]);
-    r.steps = atol(x[3]);
-    r.train_s = strtod(x[4], NULL);
-    r.valid_bpc = strtod(x[5], NULL);
-    r.valid_symbols = atol(x[6]);
-    r.valid_nll = strtod(x[7], NULL);
-    r.test_bpc = strtod(x[8], NULL);
-    r.test_symbols = atol(x[9]);
-    r.test_nll = strtod(x[10], NULL);
-    r.diverged = atoi(x[11]);
-    if (r.variant >= 0) b->rows[b->n++] = r;
-    return 1;
-}
-
-/* Rows of OUT/depth.csv; -1 (message printed) when it holds rows of other settings or an older format. */
-static int read_depth_csv(const exp_grid *g, const char *path, const char *key, depth_row *rows, int cap,
-                          const char *C) {
-    depth_row_buf b = {rows, 0, cap, g};
-    const int got = grid_read_csv(path, DEPTH_HEADER, 13, key, C, take_depth_row, &b);
-    return got < 0 ? -1 : b.n;
+static int take_depth_row(char **f, const double *v, void *row, void *user) {
+    depth_row *r = row;
+    *r = (depth_row){.variant = exp_variant_index(user, f[0]), .depth = (int)v[1], .params = (long)v[2], .steps = (long)v[3],
+                     .train_s = v[4], .valid_bpc = v[5], .valid_symbols = (long)v[6], .valid_nll = v[7], .test_bpc = v[8],
+                     .test_symbols = (long)v[9], .test_nll = v[10], .diverged = (int)v[11]};
+    return r->variant >= 0;
 }
 
 static int cmp_depth_row(const void *p, const void *q) {
@@ -168,7 +141,8 @@ int exp_depth(int argc, char **argv) {
     depth_row rows[MAX_CELLS];
     char key[256];
     exp_grid_key(&g, key, sizeof key);
-    int n = read_depth_csv(&g, csv, key, rows, MAX_CELLS, C);
+    const exp_csv spec = {csv, DEPTH_HEADER, 13, key, sizeof(depth_row), take_depth_row, &g};
+    int n = exp_read_csv(&spec, C, rows, MAX_CELLS);
     if (n < 0) {
         cli_free(&a);
         return 1;

@@ -56,12 +56,4 @@ int exp_grid_cell(const exp_grid *g, const char *C, int found, int cell, int tot
 int exp_eval_cell(const exp_grid *g, const char *dir, const char *split, long max_symbols, double *bpc, double *nll,
               long *symbols, long *params);
 
-/* Splits a CSV line in place into at most cap fields; returns the count. */
-int csv_split(char *line, char **f, int cap);
-/* Reads a grid's CSV (first line `header`, rows of ncols fields, the last the settings key): row(fields, user) takes
- * each row and returns 0 to stop (its buffer is full). The rows read; -1 (message printed) when the file is of another
- * format or holds rows of other settings, which must not be mixed with these. 0 when the file does not exist. */
-int grid_read_csv(const char *path, const char *header, int ncols, const char *key, const char *C,
-                  int (*row)(char **fields, void *user), void *user);
-
 #endif

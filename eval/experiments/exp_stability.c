@@ -23,38 +23,13 @@ typedef struct {
 
 static const char *stab_kind(int d) { return d == 0 ? "stable" : d == 1 ? "non-finite" : "blow-up"; }
 
-typedef struct {
-    stab_row *rows;
-    int n, cap;
-    const exp_grid *g; /* the variants' names */
-} stab_row_buf;
-
-static int take_stab_row(char **x, void *user) {
-    stab_row_buf *b = user;
-    if (b->n >= b->cap) return 0;
-    stab_row r;
-    memset(&r, 0, sizeof r);
-    r.variant = exp_variant_index(b->g, x[0]);
-    r.depth = atoi(x[1]);
-    r.steps_done = atol(x[2]);
-    r.first_loss = strtod(x[3], NULL);
-    r.min_loss = strtod(x[4], NULL);
-    r.final_loss = strtod(x[5], NULL);
-    r.valid_bpc = strtod(x[7], NULL);
-    r.max_gnorm = strtod(x[8], NULL);
-    r.max_spread = strtod(x[9], NULL);
-    r.diverged = strcmp(x[10], "stable") == 0 ? 0 : strcmp(x[10], "non-finite") == 0 ? 1 : 2;
-    r.diverge_step = atol(x[11]);
-    if (r.variant >= 0) b->rows[b->n++] = r;
-    return 1;
-}
-
-/* Rows of OUT/stability.csv; -1 (message printed) when it holds rows of other settings. */
-static int read_stab_csv(const exp_grid *g, const char *path, const char *key, stab_row *rows, int cap,
-                         const char *C) {
-    stab_row_buf b = {rows, 0, cap, g};
-    const int got = grid_read_csv(path, STAB_HEADER, 13, key, C, take_stab_row, &b);
-    return got < 0 ? -1 : b.n;
+static int take_stab_row(char **f, const double *v, void *row, void *user) {
+    stab_row *r = row;
+    *r = (stab_row){.variant = exp_variant_index(user, f[0]), .depth = (int)v[1], .steps_done = (long)v[2],
+                    .first_loss = v[3], .min_loss = v[4], .final_loss = v[5], .valid_bpc = v[7], .max_gnorm = v[8],
+                    .max_spread = v[9], .diverged = strcmp(f[10], "stable") == 0 ? 0 : strcmp(f[10], "non-finite") == 0 ? 1 : 2,
+                    .diverge_step = (long)v[11]};
+    return r->variant >= 0;
 }
 
 static int cmp_stab_row(const void *p, const void *q) {
@@ -343,7 +318,8 @@ int exp_stability(int argc, char **argv) {
     snprintf(csv, sizeof csv, "%s/stability.csv", g.out);
     exp_grid_key(&g, key, sizeof key);
     stab_row rows[MAX_CELLS];
-    int n = read_stab_csv(&g, csv, key, rows, MAX_CELLS, C);
+    const exp_csv spec = {csv, STAB_HEADER, 13, key, sizeof(stab_row), take_stab_row, &g};
+    int n = exp_read_csv(&spec, C, rows, MAX_CELLS);
     if (n < 0) {
         cli_free(&a);
         return 1;

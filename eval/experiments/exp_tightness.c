@@ -94,34 +94,24 @@ static int cmp_row_n(const void *p, const void *q) {
 
 #define TIGHT_CSV_HEADER "N,lower,upper,ratio,fit,best_random,mean_start_best,diverged,starts,steps,seconds"
 
-/* Rows of an earlier run (malformed lines, e.g. from an interrupted writer, are ignored). */
-static int read_rows(const char *path, tight_row *rows, int cap) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char line[1024];
+static int take_tight_row(char **f, const double *v, void *row, void *user) {
+    (void)f, (void)user;
+    if (!(v[0] >= 2 && v[0] == floor(v[0]) && v[0] < 1e7)) return 0; /* not a sequence length */
+    *(tight_row *)row = (tight_row){(int)v[0], v[1], v[2], v[3], v[4], v[5], v[6], (int)v[7], (int)v[8], (int)v[9], v[10]};
+    return 1;
+}
+
+/* Rows of an earlier run, the first of each N. Returns their count, or -1 (message printed): another format. */
+static int read_rows(const char *C, const char *path, tight_row *rows, int cap) {
+    const exp_csv spec = {path, TIGHT_CSV_HEADER, 11, NULL, sizeof(tight_row), take_tight_row, NULL};
+    const int got = exp_read_csv(&spec, C, rows, cap);
     int n = 0;
-    while (fgets(line, sizeof line, f) && n < cap) {
-        if (!strchr(line, '\n')) continue;
-        double v[11];
-        int k = 0;
-        char *p = line;
-        while (k < 11) {
-            char *end = NULL;
-            v[k] = strtod(p, &end);
-            if (end == p) break;
-            k++;
-            p = end;
-            if (*p != ',') break;
-            p++;
-        }
-        if (k != 11 || v[0] < 2 || v[0] != floor(v[0])) continue; /* the header, or a broken line */
-        tight_row r = {(int)v[0], v[1], v[2], v[3], v[4], v[5], v[6], (int)v[7], (int)v[8], (int)v[9], v[10]};
+    for (int i = 0; i < got; i++) {
         int dup = 0;
-        for (int i = 0; i < n; i++) dup |= rows[i].N == r.N;
-        if (!dup) rows[n++] = r;
+        for (int j = 0; j < n; j++) dup |= rows[j].N == rows[i].N;
+        if (!dup) rows[n++] = rows[i];
     }
-    fclose(f);
-    return n;
+    return got < 0 ? -1 : n;
 }
 
 static lipt_status write_rows(const char *path, tight_row *rows, int n, int nmin, lipt_error *err) {
@@ -268,7 +258,7 @@ static int prepare_outputs(const char *C, const char *out, tight_args *o, tight_
                              "them or another --out",
                              o->csv, o->setf, prev[0] ? (int)strcspn(prev, "\n") : 4, prev[0] ? prev : "none",
                              (int)strcspn(o->settings, "\n"), o->settings);
-        if (fc) *n_rows = read_rows(o->csv, rows, 256);
+        if (fc && (*n_rows = read_rows(C, o->csv, rows, 256)) < 0) return 2;
     }
     exp_out of;
     if (exp_open(&of, o->setf, err)) return cli_fail(C, err);

@@ -16,6 +16,23 @@ uint64_t exp_seed(uint64_t seed);
 /* Comma-separated numbers into out (at most cap). Returns the count, or -1 on a malformed list. */
 int exp_parse_list(const char *s, double *out, int cap);
 
+/* An experiment's CSV read back into an array of row structs (a resumed experiment's finished rows). */
+#define EXP_CSV_MAX_COLS 32
+typedef struct {
+    const char *path;
+    const char *header; /* its first line: another one is another format (an older lipt's, another tool's): refused */
+    int ncols;          /* lines of another field count are skipped, as is a last line cut short (no newline) */
+    const char *key;    /* NULL, or the settings the last field of every row must hold: rows of others are refused */
+    size_t row_size;    /* bytes of one row struct */
+    /* Fills row (zeroed) from one line's fields f and their values v (strtod's, NAN where not a number); returns 0
+     * to skip the line. */
+    int (*take)(char **f, const double *v, void *row, void *user);
+    void *user;
+} exp_csv;
+/* At most cap rows of c into rows: their count, 0 when the file does not exist, or -1 when it is refused (the message
+ * printed, C the command naming itself). */
+int exp_read_csv(const exp_csv *c, const char *C, void *rows, int cap);
+
 /* An output through lipt's atomic writer (lipt_output: path.tmp, fsync, rename; a device or FIFO at path is refused):
  * write to f, then exp_commit (readers never see a partial file) or exp_discard. */
 typedef struct { FILE *f; lipt_output out; } exp_out;
