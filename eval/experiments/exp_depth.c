@@ -100,53 +100,19 @@ static const cli_opt depth_own[] = {
     {"runs", CLI_STRING, "DIR", "run directories of the cells (checkpoints, logs)", "runs/depth"},
 };
 
-int exp_depth(int argc, char **argv) {
-    const char *C = "experiment depth";
-    cli_opt opts[32];
-    char vhelp[640];
-    int nopt = exp_grid_opts(opts, depth_own, (int)(sizeof depth_own / sizeof depth_own[0]), vhelp, sizeof vhelp);
-    cli_args a;
-    int pr = cli_parse(&a, C,
-                       "Expressiveness by depth (paper Fig. 4, SPEC §4.3): trains every attention variant at every depth on the\n"
-                       "same budget (steps x batch x context, same data order), then scores validation and test BPC in\n"
-                       "non-overlapping windows of seq-len. Writes OUT/depth.csv and OUT/depth.svg after every cell.\n"
-                       "Resumable: cells in the CSV are skipped, an unfinished cell continues from its checkpoint.",
-                       opts, nopt, argc, argv, 0, 0);
-    if (pr) {
-        cli_free(&a);
-        return pr > 0 ? 0 : 2;
-    }
-    exp_grid g = {0};
+static int depth_main(cli_args *a, const char *C) {
+    exp_grid g = {.schedule = "invsqrt", .save_every = 100};
     long valid_symbols;
-    int rc = exp_grid_parse(&a, &g);
-    if (!rc && (cli_int(&a, "warmup", &g.warmup) || cli_float(&a, "clip", &g.clip) ||
-                cli_int(&a, "valid-symbols", &valid_symbols)))
-        rc = 2;
-    if (rc) {
-        cli_free(&a);
-        return rc;
-    }
-    g.schedule = "invsqrt";
-    g.save_every = 100;
-    int vars[MAX_VARIANTS], nv, nd;
-    double dl[MAX_DEPTHS];
-    lipt_error err = {0};
-    rc = exp_grid_select(&a, C, &g, vars, &nv, dl, &nd);
-    if (rc) {
-        cli_free(&a);
-        return rc;
-    }
-    char csv[1100];
-    snprintf(csv, sizeof csv, "%s/depth.csv", g.out);
+    if (cli_int(a, "warmup", &g.warmup) || cli_float(a, "clip", &g.clip) || cli_int(a, "valid-symbols", &valid_symbols))
+        return 2;
+    static const exp_grid_csv csv = {"depth", DEPTH_HEADER, 13, sizeof(depth_row), take_depth_row};
+    exp_grid_sel sel;
     depth_row rows[MAX_CELLS];
-    char key[256];
-    exp_grid_key(&g, key, sizeof key);
-    const exp_csv spec = {csv, DEPTH_HEADER, 13, key, sizeof(depth_row), take_depth_row, &g};
-    int n = exp_read_csv(&spec, C, rows, MAX_CELLS);
-    if (n < 0) {
-        cli_free(&a);
-        return 1;
-    }
+    int n, rc = exp_grid_setup(a, C, &g, &sel, &csv, rows, &n);
+    if (rc) return rc;
+    const int *vars = sel.vars, nv = sel.nv, nd = sel.nd;
+    const double *dl = sel.dl;
+    lipt_error err = {0};
     const int total = nv * nd;
     int cell = 0, written = 0;
     double t_start = cli_now();
@@ -158,7 +124,7 @@ int exp_depth(int argc, char **argv) {
             for (int i = 0; i < n; i++) found |= rows[i].variant == v && rows[i].depth == depth;
             char dir[1100], why[128] = "";
             double secs = 0;
-            const int tr = exp_grid_cell(&g, C, found, cell, total, v, depth, "", 10, csv, dir, sizeof dir, &secs, why, sizeof why, &rc);
+            const int tr = exp_grid_cell(&g, C, found, cell, total, v, depth, "", 10, g.csv, dir, sizeof dir, &secs, why, sizeof why, &rc);
             if (tr < 0) continue;
             if (tr == 2) break;
             depth_row r;
@@ -192,6 +158,14 @@ int exp_depth(int argc, char **argv) {
                    rows[i].train_s, rows[i].valid_bpc, rows[i].test_bpc, rows[i].diverged ? "  (diverged)" : "");
         fprintf(stderr, "wrote %s/depth.csv and %s/depth.svg\n", cli_shown(g.out), cli_shown(g.out));
     }
-    cli_free(&a);
     return rc;
 }
+
+const exp_def exp_depth = {
+    "depth", "PTB BPC against depth, same budget per cell (Fig. 4)",
+    "Expressiveness by depth (paper Fig. 4, SPEC §4.3): trains every attention variant at every depth on the\n"
+    "same budget (steps x batch x context, same data order), then scores validation and test BPC in\n"
+    "non-overlapping windows of seq-len. Writes OUT/depth.csv and OUT/depth.svg after every cell.\n"
+    "Resumable: cells in the CSV are skipped, an unfinished cell continues from its checkpoint.",
+    depth_own, (int)(sizeof depth_own / sizeof depth_own[0]), 1, depth_main,
+};

@@ -32,17 +32,20 @@ int exp_variant_index(const exp_grid *g, const char *name) {
     return -1;
 }
 
-void exp_variant_list(char *buf, size_t n) {
+int exp_variant_list(char *buf, size_t n) {
     size_t k = 0;
+    int count = 0;
     buf[0] = 0;
     for (int v = 0; v < MAX_VARIANTS && k < n; v++) {
         char name[48];
         variant_name(v, name, sizeof name);
         if (!name[0]) continue;
+        count++;
         const lipt_attn_info *ai = lipt_attn_info_of((lipt_attn_kind)(v % LIPT_ATTN_KIND_COUNT));
         k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? ", " : "", name);
         if (v < LIPT_ATTN_KIND_COUNT && ai->model && k < n) k += (size_t)snprintf(buf + k, n - k, " (%s)", ai->name);
     }
+    return count;
 }
 
 /* "dp,l2-tied" -> indices into g->variant; -1 on an unknown name. */
@@ -313,7 +316,7 @@ static const cli_opt grid_common[] = {
 };
 
 /* The common options, plus --out, --runs, --steps and --lr (each grid has its own defaults for those), into g. */
-int exp_grid_parse(cli_args *a, exp_grid *g) {
+static int exp_grid_parse(cli_args *a, exp_grid *g) {
     g->data = cli_str(a, "data");
     g->models = cli_str(a, "models");
     g->out = cli_str(a, "out");
@@ -348,7 +351,7 @@ int exp_grid_opts(cli_opt *dst, const cli_opt *own, int n_own, char *vhelp, size
 }
 
 /* --variants and --depths of a grid, checked; the output and run folders created. 0, or the exit status. */
-int exp_grid_select(cli_args *a, const char *C, const exp_grid *g, int *vars, int *nv, double *dl, int *nd) {
+static int exp_grid_select(cli_args *a, const char *C, const exp_grid *g, int *vars, int *nv, double *dl, int *nd) {
     char bad[64], list[512];
     lipt_error err = {0};
     *nv = parse_variants(g, cli_str(a, "variants"), vars, bad, sizeof bad);
@@ -368,4 +371,16 @@ int exp_grid_select(cli_args *a, const char *C, const exp_grid *g, int *vars, in
         if (dl[i] < 1 || dl[i] > 64 || dl[i] != floor(dl[i])) return cli_error(C, "--depths: %g is not a layer count in [1, 64]", dl[i]);
     if (run_mkdir(g->out, &err) != LIPT_OK || run_mkdir(g->runs, &err) != LIPT_OK) return cli_fail(C, &err);
     return 0;
+}
+
+int exp_grid_setup(cli_args *a, const char *C, exp_grid *g, exp_grid_sel *s, const exp_grid_csv *csv, void *rows, int *n) {
+    *n = 0;
+    int rc = exp_grid_parse(a, g);
+    if (!rc) rc = exp_grid_select(a, C, g, s->vars, &s->nv, s->dl, &s->nd);
+    if (rc) return rc;
+    exp_grid_key(g, g->key, sizeof g->key);
+    snprintf(g->csv, sizeof g->csv, "%s/%s.csv", g->out, csv->name);
+    const exp_csv spec = {g->csv, csv->header, csv->ncols, g->key, csv->row_size, csv->take, g};
+    *n = exp_read_csv(&spec, C, rows, MAX_CELLS);
+    return *n < 0 ? 1 : 0;
 }

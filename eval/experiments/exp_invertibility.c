@@ -209,14 +209,12 @@ typedef struct {
     char csv[1100], sumcsv[1100], svg[1100];
 } inv_args;
 
-/* Reads and checks the options up to --inputs and --ckpt (and applies --threads); returns 0 or the exit status. */
+/* Reads and checks the options up to --inputs and --ckpt (--threads: the prologue); returns 0 or the exit status. */
 static int parse_inv_args(cli_args *a, const char *C, inv_args *o) {
     if (cli_int(a, "n", &o->N) || cli_int(a, "d", &o->D) || cli_int(a, "heads", &o->H) || cli_int(a, "max-iter", &o->max_iter) ||
         cli_int(a, "seed", &o->seed) || cli_int(a, "plot-iters", &o->plot_iters) || cli_float(a, "weight-scale", &o->wscale) || cli_float(a, "tol", &o->tol) ||
         cli_float(a, "threshold", &o->thr))
         return 2;
-    int rc = cli_apply_threads(a, C);
-    if (rc) return rc;
     const long N = o->N, D = o->D, H = o->H;
     if (N < 1 || D < 1 || H < 1 || D % H || N * D > 65536)
         return cli_error(C, "--n, --d, --heads must be >= 1, --heads must divide --d, N*D <= 65536");
@@ -532,22 +530,14 @@ static int write_results(const char *C, const inv_run *r, const inv_setting *S, 
     return 0;
 }
 
-int exp_invertibility(int argc, char **argv) {
-    const char *C = "experiment invertibility";
-    cli_args a;
-    int pr = cli_parse(&a, C,
-                       "Numerical invertibility of residual maps x + g(x) (paper Fig. 3, SPEC §4.2): g = contractive tied L2-MHA\n"
-                       "(F / max(1, UB/c), UB the inf-norm bound at N) and g = DP-MHA scaled the same way, inverted by fixed-point\n"
-                       "iteration x <- y - g(x) from x = y; the reconstruction error max|x_k - x*| after every iteration.",
-                       inv_opts, (int)(sizeof inv_opts / sizeof inv_opts[0]), argc, argv, 0, 0);
-    if (pr) return pr > 0 ? 0 : 2;
+static int inv_main(cli_args *a, const char *C) {
     inv_args o;
-    int rc = parse_inv_args(&a, C, &o);
+    int rc = parse_inv_args(a, C, &o);
     if (rc) return rc;
     lipt_error err = {0};
     float *emb = NULL; /* the trained model's input embeddings, N x d_model */
-    if (o.from_ptb && (rc = load_ptb_inputs(&a, C, &o, &emb, &err))) return rc;
-    if ((rc = prepare_outputs(&a, C, &o, &err))) {
+    if (o.from_ptb && (rc = load_ptb_inputs(a, C, &o, &emb, &err))) return rc;
+    if ((rc = prepare_outputs(a, C, &o, &err))) {
         free(emb);
         return rc;
     }
@@ -575,3 +565,11 @@ int exp_invertibility(int argc, char **argv) {
     exp_att_free(&r.wdp);
     return rc;
 }
+
+const exp_def exp_invertibility = {
+    "invertibility", "fixed-point inversion of x + g(x), contractive L2 vs scaled DP attention (Fig. 3)",
+    "Numerical invertibility of residual maps x + g(x) (paper Fig. 3, SPEC §4.2): g = contractive tied L2-MHA\n"
+    "(F / max(1, UB/c), UB the inf-norm bound at N) and g = DP-MHA scaled the same way, inverted by fixed-point\n"
+    "iteration x <- y - g(x) from x = y; the reconstruction error max|x_k - x*| after every iteration.",
+    inv_opts, (int)(sizeof inv_opts / sizeof inv_opts[0]), 0, inv_main,
+};

@@ -218,10 +218,9 @@ static int stab_cell(const exp_grid *g, const char *C, stab_row *rows, int *n, i
                      long win, double rise, long valid_symbols, double t_start) {
     int found = 0, rc = 0;
     for (int i = 0; i < *n; i++) found |= rows[i].variant == v && rows[i].depth == depth;
-    char dir[1100], why[128] = "", csv[1100];
-    snprintf(csv, sizeof csv, "%s/stability.csv", g->out);
+    char dir[1100], why[128] = "";
     double secs = 0;
-    const int tr = exp_grid_cell(g, C, found, cell, total, v, depth, "stab-", 1, csv, dir, sizeof dir, &secs, why, sizeof why, &rc);
+    const int tr = exp_grid_cell(g, C, found, cell, total, v, depth, "stab-", 1, g->csv, dir, sizeof dir, &secs, why, sizeof why, &rc);
     if (tr < 0) return 1;
     if (tr == 2) return rc | 0x100;
     enum { CAP = 20000 };
@@ -274,56 +273,21 @@ static void stab_summary(const exp_grid *g, const stab_row *rows, int n, const i
     }
 }
 
-int exp_stability(int argc, char **argv) {
-    const char *C = "experiment stability";
-    cli_opt opts[32];
-    char vhelp[640];
-    int nopt = exp_grid_opts(opts, stab_own, (int)(sizeof stab_own / sizeof stab_own[0]), vhelp, sizeof vhelp);
-    cli_args a;
-    int pr = cli_parse(&a, C,
-                       "Training stability without warmup (paper Fig. 11, SPEC §4.4): Adam at a fixed learning rate from step 1,\n"
-                       "depth growing, for each variant; records every loss curve, the largest gradient norm and attention logit\n"
-                       "spread logged, and detects divergence (a non-finite loss, or the loss averaged over --window logged steps\n"
-                       "rising --rise nats above its minimum); finished cells are scored on --valid-symbols validation symbols.\n"
-                       "Writes OUT/stability.csv, OUT/stability_curves.csv, OUT/stability.svg and OUT/stability_<variant>.svg.\n"
-                       "Resumable; the CSV is tied to its settings (another --lr, --steps or width needs another --out).",
-                       opts, nopt, argc, argv, 0, 0);
-    if (pr) {
-        cli_free(&a);
-        return pr > 0 ? 0 : 2;
-    }
-    exp_grid g = {0};
+static int stab_main(cli_args *a, const char *C) {
+    exp_grid g = {.schedule = "constant", .warmup = 0, .save_every = 50};
     long win, valid_symbols;
     double rise;
-    int rc = exp_grid_parse(&a, &g);
-    if (!rc && (cli_float(&a, "clip", &g.clip) || cli_int(&a, "window", &win) || cli_float(&a, "rise", &rise) ||
-                cli_int(&a, "valid-symbols", &valid_symbols)))
-        rc = 2;
-    if (rc) {
-        cli_free(&a);
-        return rc;
-    }
-    g.schedule = "constant";
-    g.warmup = 0;
-    g.save_every = 50;
-    int vars[MAX_VARIANTS], nv, nd;
-    double dl[MAX_DEPTHS];
-    if (win < 1 || rise <= 0 || valid_symbols < 0) rc = cli_error(C, "--window must be >= 1, --rise > 0, --valid-symbols >= 0");
-    else rc = exp_grid_select(&a, C, &g, vars, &nv, dl, &nd);
-    if (rc) {
-        cli_free(&a);
-        return rc;
-    }
-    char csv[1100], key[256];
-    snprintf(csv, sizeof csv, "%s/stability.csv", g.out);
-    exp_grid_key(&g, key, sizeof key);
+    if (cli_float(a, "clip", &g.clip) || cli_int(a, "window", &win) || cli_float(a, "rise", &rise) ||
+        cli_int(a, "valid-symbols", &valid_symbols))
+        return 2;
+    if (win < 1 || rise <= 0 || valid_symbols < 0) return cli_error(C, "--window must be >= 1, --rise > 0, --valid-symbols >= 0");
+    static const exp_grid_csv csv = {"stability", STAB_HEADER, 13, sizeof(stab_row), take_stab_row};
+    exp_grid_sel sel;
     stab_row rows[MAX_CELLS];
-    const exp_csv spec = {csv, STAB_HEADER, 13, key, sizeof(stab_row), take_stab_row, &g};
-    int n = exp_read_csv(&spec, C, rows, MAX_CELLS);
-    if (n < 0) {
-        cli_free(&a);
-        return 1;
-    }
+    int n, rc = exp_grid_setup(a, C, &g, &sel, &csv, rows, &n);
+    if (rc) return rc;
+    const int *vars = sel.vars, nv = sel.nv, nd = sel.nd;
+    const double *dl = sel.dl;
     const int total = nv * nd;
     int cell = 0;
     double t_start = cli_now();
@@ -337,6 +301,16 @@ int exp_stability(int argc, char **argv) {
         stab_summary(&g, rows, n, vars, nv);
         fprintf(stderr, "wrote %s/stability.csv, stability_curves.csv, stability.svg, stability_<variant>.svg\n", cli_shown(g.out));
     }
-    cli_free(&a);
     return rc;
 }
+
+const exp_def exp_stability = {
+    "stability", "Adam at a fixed learning rate, no warmup, depth growing: divergence detected (Fig. 11)",
+    "Training stability without warmup (paper Fig. 11, SPEC §4.4): Adam at a fixed learning rate from step 1,\n"
+    "depth growing, for each variant; records every loss curve, the largest gradient norm and attention logit\n"
+    "spread logged, and detects divergence (a non-finite loss, or the loss averaged over --window logged steps\n"
+    "rising --rise nats above its minimum); finished cells are scored on --valid-symbols validation symbols.\n"
+    "Writes OUT/stability.csv, OUT/stability_curves.csv, OUT/stability.svg and OUT/stability_<variant>.svg.\n"
+    "Resumable; the CSV is tied to its settings (another --lr, --steps or width needs another --out).",
+    stab_own, (int)(sizeof stab_own / sizeof stab_own[0]), 1, stab_main,
+};

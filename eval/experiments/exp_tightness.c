@@ -190,15 +190,13 @@ typedef struct {
     char settings[512]; /* one line: what a resumed run must match */
 } tight_args;
 
-/* Reads and checks the options (and applies --threads); returns 0 or the exit status. */
+/* Reads and checks the options (--threads: the prologue); returns 0 or the exit status. */
 static int parse_tight_args(cli_args *a, const char *C, tight_args *o) {
     if (cli_int(a, "d", &o->D) || cli_int(a, "heads", &o->H) || cli_int(a, "starts", &o->starts) ||
         cli_int(a, "steps", &o->steps) || cli_int(a, "max-exact", &o->max_exact) || cli_int(a, "power-iters", &o->piters) ||
         cli_int(a, "seed", &o->seed) || cli_int(a, "fit-min", &o->fit_min) || cli_float(a, "lr", &o->lr) || cli_float(a, "input-scale", &o->in_scale) ||
         cli_float(a, "fd-eps", &o->fd_eps) || cli_float(a, "weight-scale", &o->wscale))
         return 2;
-    int rc = cli_apply_threads(a, C);
-    if (rc) return rc;
     const long D = o->D;
     if (D < 1 || D > 256 || o->H < 1 || D % o->H) return cli_error(C, "--d must be in [1, 256] and divisible by --heads");
     if (o->starts < 1 || o->starts > 100000 || o->steps < 0 || o->steps > 10000000)
@@ -498,23 +496,14 @@ static void print_table(const tight_run *r, const tight_row *rows, int n_rows, c
     printf("wrote %s and %s (%d new N values, %.1f s)\n", cli_shown(o->csv), cli_shown(o->svg), n_done_now, cli_now() - t_all);
 }
 
-int exp_tightness(int argc, char **argv) {
-    const char *C = "experiment tightness";
-    cli_args a;
-    int pr = cli_parse(&a, C,
-                       "Asymptotic tightness of the Lipschitz bound of tied L2 attention (paper Fig. 2, SPEC §4.1): for each N,\n"
-                       "gradient ascent on the Jacobian norm of F(X) = Attn_L2tied(X) W^O from random starts gives a lower bound on\n"
-                       "Lip(F), compared with the upper bound of Theorem 3.2 for the same weights. Resumable: N values already in\n"
-                       "the CSV of the same configuration are skipped.",
-                       tight_opts, (int)(sizeof tight_opts / sizeof tight_opts[0]), argc, argv, 0, 0);
-    if (pr) return pr > 0 ? 0 : 2;
+static int tight_main(cli_args *a, const char *C) {
     tight_args o;
-    int rc = parse_tight_args(&a, C, &o);
+    int rc = parse_tight_args(a, C, &o);
     if (rc) return rc;
     lipt_error err = {0};
     tight_row rows[256];
     int n_rows = 0;
-    rc = prepare_outputs(C, cli_str(&a, "out"), &o, rows, &n_rows, &err);
+    rc = prepare_outputs(C, cli_str(a, "out"), &o, rows, &n_rows, &err);
     if (rc) return rc;
 
     tight_run r;
@@ -547,3 +536,12 @@ int exp_tightness(int argc, char **argv) {
     free(r.vbuf);
     return rc;
 }
+
+const exp_def exp_tightness = {
+    "tightness", "lower bounds on Lip(tied L2-MHA) by gradient ascent vs the upper bound, over N (Fig. 2)",
+    "Asymptotic tightness of the Lipschitz bound of tied L2 attention (paper Fig. 2, SPEC §4.1): for each N,\n"
+    "gradient ascent on the Jacobian norm of F(X) = Attn_L2tied(X) W^O from random starts gives a lower bound on\n"
+    "Lip(F), compared with the upper bound of Theorem 3.2 for the same weights. Resumable: N values already in\n"
+    "the CSV of the same configuration are skipped.",
+    tight_opts, (int)(sizeof tight_opts / sizeof tight_opts[0]), 0, tight_main,
+};

@@ -6,6 +6,7 @@
 
 #include "lipt/core.h"
 #include "lipt/model.h"
+#include "cli.h"
 #include "run.h" /* run_mkdir: mkdir -p of the output folders */
 
 /* A seed mixed, so that nearby seeds (seed, seed + 1, ...) give unrelated draws: lipt_rng's own seeding (splitmix64),
@@ -47,13 +48,23 @@ void exp_discard(exp_out *o); /* abandon it: the temporary removed, path untouch
 lipt_status exp_test_inputs(const char *ckpt, const lipt_model *m, const lipt_vocab *vocab, const char *data, int N,
                             int layer, int with_ln, float *out, lipt_error *err);
 
-/* The experiments, one file each, dispatched by the table in cmd_experiment.c: argv after the experiment's name;
- * returns the exit status. */
-int exp_tightness(int argc, char **argv);     /* exp_tightness.c */
-int exp_invertibility(int argc, char **argv); /* exp_invertibility.c */
-int exp_depth(int argc, char **argv);         /* exp_depth.c */
-int exp_stability(int argc, char **argv);     /* exp_stability.c */
-int exp_robustness(int argc, char **argv);    /* exp_robust.c */
-#define EXP_COUNT 5 /* the entry points above: cmd_experiment.c checks its table against it */
+/* An experiment, one file each (exp_<name>.c), dispatched by the table in cmd_experiment.c, whose prologue parses its
+ * options (the usage and --help texts written from these rows), applies --threads to this process (not for a grid,
+ * whose --threads is its training runs'), runs it and frees the options. */
+typedef struct {
+    const char *name;
+    const char *summary; /* its line of `lipt experiment --help` */
+    const char *about;   /* what its --help says above the options */
+    const cli_opt *opts; /* a grid's own: the grids' common options follow them (exp_grid_opts) */
+    int n_opts;
+    int grid;            /* a training grid (exp_grid.h): depth, stability */
+    int (*run)(cli_args *a, const char *C); /* C: "experiment <name>"; returns the exit status */
+} exp_def;
+extern const exp_def exp_tightness;     /* exp_tightness.c */
+extern const exp_def exp_invertibility; /* exp_invertibility.c */
+extern const exp_def exp_depth;         /* exp_depth.c */
+extern const exp_def exp_stability;     /* exp_stability.c */
+extern const exp_def exp_robustness;    /* exp_robust.c */
+#define EXP_COUNT 5 /* the experiments above: cmd_experiment.c checks its table against it */
 
 #endif
