@@ -5,15 +5,8 @@
 
 #include "exp_attn.h"
 
-uint64_t exp_splitmix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 /* "ones": every entry = scale; "random": N(0, scale² / D) (rows of about unit norm for scale 1). */
-void att_weights_init(att_weights *w, int D, int ones, double scale, uint64_t seed) {
+void exp_att_init(exp_att_weights *w, int D, int ones, double scale, uint64_t seed) {
     lipt_ctx_init(&w->ctx, 1 << 12, 1);
     w->D = D;
     lipt_tensor **ws[4] = {&w->wq, &w->wk, &w->wv, &w->wo};
@@ -28,8 +21,8 @@ void att_weights_init(att_weights *w, int D, int ones, double scale, uint64_t se
     }
 }
 
-void att_weights_clone(att_weights *dst, const att_weights *src) {
-    att_weights_init(dst, src->D, 1, 0, 0);
+void exp_att_clone(exp_att_weights *dst, const exp_att_weights *src) {
+    exp_att_init(dst, src->D, 1, 0, 0);
     const size_t n = (size_t)src->D * src->D * sizeof(float);
     memcpy(dst->wq->data, src->wq->data, n);
     memcpy(dst->wk->data, src->wk->data, n);
@@ -37,13 +30,13 @@ void att_weights_clone(att_weights *dst, const att_weights *src) {
     memcpy(dst->wo->data, src->wo->data, n);
 }
 
-void att_weights_free(att_weights *w) { lipt_ctx_free(&w->ctx); }
+void exp_att_free(exp_att_weights *w) { lipt_ctx_free(&w->ctx); }
 
-lipt_tensor *att_forward(lipt_ctx *ctx, lipt_tensor *x, void *user) {
-    const att_map *m = user;
+lipt_tensor *exp_att_forward(lipt_ctx *ctx, lipt_tensor *x, void *user) {
+    const exp_att_map *m = user;
     lipt_tensor *x3 = lipt_reshape(ctx, x, 3, (int[]){1, m->N, m->D});
     lipt_tensor *q = lipt_matmul(ctx, x3, m->w->wq, 0, 0), *a;
-    if (m->kind == ATT_L2_TIED)
+    if (m->kind == EXP_ATT_L2_TIED)
         a = lipt_attention_l2_tied(ctx, q, m->w->wq, m->w->wv, m->H, m->causal);
     else
         a = lipt_attention_dp(ctx, q, lipt_matmul(ctx, x3, m->w->wk, 0, 0), lipt_matmul(ctx, x3, m->w->wv, 0, 0), m->H,
@@ -54,7 +47,7 @@ lipt_tensor *att_forward(lipt_ctx *ctx, lipt_tensor *x, void *user) {
 }
 
 /* The ∞-norm bound of SPEC §2 for these weights at sequence length N. */
-double att_bound_inf(const att_weights *w, int H, int N) {
+double exp_att_bound_inf(const exp_att_weights *w, int H, int N) {
     lipt_ctx ctx;
     lipt_ctx_init(&ctx, 1 << 14, 1);
     lipt_no_grad_push(&ctx);
@@ -65,7 +58,7 @@ double att_bound_inf(const att_weights *w, int H, int N) {
 }
 
 /* The 2-norm bound; vec holds converged power-iteration vectors (iters rounds run first). */
-double att_bound_2(const att_weights *w, int H, int N, lipt_bound_vectors *vec, int iters) {
+double exp_att_bound_2(const exp_att_weights *w, int H, int N, lipt_bound_vectors *vec, int iters) {
     lipt_ctx ctx;
     lipt_ctx_init(&ctx, 1 << 14, 1);
     lipt_no_grad_push(&ctx);

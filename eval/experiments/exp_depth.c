@@ -20,39 +20,12 @@ typedef struct {
     "variant,depth,params,steps,train_seconds,valid_bpc,valid_symbols,valid_nll,test_bpc,test_symbols,test_nll,"      \
     "diverged,settings"
 
-typedef struct {
-    depth_row *rows;
-    int n, cap;
-    const grid_opts *g; /* the variants' names */
-} depth_row_buf;
-
-static int take_depth_row(char **x, void *user) {
-    depth_row_buf *b = user;
-    if (b->n >= b->cap) return 0;
-    depth_row r;
-    memset(&r, 0, sizeof r);
-    r.variant = variant_index(b->g, x[0]);
-    r.depth = atoi(x[1]);
-    r.params = atol(x[2]);
-    r.steps = atol(x[3]);
-    r.train_s = strtod(x[4], NULL);
-    r.valid_bpc = strtod(x[5], NULL);
-    r.valid_symbols = atol(x[6]);
-    r.valid_nll = strtod(x[7], NULL);
-    r.test_bpc = strtod(x[8], NULL);
-    r.test_symbols = atol(x[9]);
-    r.test_nll = strtod(x[10], NULL);
-    r.diverged = atoi(x[11]);
-    if (r.variant >= 0) b->rows[b->n++] = r;
-    return 1;
-}
-
-/* Rows of OUT/depth.csv; -1 (message printed) when it holds rows of other settings or an older format. */
-static int read_depth_csv(const grid_opts *g, const char *path, const char *key, depth_row *rows, int cap,
-                          const char *C) {
-    depth_row_buf b = {rows, 0, cap, g};
-    const int got = grid_read_csv(path, DEPTH_HEADER, 13, key, C, take_depth_row, &b);
-    return got < 0 ? -1 : b.n;
+static int take_depth_row(char **f, const double *v, void *row, void *user) {
+    depth_row *r = row;
+    *r = (depth_row){.variant = exp_variant_index(user, f[0]), .depth = (int)v[1], .params = (long)v[2], .steps = (long)v[3],
+                     .train_s = v[4], .valid_bpc = v[5], .valid_symbols = (long)v[6], .valid_nll = v[7], .test_bpc = v[8],
+                     .test_symbols = (long)v[9], .test_nll = v[10], .diverged = (int)v[11]};
+    return r->variant >= 0;
 }
 
 static int cmp_depth_row(const void *p, const void *q) {
@@ -61,15 +34,15 @@ static int cmp_depth_row(const void *p, const void *q) {
     return a->depth - b->depth;
 }
 
-static lipt_status write_depth_outputs(const char *outdir, depth_row *rows, int n, const grid_opts *g, lipt_error *err) {
+static lipt_status write_depth_outputs(const char *outdir, depth_row *rows, int n, const exp_grid *g, lipt_error *err) {
     qsort(rows, (size_t)n, sizeof *rows, cmp_depth_row);
     char path[1100];
     snprintf(path, sizeof path, "%s/depth.csv", outdir);
-    out_file o;
-    lipt_status st = open_file(&o, path, err);
+    exp_out o;
+    lipt_status st = exp_open(&o, path, err);
     if (st != LIPT_OK) return st;
     char key[256];
-    grid_key(g, key, sizeof key);
+    exp_grid_key(g, key, sizeof key);
     fprintf(o.f, DEPTH_HEADER "\n");
     for (int i = 0; i < n; i++) {
         const depth_row *r = &rows[i];
@@ -77,7 +50,7 @@ static lipt_status write_depth_outputs(const char *outdir, depth_row *rows, int 
                 r->params, r->steps, r->train_s, r->valid_bpc, r->valid_symbols, r->valid_nll, r->test_bpc,
                 r->test_symbols, r->test_nll, r->diverged, key);
     }
-    if ((st = commit_file(&o, err)) != LIPT_OK) return st;
+    if ((st = exp_commit(&o, err)) != LIPT_OK) return st;
     /* BPC against depth: validation solid, test dashed, one colour per variant */
     double xs[MAX_VARIANTS][MAX_DEPTHS], yv[MAX_VARIANTS][MAX_DEPTHS], yt[MAX_VARIANTS][MAX_DEPTHS];
     int cnt[MAX_VARIANTS] = {0};
@@ -127,52 +100,19 @@ static const cli_opt depth_own[] = {
     {"runs", CLI_STRING, "DIR", "run directories of the cells (checkpoints, logs)", "runs/depth"},
 };
 
-int exp_depth(int argc, char **argv) {
-    const char *C = "experiment depth";
-    cli_opt opts[32];
-    char vhelp[640];
-    int nopt = build_opts(opts, depth_own, (int)(sizeof depth_own / sizeof depth_own[0]), vhelp, sizeof vhelp);
-    cli_args a;
-    int pr = cli_parse(&a, C,
-                       "Expressiveness by depth (paper Fig. 4, SPEC §4.3): trains every attention variant at every depth on the\n"
-                       "same budget (steps x batch x context, same data order), then scores validation and test BPC in\n"
-                       "non-overlapping windows of seq-len. Writes OUT/depth.csv and OUT/depth.svg after every cell.\n"
-                       "Resumable: cells in the CSV are skipped, an unfinished cell continues from its checkpoint.",
-                       opts, nopt, argc, argv, 0, 0);
-    if (pr) {
-        cli_free(&a);
-        return pr > 0 ? 0 : 2;
-    }
-    grid_opts g = {0};
+static int depth_main(cli_args *a, const char *C) {
+    exp_grid g = {.schedule = "invsqrt", .save_every = 100};
     long valid_symbols;
-    int rc = parse_grid_common(&a, &g);
-    if (!rc && (cli_int(&a, "warmup", &g.warmup) || cli_float(&a, "clip", &g.clip) ||
-                cli_int(&a, "valid-symbols", &valid_symbols)))
-        rc = 2;
-    if (rc) {
-        cli_free(&a);
-        return rc;
-    }
-    g.schedule = "invsqrt";
-    g.save_every = 100;
-    int vars[MAX_VARIANTS], nv, nd;
-    double dl[MAX_DEPTHS];
-    lipt_error err = {0};
-    rc = grid_select(&a, C, &g, vars, &nv, dl, &nd);
-    if (rc) {
-        cli_free(&a);
-        return rc;
-    }
-    char csv[1100];
-    snprintf(csv, sizeof csv, "%s/depth.csv", g.out);
+    if (cli_int(a, "warmup", &g.warmup) || cli_float(a, "clip", &g.clip) || cli_int(a, "valid-symbols", &valid_symbols))
+        return 2;
+    static const exp_grid_csv csv = {"depth", DEPTH_HEADER, 13, sizeof(depth_row), take_depth_row};
+    exp_grid_sel sel;
     depth_row rows[MAX_CELLS];
-    char key[256];
-    grid_key(&g, key, sizeof key);
-    int n = read_depth_csv(&g, csv, key, rows, MAX_CELLS, C);
-    if (n < 0) {
-        cli_free(&a);
-        return 1;
-    }
+    int n, rc = exp_grid_setup(a, C, &g, &sel, &csv, rows, &n);
+    if (rc) return rc;
+    const int *vars = sel.vars, nv = sel.nv, nd = sel.nd;
+    const double *dl = sel.dl;
+    lipt_error err = {0};
     const int total = nv * nd;
     int cell = 0, written = 0;
     double t_start = cli_now();
@@ -184,7 +124,7 @@ int exp_depth(int argc, char **argv) {
             for (int i = 0; i < n; i++) found |= rows[i].variant == v && rows[i].depth == depth;
             char dir[1100], why[128] = "";
             double secs = 0;
-            const int tr = grid_cell(&g, C, found, cell, total, v, depth, "", 10, csv, dir, sizeof dir, &secs, why, sizeof why, &rc);
+            const int tr = exp_grid_cell(&g, C, found, cell, total, v, depth, "", 10, g.csv, dir, sizeof dir, &secs, why, sizeof why, &rc);
             if (tr < 0) continue;
             if (tr == 2) break;
             depth_row r;
@@ -196,8 +136,8 @@ int exp_depth(int argc, char **argv) {
             r.diverged = tr == 1;
             r.valid_bpc = r.test_bpc = r.valid_nll = r.test_nll = NAN;
             if (!r.diverged) {
-                int e = eval_cell(&g, dir, "valid", valid_symbols, &r.valid_bpc, &r.valid_nll, &r.valid_symbols, &r.params);
-                if (!e) e = eval_cell(&g, dir, "test", 0, &r.test_bpc, &r.test_nll, &r.test_symbols, NULL);
+                int e = exp_eval_cell(&g, dir, "valid", valid_symbols, &r.valid_bpc, &r.valid_nll, &r.valid_symbols, &r.params);
+                if (!e) e = exp_eval_cell(&g, dir, "test", 0, &r.test_bpc, &r.test_nll, &r.test_symbols, NULL);
                 if (e == 2) { rc = 130; break; }
                 if (e) { rc = 1; break; }
             }
@@ -218,6 +158,14 @@ int exp_depth(int argc, char **argv) {
                    rows[i].train_s, rows[i].valid_bpc, rows[i].test_bpc, rows[i].diverged ? "  (diverged)" : "");
         fprintf(stderr, "wrote %s/depth.csv and %s/depth.svg\n", cli_shown(g.out), cli_shown(g.out));
     }
-    cli_free(&a);
     return rc;
 }
+
+const exp_def exp_depth = {
+    "depth", "PTB BPC against depth, same budget per cell (Fig. 4)",
+    "Expressiveness by depth (paper Fig. 4, SPEC §4.3): trains every attention variant at every depth on the\n"
+    "same budget (steps x batch x context, same data order), then scores validation and test BPC in\n"
+    "non-overlapping windows of seq-len. Writes OUT/depth.csv and OUT/depth.svg after every cell.\n"
+    "Resumable: cells in the CSV are skipped, an unfinished cell continues from its checkpoint.",
+    depth_own, (int)(sizeof depth_own / sizeof depth_own[0]), 1, depth_main,
+};

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "exp_grid.h"
+#include "metrics_read.h" /* metrics_number: the number after a JSON key */
 
 #define MAX_ARGS 80
 
@@ -25,32 +26,35 @@ static void variant_name(int v, char *buf, size_t n) {
     else snprintf(buf, n, "%s%s", ai->model ? ai->model : ai->name, post ? "-post" : "");
 }
 
-int variant_index(const grid_opts *g, const char *name) {
+int exp_variant_index(const exp_grid *g, const char *name) {
     for (int i = 0; i < MAX_VARIANTS; i++)
         if (g->variant[i][0] && strcmp(name, g->variant[i]) == 0) return i;
     return -1;
 }
 
-void variant_list(char *buf, size_t n) {
+int exp_variant_list(char *buf, size_t n) {
     size_t k = 0;
+    int count = 0;
     buf[0] = 0;
     for (int v = 0; v < MAX_VARIANTS && k < n; v++) {
         char name[48];
         variant_name(v, name, sizeof name);
         if (!name[0]) continue;
+        count++;
         const lipt_attn_info *ai = lipt_attn_info_of((lipt_attn_kind)(v % LIPT_ATTN_KIND_COUNT));
         k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? ", " : "", name);
         if (v < LIPT_ATTN_KIND_COUNT && ai->model && k < n) k += (size_t)snprintf(buf + k, n - k, " (%s)", ai->name);
     }
+    return count;
 }
 
 /* "dp,l2-tied" -> indices into g->variant; -1 on an unknown name. */
-static int parse_variants(const grid_opts *g, const char *s, int *out, char *bad, size_t badn) {
+static int parse_variants(const exp_grid *g, const char *s, int *out, char *bad, size_t badn) {
     int n = 0;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", s);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        const int k = variant_index(g, tok);
+        const int k = exp_variant_index(g, tok);
         if (k < 0 || n >= MAX_VARIANTS) {
             snprintf(bad, badn, "%s", tok);
             return -1;
@@ -119,19 +123,6 @@ static int run_self(char **argv, const char *log_path, char *out, size_t cap) {
     return -1;
 }
 
-/* The number after "key": in a flat JSON object; NAN when absent or null. */
-double json_get(const char *js, const char *key) {
-    char pat[96];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(js, pat);
-    if (!p) return NAN;
-    p += strlen(pat);
-    if (strncmp(p, "null", 4) == 0) return NAN;
-    char *end = NULL;
-    double v = strtod(p, &end);
-    return end == p ? NAN : v;
-}
-
 /* Does the file contain s? */
 static int file_contains(const char *path, const char *s) {
     FILE *f = lipt_open_regular(path, NULL, NULL); /* regular files only: never waits on a FIFO */
@@ -184,7 +175,7 @@ static void cell_add_seconds(const char *dir, double s) {
 
 /* Every setting that changes a cell's result, as one token: it names the cell's run folder and is stored with its
  * CSV row, so results of other settings are never read back as this grid's. */
-void grid_key(const grid_opts *g, char *buf, size_t n) {
+void exp_grid_key(const exp_grid *g, char *buf, size_t n) {
     const int w = snprintf(buf, n, "d%ld-h%ld-ff%ld-t%ld-b%ld-n%ld-lr%g-%s-w%ld-clip%g-seed%ld", g->d_model, g->heads,
                            g->d_ff, g->seq_len, g->batch, g->steps, g->lr, g->schedule, g->warmup, g->clip, g->seed);
     /* beta2 joined the key later: the default leaves earlier keys (and their results) valid */
@@ -192,7 +183,7 @@ void grid_key(const grid_opts *g, char *buf, size_t n) {
 }
 
 /* Trains one cell (fresh or resumed). Returns 0 done, 1 diverged, 2 interrupted, 3 failed (message printed). */
-static int train_cell(const grid_opts *g, const char *variant, int depth, const char *dir, int log_every,
+static int train_cell(const exp_grid *g, const char *variant, int depth, const char *dir, int log_every,
                       double *seconds, char *why, size_t whyn) {
     char ckpt[1200], log_path[1200], out[8192];
     snprintf(ckpt, sizeof ckpt, "%s/last.ckpt", dir);
@@ -249,7 +240,7 @@ static int train_cell(const grid_opts *g, const char *variant, int depth, const 
 
 /* The shared part of a grid cell: skipped when the CSV has it already, else trained in RUNS/<prefix><variant>-L<depth>.
  * Returns -1 skipped, 0 trained, 1 diverged (why says how); or 2 when the grid must stop, with *rc its exit status. */
-int grid_cell(const grid_opts *g, const char *C, int found, int cell, int total, int v, int depth, const char *prefix,
+int exp_grid_cell(const exp_grid *g, const char *C, int found, int cell, int total, int v, int depth, const char *prefix,
               int log_every, const char *csv, char *dir, size_t dirn, double *secs, char *why, size_t whyn, int *rc) {
     if (found) {
         fprintf(stderr, "[%d/%d] %s, %d layers: in %s already, skipped\n", cell, total, g->variant[v], depth, cli_shown(csv));
@@ -257,7 +248,7 @@ int grid_cell(const grid_opts *g, const char *C, int found, int cell, int total,
     }
     lipt_error err = {0};
     char key[256];
-    grid_key(g, key, sizeof key);
+    exp_grid_key(g, key, sizeof key);
     snprintf(dir, dirn, "%s/%s%s-L%d-%s", g->runs, prefix, g->variant[v], depth, key);
     if (run_mkdir(dir, &err) != LIPT_OK) {
         *rc = cli_fail(C, &err);
@@ -279,7 +270,7 @@ int grid_cell(const grid_opts *g, const char *C, int found, int cell, int total,
 }
 
 /* Evaluates a checkpoint on a split; fills bpc, nll, symbols. */
-int eval_cell(const grid_opts *g, const char *dir, const char *split, long max_symbols, double *bpc, double *nll,
+int exp_eval_cell(const exp_grid *g, const char *dir, const char *split, long max_symbols, double *bpc, double *nll,
               long *symbols, long *params) {
     char ckpt[1200], log_path[1200], out[8192];
     snprintf(ckpt, sizeof ckpt, "%s/last.ckpt", dir);
@@ -299,17 +290,17 @@ int eval_cell(const grid_opts *g, const char *dir, const char *split, long max_s
         fprintf(stderr, "lipt experiment: evaluating %s on %s failed (exit %d); see %s\n", cli_shown(ckpt), split, rc, cli_shown(log_path));
         return rc == 130 || rc == 143 ? 2 : 3;
     }
-    *bpc = json_get(out, "bpc");
-    *nll = json_get(out, "nll");
-    *symbols = (long)json_get(out, "symbols");
+    *bpc = metrics_number(out, "bpc");
+    *nll = metrics_number(out, "nll");
+    *symbols = (long)metrics_number(out, "symbols");
     if (params) {
-        double pv = json_get(out, "parameters");
+        double pv = metrics_number(out, "parameters");
         *params = isfinite(pv) ? (long)pv : 0;
     }
     return 0;
 }
 
-/* The options both grids take, after each grid's own (build_opts). */
+/* The options both grids take, after each grid's own (exp_grid_opts). */
 static const cli_opt grid_common[] = {
     {"data", CLI_STRING, "NAME|PATH", "corpus", "ptb"},
     {"models", CLI_STRING, "DIR", "folder of the ptb-<variant>.cfg configs", "models"},
@@ -325,7 +316,7 @@ static const cli_opt grid_common[] = {
 };
 
 /* The common options, plus --out, --runs, --steps and --lr (each grid has its own defaults for those), into g. */
-int parse_grid_common(cli_args *a, grid_opts *g) {
+static int exp_grid_parse(cli_args *a, exp_grid *g) {
     g->data = cli_str(a, "data");
     g->models = cli_str(a, "models");
     g->out = cli_str(a, "out");
@@ -343,13 +334,13 @@ int parse_grid_common(cli_args *a, grid_opts *g) {
 #define N_COMMON ((int)(sizeof grid_common / sizeof grid_common[0]))
 
 /* own, then the options common to both grids, into dst (room for n_own + 11). Returns the count. */
-int build_opts(cli_opt *dst, const cli_opt *own, int n_own, char *vhelp, size_t vn) {
+int exp_grid_opts(cli_opt *dst, const cli_opt *own, int n_own, char *vhelp, size_t vn) {
     int n = 0;
     for (int i = 0; i < n_own; i++) {
         dst[n] = own[i];
         if (strcmp(own[i].name, "variants") == 0) { /* generated: a new attention kind is listed without an edit here */
             char list[512];
-            variant_list(list, sizeof list);
+            exp_variant_list(list, sizeof list);
             snprintf(vhelp, vn, "%s%s", own[i].help, list);
             dst[n].help = vhelp;
         }
@@ -360,12 +351,12 @@ int build_opts(cli_opt *dst, const cli_opt *own, int n_own, char *vhelp, size_t 
 }
 
 /* --variants and --depths of a grid, checked; the output and run folders created. 0, or the exit status. */
-int grid_select(cli_args *a, const char *C, const grid_opts *g, int *vars, int *nv, double *dl, int *nd) {
+static int exp_grid_select(cli_args *a, const char *C, const exp_grid *g, int *vars, int *nv, double *dl, int *nd) {
     char bad[64], list[512];
     lipt_error err = {0};
     *nv = parse_variants(g, cli_str(a, "variants"), vars, bad, sizeof bad);
-    *nd = parse_list(cli_str(a, "depths"), dl, MAX_DEPTHS);
-    variant_list(list, sizeof list);
+    *nd = exp_parse_list(cli_str(a, "depths"), dl, MAX_DEPTHS);
+    exp_variant_list(list, sizeof list);
     if (*nv < 1) return cli_error(C, "--variants: unknown variant '%s' (%s)", bad, list);
     if (*nd < 1) return cli_error(C, "--depths must be a comma list of layer counts, got '%s'", cli_str(a, "depths"));
     if (g->steps < 1 || g->batch < 1 || g->threads < 1) return cli_error(C, "--steps, --batch and --threads must be >= 1");
@@ -382,46 +373,14 @@ int grid_select(cli_args *a, const char *C, const grid_opts *g, int *vars, int *
     return 0;
 }
 
-/* Splits a CSV line in place into at most cap fields; returns the count. */
-int csv_split(char *line, char **f, int cap) {
-    int n = 0;
-    line[strcspn(line, "\r\n")] = 0;
-    for (char *p = line; n < cap;) {
-        f[n++] = p;
-        char *c = strchr(p, ',');
-        if (!c) break;
-        *c = 0;
-        p = c + 1;
-    }
-    return n;
-}
-
-int grid_read_csv(const char *path, const char *header, int ncols, const char *key, const char *C,
-                  int (*row)(char **fields, void *user), void *user) {
-    FILE *f = lipt_open_regular(path, NULL, NULL);
-    if (!f) return 0;
-    char line[2048];
-    int n = 0;
-    if (!fgets(line, sizeof line, f)) { fclose(f); return 0; }
-    line[strcspn(line, "\r\n")] = 0;
-    if (strcmp(line, header) != 0) {
-        fclose(f);
-        cli_error(C, "%s was written by an older lipt or another tool (its header is not the current one): move it "
-                     "away or choose another --out", path);
-        return -1;
-    }
-    while (fgets(line, sizeof line, f)) {
-        char *x[32];
-        if (ncols > 32 || csv_split(line, x, 32) != ncols) continue;
-        if (strcmp(x[ncols - 1], key) != 0) {
-            fclose(f);
-            cli_error(C, "%s holds results of other settings (%s, not %s): choose another --out for these", path,
-                      x[ncols - 1], key);
-            return -1;
-        }
-        if (!row(x, user)) break;
-        n++;
-    }
-    fclose(f);
-    return n;
+int exp_grid_setup(cli_args *a, const char *C, exp_grid *g, exp_grid_sel *s, const exp_grid_csv *csv, void *rows, int *n) {
+    *n = 0;
+    int rc = exp_grid_parse(a, g);
+    if (!rc) rc = exp_grid_select(a, C, g, s->vars, &s->nv, s->dl, &s->nd);
+    if (rc) return rc;
+    exp_grid_key(g, g->key, sizeof g->key);
+    snprintf(g->csv, sizeof g->csv, "%s/%s.csv", g->out, csv->name);
+    const exp_csv spec = {g->csv, csv->header, csv->ncols, g->key, csv->row_size, csv->take, g};
+    *n = exp_read_csv(&spec, C, rows, MAX_CELLS);
+    return *n < 0 ? 1 : 0;
 }

@@ -12,7 +12,7 @@
 /* The variants of the grids, generated from the attention table (include/lipt/variants.h), so that a new kind is one
  * of them: first the PTB model of every kind (models/ptb-<model>.cfg, lipt_attn_info.model, else its name), then
  * "<model>-post", the post-LN form (norm = post), of every kind that allows it (the non-contractive ones). Variant v
- * is named variant[v] in grid_opts; "" where a kind has no post-LN form. */
+ * is named variant[v] in exp_grid; "" where a kind has no post-LN form. */
 #define MAX_VARIANTS (2 * LIPT_ATTN_KIND_COUNT)
 #define MAX_DEPTHS 24
 #define MAX_CELLS (MAX_VARIANTS * MAX_DEPTHS)
@@ -24,46 +24,51 @@ typedef struct {
     double lr, clip;
     double beta2;          /* Adam's second-moment decay of every cell */
     const char *schedule;
-    char variant[MAX_VARIANTS][48]; /* the variants' names (parse_grid_common) */
-} grid_opts;
+    char variant[MAX_VARIANTS][48]; /* the variants' names (exp_grid_setup) */
+    char csv[1100], key[256];       /* OUT/<name>.csv, and exp_grid_key (exp_grid_setup) */
+} exp_grid;
+
+/* A grid's CSV, OUT/<name>.csv: first line header, rows of ncols fields, the last the settings key (exp_read_csv). */
+typedef struct {
+    const char *name, *header;
+    int ncols;
+    size_t row_size;
+    int (*take)(char **f, const double *v, void *row, void *user); /* user: the exp_grid */
+} exp_grid_csv;
+
+/* The cells chosen: --variants (indices into exp_grid.variant) and --depths. */
+typedef struct {
+    int vars[MAX_VARIANTS], nv, nd;
+    double dl[MAX_DEPTHS];
+} exp_grid_sel;
 
 /* Index of a variant name in g->variant, -1 when unknown. */
-int variant_index(const grid_opts *g, const char *name);
+int exp_variant_index(const exp_grid *g, const char *name);
 /* The variants for help and error texts: "dp, l2, ..., contractive (clipped-dp), dp-post, ..." (a model named
- * other than its attention kind is followed by the kind). */
-void variant_list(char *buf, size_t n);
+ * other than its attention kind is followed by the kind). Returns how many there are. */
+int exp_variant_list(char *buf, size_t n);
 
 /* Every setting that changes a cell's result, as one token: it names the cell's run folder and is stored with its
  * CSV row, so results of other settings are never read back as this grid's. */
-void grid_key(const grid_opts *g, char *buf, size_t n);
+void exp_grid_key(const exp_grid *g, char *buf, size_t n);
 
 /* own, then the options common to both grids, into dst (room for n_own + 11). Returns the count. The help of an own
  * option named "variants" is followed by the list of variants, written to vhelp (vn bytes, alive while dst is). */
-int build_opts(cli_opt *dst, const cli_opt *own, int n_own, char *vhelp, size_t vn);
-/* The common options, plus --out, --runs, --steps and --lr, into g, and the variants' names. 0, or 2 on a malformed
- * value. */
-int parse_grid_common(cli_args *a, grid_opts *g);
-/* --variants and --depths of a grid, checked; the output and run folders created. 0, or the exit status. */
-int grid_select(cli_args *a, const char *C, const grid_opts *g, int *vars, int *nv, double *dl, int *nd);
+int exp_grid_opts(cli_opt *dst, const cli_opt *own, int n_own, char *vhelp, size_t vn);
+/* What a grid does after reading its own options (into g): the common ones, plus --out, --runs, --steps and --lr,
+ * into g, with the variants' names, the key and the CSV path; --variants and --depths into s, checked; the output and
+ * run folders created; the rows OUT/<csv->name>.csv holds already into rows (at most MAX_CELLS), *n of them.
+ * 0, or the exit status (a CSV of another format or other settings: 1, message printed). */
+int exp_grid_setup(cli_args *a, const char *C, exp_grid *g, exp_grid_sel *s, const exp_grid_csv *csv, void *rows, int *n);
 
 /* The shared part of a grid cell: skipped when the CSV has it already, else trained in RUNS/<prefix><variant>-L<depth>.
  * Returns -1 skipped, 0 trained, 1 diverged (why says how); or 2 when the grid must stop, with *rc its exit status. */
-int grid_cell(const grid_opts *g, const char *C, int found, int cell, int total, int v, int depth, const char *prefix,
+int exp_grid_cell(const exp_grid *g, const char *C, int found, int cell, int total, int v, int depth, const char *prefix,
               int log_every, const char *csv, char *dir, size_t dirn, double *secs, char *why, size_t whyn, int *rc);
 
 /* Evaluates DIR/last.ckpt on a split; fills bpc, nll, symbols (and params when given). 0, 2 interrupted, 3 failed
  * (message printed). */
-int eval_cell(const grid_opts *g, const char *dir, const char *split, long max_symbols, double *bpc, double *nll,
+int exp_eval_cell(const exp_grid *g, const char *dir, const char *split, long max_symbols, double *bpc, double *nll,
               long *symbols, long *params);
-
-/* The number after "key": in a flat JSON object; NAN when absent or null. */
-double json_get(const char *js, const char *key);
-/* Splits a CSV line in place into at most cap fields; returns the count. */
-int csv_split(char *line, char **f, int cap);
-/* Reads a grid's CSV (first line `header`, rows of ncols fields, the last the settings key): row(fields, user) takes
- * each row and returns 0 to stop (its buffer is full). The rows read; -1 (message printed) when the file is of another
- * format or holds rows of other settings, which must not be mixed with these. 0 when the file does not exist. */
-int grid_read_csv(const char *path, const char *header, int ncols, const char *key, const char *C,
-                  int (*row)(char **fields, void *user), void *user);
 
 #endif

@@ -49,7 +49,7 @@ static const cli_opt inv_opts[] = {
 
 /* The branch under inversion, recording ‖x_k − x*‖_∞ of every iterate it is called on (call k sees x_k). */
 typedef struct {
-    att_map *m;
+    exp_att_map *m;
     const float *xstar;
     size_t n;
     double *trace;
@@ -64,12 +64,12 @@ static lipt_tensor *traced_g(lipt_ctx *ctx, lipt_tensor *x, void *user) {
         t->trace[t->calls] = e;
     }
     t->calls++;
-    return att_forward(ctx, x, t->m);
+    return exp_att_forward(ctx, x, t->m);
 }
 
 typedef struct {
     char name[64];
-    att_kind kind;
+    exp_att_kind kind;
     double c, scale, factor, jac_inf;
     const char *status;
     int iters, reached_at, within_rate;
@@ -209,21 +209,19 @@ typedef struct {
     char csv[1100], sumcsv[1100], svg[1100];
 } inv_args;
 
-/* Reads and checks the options up to --inputs and --ckpt (and applies --threads); returns 0 or the exit status. */
+/* Reads and checks the options up to --inputs and --ckpt (--threads: the prologue); returns 0 or the exit status. */
 static int parse_inv_args(cli_args *a, const char *C, inv_args *o) {
     if (cli_int(a, "n", &o->N) || cli_int(a, "d", &o->D) || cli_int(a, "heads", &o->H) || cli_int(a, "max-iter", &o->max_iter) ||
         cli_int(a, "seed", &o->seed) || cli_int(a, "plot-iters", &o->plot_iters) || cli_float(a, "weight-scale", &o->wscale) || cli_float(a, "tol", &o->tol) ||
         cli_float(a, "threshold", &o->thr))
         return 2;
-    int rc = cli_apply_threads(a, C);
-    if (rc) return rc;
     const long N = o->N, D = o->D, H = o->H;
     if (N < 1 || D < 1 || H < 1 || D % H || N * D > 65536)
         return cli_error(C, "--n, --d, --heads must be >= 1, --heads must divide --d, N*D <= 65536");
     if (o->max_iter < 1 || o->max_iter > 100000) return cli_error(C, "--max-iter must be in [1, 100000]");
     if (!(o->wscale > 0) || !(o->tol >= 0) || !(o->thr > 0)) return cli_error(C, "--weight-scale, --threshold > 0 and --tol >= 0");
-    o->nc = parse_list(cli_str(a, "c-list"), o->cs, 16);
-    o->nsc = parse_list(cli_str(a, "scales"), o->scales, 16);
+    o->nc = exp_parse_list(cli_str(a, "c-list"), o->cs, 16);
+    o->nsc = exp_parse_list(cli_str(a, "scales"), o->scales, 16);
     if (o->nc < 1 || o->nsc < 1) return cli_error(C, "--c-list and --scales must be comma-separated numbers (at most 16)");
     for (int i = 0; i < o->nc; i++)
         if (!(o->cs[i] > 0 && o->cs[i] < 1)) return cli_error(C, "--c-list values must be in (0, 1), got %g", o->cs[i]);
@@ -286,7 +284,7 @@ static int prepare_outputs(cli_args *a, const char *C, inv_args *o, lipt_error *
 /* What the settings share: both attentions' weights and bounds, the unit-scale draw z and the work vectors. */
 typedef struct {
     const inv_args *o;
-    att_weights wl2, wdp;
+    exp_att_weights wl2, wdp;
     float *z, *xs, *xr;   /* z: unit-scale inputs; xs = scale · z, the true x*; xr the recovered x */
     double *tracebuf;     /* max_iter + 2 errors of one inversion */
     double ub_l2, ub_dp, jdp_ref;
@@ -299,14 +297,14 @@ static int setup_run(const char *C, const inv_args *o, float *emb, inv_run *r, l
     const size_t n = (size_t)N * D;
     int rc = 0;
     r->o = o;
-    att_weights_init(&r->wl2, (int)D, o->ones, o->wscale, exp_splitmix64((uint64_t)o->seed));
-    att_weights_init(&r->wdp, (int)D, o->ones, o->wscale, exp_splitmix64((uint64_t)o->seed + 1));
+    exp_att_init(&r->wl2, (int)D, o->ones, o->wscale, exp_seed((uint64_t)o->seed));
+    exp_att_init(&r->wdp, (int)D, o->ones, o->wscale, exp_seed((uint64_t)o->seed + 1));
     /* one unit-scale draw z; the inputs are scale · z */
     float *z = r->z = malloc(sizeof(float) * n);
     r->xs = malloc(sizeof(float) * n);
     r->xr = malloc(sizeof(float) * n);
     lipt_rng rng;
-    lipt_rng_seed(&rng, exp_splitmix64((uint64_t)o->seed + 2));
+    lipt_rng_seed(&rng, exp_seed((uint64_t)o->seed + 2));
     lipt_rng_fill_normal(&rng, z, n, 1.0f);
     if (o->spread)
         for (long j = 0; j < D; j++) z[(size_t)(N - 1) * D + j] = 0;
@@ -314,13 +312,13 @@ static int setup_run(const char *C, const inv_args *o, float *emb, inv_run *r, l
         memcpy(z, emb, sizeof(float) * n);
         free(emb);
     }
-    r->ub_l2 = att_bound_inf(&r->wl2, (int)o->H, (int)N);
-    r->ub_dp = att_bound_inf(&r->wdp, (int)o->H, (int)N);
+    r->ub_l2 = exp_att_bound_inf(&r->wl2, (int)o->H, (int)N);
+    r->ub_dp = exp_att_bound_inf(&r->wdp, (int)o->H, (int)N);
     /* the DP reference norm: its exact Jacobian at the unit-scale input */
     r->jdp_ref = NAN;
     if (o->dp_ref) {
-        att_map m = {ATT_DP, (int)N, (int)D, (int)o->H, o->causal, &r->wdp, 1.0f};
-        lipt_jac_map jm = {att_forward, &m, 2, {(int)N, (int)D, 0, 0}, 1};
+        exp_att_map m = {EXP_ATT_DP, (int)N, (int)D, (int)o->H, o->causal, &r->wdp, 1.0f};
+        lipt_jac_map jm = {exp_att_forward, &m, 2, {(int)N, (int)D, 0, 0}, 1};
         if (lipt_jacobian_norm_inf_at(&jm, z, &r->jdp_ref, NULL, err) != LIPT_OK) rc = cli_fail(C, err);
     }
     r->tracebuf = malloc(sizeof(double) * (size_t)(o->max_iter + 2));
@@ -366,18 +364,18 @@ static int run_setting(const char *C, inv_run *r, lipt_ctx *ctx, int kind, int c
     const long N = o->N, D = o->D;
     const size_t n = (size_t)N * D;
     float *xs = r->xs;
-    st->kind = kind ? ATT_DP : ATT_L2_TIED;
+    st->kind = kind ? EXP_ATT_DP : EXP_ATT_L2_TIED;
     st->c = o->cs[ci];
     st->scale = o->scales[si];
     snprintf(st->name, sizeof st->name, "%s c=%g x%g", kind ? "DP" : "L2", o->cs[ci], o->scales[si]);
     const double ref = kind ? (o->dp_ref ? r->jdp_ref : r->ub_dp) : r->ub_l2;
     st->factor = 1.0 / fmax(1.0, ref / o->cs[ci]);
-    att_map m = {st->kind, (int)N, (int)D, (int)o->H, o->causal, kind ? &r->wdp : &r->wl2, (float)st->factor};
+    exp_att_map m = {st->kind, (int)N, (int)D, (int)o->H, o->causal, kind ? &r->wdp : &r->wl2, (float)st->factor};
     for (size_t i = 0; i < n; i++) xs[i] = (float)(o->scales[si] * r->z[i]);
     /* the local Lipschitz constant of g at the true input (exact Jacobian) */
     st->jac_inf = NAN;
     if (n <= 4096) {
-        lipt_jac_map jm = {att_forward, &m, 2, {(int)N, (int)D, 0, 0}, 1};
+        lipt_jac_map jm = {exp_att_forward, &m, 2, {(int)N, (int)D, 0, 0}, 1};
         if (lipt_jacobian_norm_inf_at(&jm, xs, &st->jac_inf, NULL, err) != LIPT_OK) return cli_fail(C, err);
     }
     /* y = x* + g(x*) */
@@ -385,7 +383,7 @@ static int run_setting(const char *C, inv_run *r, lipt_ctx *ctx, int kind, int c
     lipt_no_grad_push(ctx);
     lipt_tensor *xt = lipt_tensor_2d(ctx, (int)N, (int)D);
     memcpy(xt->data, xs, n * sizeof(float));
-    lipt_tensor *gx = att_forward(ctx, xt, &m);
+    lipt_tensor *gx = exp_att_forward(ctx, xt, &m);
     lipt_tensor *y = lipt_tensor_2d(ctx, (int)N, (int)D);
     for (size_t i = 0; i < n; i++) y->data[i] = xs[i] + gx->data[i];
     lipt_no_grad_pop(ctx);
@@ -402,22 +400,22 @@ static int run_setting(const char *C, inv_run *r, lipt_ctx *ctx, int kind, int c
 
 /* The per-iteration CSV and the summary CSV. */
 static lipt_status write_csvs(const inv_args *o, const inv_setting *S, int ns, lipt_error *err) {
-    out_file f;
-    lipt_status st = open_file(&f, o->csv, err);
+    exp_out f;
+    lipt_status st = exp_open(&f, o->csv, err);
     if (st) return st;
     fprintf(f.f, "setting,attention,c,scale,iteration,error,rel_error,predicted\n");
     for (int i = 0; i < ns; i++)
         for (int it = 0; it <= S[i].iters; it++)
             fprintf(f.f, "%s,%s,%g,%g,%d,%.9g,%.9g,%.9g\n", S[i].name, S[i].kind ? "dp" : "l2", S[i].c, S[i].scale,
                     it, S[i].abs_e[it], S[i].rel[it], pow(S[i].c, it) * S[i].rel[0]);
-    if ((st = commit_file(&f, err)) || (st = open_file(&f, o->sumcsv, err))) return st;
+    if ((st = exp_commit(&f, err)) || (st = exp_open(&f, o->sumcsv, err))) return st;
     fprintf(f.f, "setting,attention,c,scale,factor,jac_inf_at_input,status,iterations,reached_at,final_rel_error,"
                  "within_c_rate\n");
     for (int i = 0; i < ns; i++)
         fprintf(f.f, "%s,%s,%g,%g,%.9g,%.9g,%s,%d,%d,%.9g,%d\n", S[i].name, S[i].kind ? "dp" : "l2", S[i].c,
                 S[i].scale, S[i].factor, S[i].jac_inf, S[i].status, S[i].iters, S[i].reached_at,
                 S[i].rel[S[i].iters], S[i].within_rate);
-    return commit_file(&f, err);
+    return exp_commit(&f, err);
 }
 
 /* Settings reconstructed, per attention. */
@@ -505,7 +503,7 @@ static void print_table(const inv_run *r, const inv_setting *S, int ns, const in
     printf("L2: %d of %d settings reconstructed to <= %g; DP: %d of %d", k->l2_ok, k->l2_n, o->thr, k->dp_ok, k->dp_n);
     int first = 1;
     for (int i = 0; i < ns; i++)
-        if (S[i].kind == ATT_DP && S[i].reached_at < 0) {
+        if (S[i].kind == EXP_ATT_DP && S[i].reached_at < 0) {
             printf("%s%s", first ? " (failed: " : ", ", S[i].name);
             first = 0;
         }
@@ -524,7 +522,7 @@ static int write_results(const char *C, const inv_run *r, const inv_setting *S, 
         return cli_fail(C, err);
     inv_counts k = {0, 0, 0, 0};
     for (int i = 0; i < ns; i++) {
-        if (S[i].kind == ATT_L2_TIED) { k.l2_n++; k.l2_ok += S[i].reached_at >= 0; }
+        if (S[i].kind == EXP_ATT_L2_TIED) { k.l2_n++; k.l2_ok += S[i].reached_at >= 0; }
         else { k.dp_n++; k.dp_ok += S[i].reached_at >= 0; }
     }
     if (o->json) print_json(r, S, ns, &k);
@@ -532,22 +530,14 @@ static int write_results(const char *C, const inv_run *r, const inv_setting *S, 
     return 0;
 }
 
-int exp_invertibility(int argc, char **argv) {
-    const char *C = "experiment invertibility";
-    cli_args a;
-    int pr = cli_parse(&a, C,
-                       "Numerical invertibility of residual maps x + g(x) (paper Fig. 3, SPEC §4.2): g = contractive tied L2-MHA\n"
-                       "(F / max(1, UB/c), UB the inf-norm bound at N) and g = DP-MHA scaled the same way, inverted by fixed-point\n"
-                       "iteration x <- y - g(x) from x = y; the reconstruction error max|x_k - x*| after every iteration.",
-                       inv_opts, (int)(sizeof inv_opts / sizeof inv_opts[0]), argc, argv, 0, 0);
-    if (pr) return pr > 0 ? 0 : 2;
+static int inv_main(cli_args *a, const char *C) {
     inv_args o;
-    int rc = parse_inv_args(&a, C, &o);
+    int rc = parse_inv_args(a, C, &o);
     if (rc) return rc;
     lipt_error err = {0};
     float *emb = NULL; /* the trained model's input embeddings, N x d_model */
-    if (o.from_ptb && (rc = load_ptb_inputs(&a, C, &o, &emb, &err))) return rc;
-    if ((rc = prepare_outputs(&a, C, &o, &err))) {
+    if (o.from_ptb && (rc = load_ptb_inputs(a, C, &o, &emb, &err))) return rc;
+    if ((rc = prepare_outputs(a, C, &o, &err))) {
         free(emb);
         return rc;
     }
@@ -571,7 +561,15 @@ int exp_invertibility(int argc, char **argv) {
     free(r.z);
     free(r.xs);
     free(r.xr);
-    att_weights_free(&r.wl2);
-    att_weights_free(&r.wdp);
+    exp_att_free(&r.wl2);
+    exp_att_free(&r.wdp);
     return rc;
 }
+
+const exp_def exp_invertibility = {
+    "invertibility", "fixed-point inversion of x + g(x), contractive L2 vs scaled DP attention (Fig. 3)",
+    "Numerical invertibility of residual maps x + g(x) (paper Fig. 3, SPEC §4.2): g = contractive tied L2-MHA\n"
+    "(F / max(1, UB/c), UB the inf-norm bound at N) and g = DP-MHA scaled the same way, inverted by fixed-point\n"
+    "iteration x <- y - g(x) from x = y; the reconstruction error max|x_k - x*| after every iteration.",
+    inv_opts, (int)(sizeof inv_opts / sizeof inv_opts[0]), 0, inv_main,
+};

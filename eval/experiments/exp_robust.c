@@ -75,18 +75,17 @@ typedef struct {
     int nm;
 } rob_args;
 
-/* Reads and checks the options (applies --threads, makes --out); returns 0 or the exit status. */
+/* Reads and checks the options (makes --out; --threads: the prologue); returns 0 or the exit status. */
 static int parse_rob_args(cli_args *a, const char *C, rob_args *o, lipt_error *err) {
     o->nm = 0;
     if (cli_int(a, "layer", &o->layer) || cli_int(a, "n", &o->N) || cli_int(a, "perturbations", &o->K) ||
         cli_int(a, "seed", &o->seed) || cli_float(a, "eps", &o->eps))
         return 2;
-    int rc = cli_apply_threads(a, C);
-    const int nsc = o->nsc = parse_list(cli_str(a, "scales"), o->scales, MAX_SCALES);
+    int rc = 0;
+    const int nsc = o->nsc = exp_parse_list(cli_str(a, "scales"), o->scales, MAX_SCALES);
     const char *inputs = cli_str(a, "inputs");
     o->from_ptb = strcmp(inputs, "ptb") == 0;
-    if (rc) {
-    } else if (!cli_has(a, "ckpt")) rc = cli_error(C, "--ckpt A,B,... is required");
+    if (!cli_has(a, "ckpt")) rc = cli_error(C, "--ckpt A,B,... is required");
     else if (nsc < 1) rc = cli_error(C, "--scales must be a comma list of positive numbers");
     else if (!o->from_ptb && strcmp(inputs, "spread") != 0) rc = cli_error(C, "--inputs must be ptb or spread, got '%s'", inputs);
     else if (o->N < 2 || o->K < 1 || !(o->eps > 0) || o->layer < 0)
@@ -194,14 +193,14 @@ static int measure_model(const char *C, const rob_args *o, const char *path, rob
 }
 
 static lipt_status write_csv(const char *path, const rob_row *rows, int nr, lipt_error *err) {
-    out_file o;
-    const lipt_status st = open_file(&o, path, err);
+    exp_out o;
+    const lipt_status st = exp_open(&o, path, err);
     if (st != LIPT_OK) return st;
     fprintf(o.f, "model,scale,random_gain_median,random_gain_max,jacobian_2norm,jacobian_infnorm,output_rms\n");
     for (int i = 0; i < nr; i++)
         fprintf(o.f, "\"%s\",%g,%.6g,%.6g,%.6g,%.6g,%.6g\n", rows[i].label, rows[i].scale, rows[i].rand_median,
                 rows[i].rand_max, rows[i].jac2, rows[i].jacinf, rows[i].out_rms);
-    return commit_file(&o, err);
+    return exp_commit(&o, err);
 }
 
 /* Gains against scale: worst direction solid, random median dashed, one colour per model. */
@@ -267,25 +266,21 @@ static int write_results(const char *C, const rob_args *o, const rob_row *rows, 
     return 0;
 }
 
-int exp_robustness(int argc, char **argv) {
-    const char *C = "experiment robustness";
-    cli_args a;
-    int pr = cli_parse(&a, C,
-                       "Robustness of trained attention (paper Fig. 10, SPEC §4.5): the spread of a trained attention branch's\n"
-                       "outputs when its input X = S z moves, for growing S: random-perturbation gains and the exact Jacobian\n"
-                       "norms (the adversarial worst case to first order). Writes OUT/robustness.csv and OUT/robustness.svg.",
-                       rob_opts, (int)(sizeof rob_opts / sizeof rob_opts[0]), argc, argv, 0, 0);
-    if (pr) {
-        cli_free(&a);
-        return pr > 0 ? 0 : 2;
-    }
+static int rob_main(cli_args *a, const char *C) {
     lipt_error err = {0};
     rob_args o;
-    int rc = parse_rob_args(&a, C, &o, &err);
+    int rc = parse_rob_args(a, C, &o, &err);
     rob_row rows[MAX_MODELS * MAX_SCALES];
     int nr = 0;
     for (int mi = 0; !rc && mi < o.nm; mi++) rc = measure_model(C, &o, o.paths[mi], rows, &nr, &err);
-    if (!rc) rc = write_results(C, &o, rows, nr, cli_has(&a, "json"), &err);
-    cli_free(&a);
+    if (!rc) rc = write_results(C, &o, rows, nr, cli_has(a, "json"), &err);
     return rc;
 }
+
+const exp_def exp_robustness = {
+    "robustness", "output spread of trained attention under input perturbations at growing scales (Fig. 10)",
+    "Robustness of trained attention (paper Fig. 10, SPEC §4.5): the spread of a trained attention branch's\n"
+    "outputs when its input X = S z moves, for growing S: random-perturbation gains and the exact Jacobian\n"
+    "norms (the adversarial worst case to first order). Writes OUT/robustness.csv and OUT/robustness.svg.",
+    rob_opts, (int)(sizeof rob_opts / sizeof rob_opts[0]), 0, rob_main,
+};

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "exp_grid.h"
+#include "metrics_read.h"
 #include "svg.h"
 
 typedef struct {
@@ -22,38 +23,13 @@ typedef struct {
 
 static const char *stab_kind(int d) { return d == 0 ? "stable" : d == 1 ? "non-finite" : "blow-up"; }
 
-typedef struct {
-    stab_row *rows;
-    int n, cap;
-    const grid_opts *g; /* the variants' names */
-} stab_row_buf;
-
-static int take_stab_row(char **x, void *user) {
-    stab_row_buf *b = user;
-    if (b->n >= b->cap) return 0;
-    stab_row r;
-    memset(&r, 0, sizeof r);
-    r.variant = variant_index(b->g, x[0]);
-    r.depth = atoi(x[1]);
-    r.steps_done = atol(x[2]);
-    r.first_loss = strtod(x[3], NULL);
-    r.min_loss = strtod(x[4], NULL);
-    r.final_loss = strtod(x[5], NULL);
-    r.valid_bpc = strtod(x[7], NULL);
-    r.max_gnorm = strtod(x[8], NULL);
-    r.max_spread = strtod(x[9], NULL);
-    r.diverged = strcmp(x[10], "stable") == 0 ? 0 : strcmp(x[10], "non-finite") == 0 ? 1 : 2;
-    r.diverge_step = atol(x[11]);
-    if (r.variant >= 0) b->rows[b->n++] = r;
-    return 1;
-}
-
-/* Rows of OUT/stability.csv; -1 (message printed) when it holds rows of other settings. */
-static int read_stab_csv(const grid_opts *g, const char *path, const char *key, stab_row *rows, int cap,
-                         const char *C) {
-    stab_row_buf b = {rows, 0, cap, g};
-    const int got = grid_read_csv(path, STAB_HEADER, 13, key, C, take_stab_row, &b);
-    return got < 0 ? -1 : b.n;
+static int take_stab_row(char **f, const double *v, void *row, void *user) {
+    stab_row *r = row;
+    *r = (stab_row){.variant = exp_variant_index(user, f[0]), .depth = (int)v[1], .steps_done = (long)v[2],
+                    .first_loss = v[3], .min_loss = v[4], .final_loss = v[5], .valid_bpc = v[7], .max_gnorm = v[8],
+                    .max_spread = v[9], .diverged = strcmp(f[10], "stable") == 0 ? 0 : strcmp(f[10], "non-finite") == 0 ? 1 : 2,
+                    .diverge_step = (long)v[11]};
+    return r->variant >= 0;
 }
 
 static int cmp_stab_row(const void *p, const void *q) {
@@ -75,9 +51,9 @@ static int read_curve(const char *dir, double *step, double *loss, int cap, doub
     int n = 0;
     while (n < cap && fgets(line, sizeof line, f)) {
         if (strstr(line, "\"eval\"") || strstr(line, "\"event\"")) continue;
-        double s = json_get(line, "step"), l = json_get(line, "loss");
+        double s = metrics_number(line, "step"), l = metrics_number(line, "loss");
         if (!isfinite(s)) continue;
-        const double gn = json_get(line, "grad_norm"), sp = json_get(line, "attn_logit_spread");
+        const double gn = metrics_number(line, "grad_norm"), sp = metrics_number(line, "attn_logit_spread");
         if (gmax && isfinite(gn) && !(gn <= *gmax)) *gmax = gn;
         if (smax && isfinite(sp) && !(sp <= *smax)) *smax = sp;
         step[n] = s;
@@ -115,25 +91,25 @@ static void detect(stab_row *r, const double *step, const double *loss, int n, i
     r->final_loss = w ? s / w : NAN;
 }
 
-static void stab_dir(const grid_opts *g, int v, int depth, char *dir, size_t n) {
+static void stab_dir(const exp_grid *g, int v, int depth, char *dir, size_t n) {
     char key[256];
-    grid_key(g, key, sizeof key);
+    exp_grid_key(g, key, sizeof key);
     snprintf(dir, n, "%s/stab-%s-L%d-%s", g->runs, g->variant[v], depth, key);
 }
 
 /* One plot per variant of every depth's loss curve, and their CSV. */
-static lipt_status write_stab_curves(const grid_opts *g, const stab_row *rows, int n, lipt_error *err) {
+static lipt_status write_stab_curves(const exp_grid *g, const stab_row *rows, int n, lipt_error *err) {
     char path[1100];
     snprintf(path, sizeof path, "%s/stability_curves.csv", g->out);
-    out_file o;
-    lipt_status st = open_file(&o, path, err);
+    exp_out o;
+    lipt_status st = exp_open(&o, path, err);
     if (st != LIPT_OK) return st;
     fprintf(o.f, "variant,depth,step,loss\n");
     enum { CAP = 20000 };
     double *sx = malloc(sizeof(double) * CAP * MAX_DEPTHS), *sy = malloc(sizeof(double) * CAP * MAX_DEPTHS);
     if (!sx || !sy) {
         free(sx); free(sy);
-        discard_file(&o);
+        exp_discard(&o);
         return lipt_fail(err, LIPT_ERR_NOMEM, "out of memory for the stability curves plot");
     }
     for (int v = 0; v < MAX_VARIANTS && st == LIPT_OK; v++) {
@@ -173,17 +149,17 @@ static lipt_status write_stab_curves(const grid_opts *g, const stab_row *rows, i
     }
     free(sx);
     free(sy);
-    if (st != LIPT_OK) { discard_file(&o); return st; }
-    return commit_file(&o, err);
+    if (st != LIPT_OK) { exp_discard(&o); return st; }
+    return exp_commit(&o, err);
 }
 
-static lipt_status write_stab_outputs(const grid_opts *g, stab_row *rows, int n, lipt_error *err) {
+static lipt_status write_stab_outputs(const exp_grid *g, stab_row *rows, int n, lipt_error *err) {
     qsort(rows, (size_t)n, sizeof *rows, cmp_stab_row);
     char path[1100], key[256];
-    grid_key(g, key, sizeof key);
+    exp_grid_key(g, key, sizeof key);
     snprintf(path, sizeof path, "%s/stability.csv", g->out);
-    out_file o;
-    lipt_status st = open_file(&o, path, err);
+    exp_out o;
+    lipt_status st = exp_open(&o, path, err);
     if (st != LIPT_OK) return st;
     fprintf(o.f, STAB_HEADER "\n");
     for (int i = 0; i < n; i++) {
@@ -192,7 +168,7 @@ static lipt_status write_stab_outputs(const grid_opts *g, stab_row *rows, int n,
                 r->steps_done, r->first_loss, r->min_loss, r->final_loss, r->final_loss / log(2.0), r->valid_bpc,
                 r->max_gnorm, r->max_spread, stab_kind(r->diverged), r->diverge_step, key);
     }
-    if ((st = commit_file(&o, err)) != LIPT_OK) return st;
+    if ((st = exp_commit(&o, err)) != LIPT_OK) return st;
     if ((st = write_stab_curves(g, rows, n, err)) != LIPT_OK) return st;
     /* final loss against depth */
     double xs[MAX_VARIANTS][MAX_DEPTHS], ys[MAX_VARIANTS][MAX_DEPTHS];
@@ -238,14 +214,13 @@ static const cli_opt stab_own[] = {
 };
 
 /* Trains, scores and records one stability cell. 0 done, 1 skipped, or the exit status | 0x100 to stop. */
-static int stab_cell(const grid_opts *g, const char *C, stab_row *rows, int *n, int v, int depth, int cell, int total,
+static int stab_cell(const exp_grid *g, const char *C, stab_row *rows, int *n, int v, int depth, int cell, int total,
                      long win, double rise, long valid_symbols, double t_start) {
     int found = 0, rc = 0;
     for (int i = 0; i < *n; i++) found |= rows[i].variant == v && rows[i].depth == depth;
-    char dir[1100], why[128] = "", csv[1100];
-    snprintf(csv, sizeof csv, "%s/stability.csv", g->out);
+    char dir[1100], why[128] = "";
     double secs = 0;
-    const int tr = grid_cell(g, C, found, cell, total, v, depth, "stab-", 1, csv, dir, sizeof dir, &secs, why, sizeof why, &rc);
+    const int tr = exp_grid_cell(g, C, found, cell, total, v, depth, "stab-", 1, g->csv, dir, sizeof dir, &secs, why, sizeof why, &rc);
     if (tr < 0) return 1;
     if (tr == 2) return rc | 0x100;
     enum { CAP = 20000 };
@@ -269,7 +244,7 @@ static int stab_cell(const grid_opts *g, const char *C, stab_row *rows, int *n, 
     } else if (valid_symbols > 0) {
         double nll;
         long sym;
-        const int e = eval_cell(g, dir, "valid", valid_symbols, &r.valid_bpc, &nll, &sym, NULL);
+        const int e = exp_eval_cell(g, dir, "valid", valid_symbols, &r.valid_bpc, &nll, &sym, NULL);
         if (e) return (e == 2 ? 130 : 1) | 0x100;
     }
     rows[(*n)++] = r;
@@ -282,7 +257,7 @@ static int stab_cell(const grid_opts *g, const char *C, stab_row *rows, int *n, 
     return 0;
 }
 
-static void stab_summary(const grid_opts *g, const stab_row *rows, int n, const int *vars, int nv) {
+static void stab_summary(const exp_grid *g, const stab_row *rows, int n, const int *vars, int nv) {
     printf("%-13s %6s %7s %10s %9s %10s %9s %10s %11s %-11s %s\n", "variant", "layers", "steps", "first_loss", "min_loss",
            "final_loss", "valid_bpc", "max_gnorm", "max_spread", "outcome", "at_step");
     for (int i = 0; i < n; i++)
@@ -298,55 +273,21 @@ static void stab_summary(const grid_opts *g, const stab_row *rows, int n, const 
     }
 }
 
-int exp_stability(int argc, char **argv) {
-    const char *C = "experiment stability";
-    cli_opt opts[32];
-    char vhelp[640];
-    int nopt = build_opts(opts, stab_own, (int)(sizeof stab_own / sizeof stab_own[0]), vhelp, sizeof vhelp);
-    cli_args a;
-    int pr = cli_parse(&a, C,
-                       "Training stability without warmup (paper Fig. 11, SPEC §4.4): Adam at a fixed learning rate from step 1,\n"
-                       "depth growing, for each variant; records every loss curve, the largest gradient norm and attention logit\n"
-                       "spread logged, and detects divergence (a non-finite loss, or the loss averaged over --window logged steps\n"
-                       "rising --rise nats above its minimum); finished cells are scored on --valid-symbols validation symbols.\n"
-                       "Writes OUT/stability.csv, OUT/stability_curves.csv, OUT/stability.svg and OUT/stability_<variant>.svg.\n"
-                       "Resumable; the CSV is tied to its settings (another --lr, --steps or width needs another --out).",
-                       opts, nopt, argc, argv, 0, 0);
-    if (pr) {
-        cli_free(&a);
-        return pr > 0 ? 0 : 2;
-    }
-    grid_opts g = {0};
+static int stab_main(cli_args *a, const char *C) {
+    exp_grid g = {.schedule = "constant", .warmup = 0, .save_every = 50};
     long win, valid_symbols;
     double rise;
-    int rc = parse_grid_common(&a, &g);
-    if (!rc && (cli_float(&a, "clip", &g.clip) || cli_int(&a, "window", &win) || cli_float(&a, "rise", &rise) ||
-                cli_int(&a, "valid-symbols", &valid_symbols)))
-        rc = 2;
-    if (rc) {
-        cli_free(&a);
-        return rc;
-    }
-    g.schedule = "constant";
-    g.warmup = 0;
-    g.save_every = 50;
-    int vars[MAX_VARIANTS], nv, nd;
-    double dl[MAX_DEPTHS];
-    if (win < 1 || rise <= 0 || valid_symbols < 0) rc = cli_error(C, "--window must be >= 1, --rise > 0, --valid-symbols >= 0");
-    else rc = grid_select(&a, C, &g, vars, &nv, dl, &nd);
-    if (rc) {
-        cli_free(&a);
-        return rc;
-    }
-    char csv[1100], key[256];
-    snprintf(csv, sizeof csv, "%s/stability.csv", g.out);
-    grid_key(&g, key, sizeof key);
+    if (cli_float(a, "clip", &g.clip) || cli_int(a, "window", &win) || cli_float(a, "rise", &rise) ||
+        cli_int(a, "valid-symbols", &valid_symbols))
+        return 2;
+    if (win < 1 || rise <= 0 || valid_symbols < 0) return cli_error(C, "--window must be >= 1, --rise > 0, --valid-symbols >= 0");
+    static const exp_grid_csv csv = {"stability", STAB_HEADER, 13, sizeof(stab_row), take_stab_row};
+    exp_grid_sel sel;
     stab_row rows[MAX_CELLS];
-    int n = read_stab_csv(&g, csv, key, rows, MAX_CELLS, C);
-    if (n < 0) {
-        cli_free(&a);
-        return 1;
-    }
+    int n, rc = exp_grid_setup(a, C, &g, &sel, &csv, rows, &n);
+    if (rc) return rc;
+    const int *vars = sel.vars, nv = sel.nv, nd = sel.nd;
+    const double *dl = sel.dl;
     const int total = nv * nd;
     int cell = 0;
     double t_start = cli_now();
@@ -360,6 +301,16 @@ int exp_stability(int argc, char **argv) {
         stab_summary(&g, rows, n, vars, nv);
         fprintf(stderr, "wrote %s/stability.csv, stability_curves.csv, stability.svg, stability_<variant>.svg\n", cli_shown(g.out));
     }
-    cli_free(&a);
     return rc;
 }
+
+const exp_def exp_stability = {
+    "stability", "Adam at a fixed learning rate, no warmup, depth growing: divergence detected (Fig. 11)",
+    "Training stability without warmup (paper Fig. 11, SPEC §4.4): Adam at a fixed learning rate from step 1,\n"
+    "depth growing, for each variant; records every loss curve, the largest gradient norm and attention logit\n"
+    "spread logged, and detects divergence (a non-finite loss, or the loss averaged over --window logged steps\n"
+    "rising --rise nats above its minimum); finished cells are scored on --valid-symbols validation symbols.\n"
+    "Writes OUT/stability.csv, OUT/stability_curves.csv, OUT/stability.svg and OUT/stability_<variant>.svg.\n"
+    "Resumable; the CSV is tied to its settings (another --lr, --steps or width needs another --out).",
+    stab_own, (int)(sizeof stab_own / sizeof stab_own[0]), 1, stab_main,
+};

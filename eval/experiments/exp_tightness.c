@@ -94,41 +94,31 @@ static int cmp_row_n(const void *p, const void *q) {
 
 #define TIGHT_CSV_HEADER "N,lower,upper,ratio,fit,best_random,mean_start_best,diverged,starts,steps,seconds"
 
-/* Rows of an earlier run (malformed lines, e.g. from an interrupted writer, are ignored). */
-static int read_rows(const char *path, tight_row *rows, int cap) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char line[1024];
+static int take_tight_row(char **f, const double *v, void *row, void *user) {
+    (void)f, (void)user;
+    if (!(v[0] >= 2 && v[0] == floor(v[0]) && v[0] < 1e7)) return 0; /* not a sequence length */
+    *(tight_row *)row = (tight_row){(int)v[0], v[1], v[2], v[3], v[4], v[5], v[6], (int)v[7], (int)v[8], (int)v[9], v[10]};
+    return 1;
+}
+
+/* Rows of an earlier run, the first of each N. Returns their count, or -1 (message printed): another format. */
+static int read_rows(const char *C, const char *path, tight_row *rows, int cap) {
+    const exp_csv spec = {path, TIGHT_CSV_HEADER, 11, NULL, sizeof(tight_row), take_tight_row, NULL};
+    const int got = exp_read_csv(&spec, C, rows, cap);
     int n = 0;
-    while (fgets(line, sizeof line, f) && n < cap) {
-        if (!strchr(line, '\n')) continue;
-        double v[11];
-        int k = 0;
-        char *p = line;
-        while (k < 11) {
-            char *end = NULL;
-            v[k] = strtod(p, &end);
-            if (end == p) break;
-            k++;
-            p = end;
-            if (*p != ',') break;
-            p++;
-        }
-        if (k != 11 || v[0] < 2 || v[0] != floor(v[0])) continue; /* the header, or a broken line */
-        tight_row r = {(int)v[0], v[1], v[2], v[3], v[4], v[5], v[6], (int)v[7], (int)v[8], (int)v[9], v[10]};
+    for (int i = 0; i < got; i++) {
         int dup = 0;
-        for (int i = 0; i < n; i++) dup |= rows[i].N == r.N;
-        if (!dup) rows[n++] = r;
+        for (int j = 0; j < n; j++) dup |= rows[j].N == rows[i].N;
+        if (!dup) rows[n++] = rows[i];
     }
-    fclose(f);
-    return n;
+    return got < 0 ? -1 : n;
 }
 
 static lipt_status write_rows(const char *path, tight_row *rows, int n, int nmin, lipt_error *err) {
     qsort(rows, (size_t)n, sizeof *rows, cmp_row_n);
     const lin_fit fit = fit_rows(rows, n, 0, nmin);
-    out_file o;
-    lipt_status st = open_file(&o, path, err);
+    exp_out o;
+    lipt_status st = exp_open(&o, path, err);
     if (st) return st;
     fprintf(o.f, "%s\n", TIGHT_CSV_HEADER);
     for (int i = 0; i < n; i++) {
@@ -137,7 +127,7 @@ static lipt_status write_rows(const char *path, tight_row *rows, int n, int nmin
                 rows[i].ratio, rows[i].fit, rows[i].best_random, rows[i].mean_start, rows[i].diverged, rows[i].starts,
                 rows[i].steps, rows[i].seconds);
     }
-    return commit_file(&o, err);
+    return exp_commit(&o, err);
 }
 
 static lipt_status tight_plot(const char *path, const tight_row *rows, int n, int norm2, int nmin, const char *title,
@@ -200,15 +190,13 @@ typedef struct {
     char settings[512]; /* one line: what a resumed run must match */
 } tight_args;
 
-/* Reads and checks the options (and applies --threads); returns 0 or the exit status. */
+/* Reads and checks the options (--threads: the prologue); returns 0 or the exit status. */
 static int parse_tight_args(cli_args *a, const char *C, tight_args *o) {
     if (cli_int(a, "d", &o->D) || cli_int(a, "heads", &o->H) || cli_int(a, "starts", &o->starts) ||
         cli_int(a, "steps", &o->steps) || cli_int(a, "max-exact", &o->max_exact) || cli_int(a, "power-iters", &o->piters) ||
         cli_int(a, "seed", &o->seed) || cli_int(a, "fit-min", &o->fit_min) || cli_float(a, "lr", &o->lr) || cli_float(a, "input-scale", &o->in_scale) ||
         cli_float(a, "fd-eps", &o->fd_eps) || cli_float(a, "weight-scale", &o->wscale))
         return 2;
-    int rc = cli_apply_threads(a, C);
-    if (rc) return rc;
     const long D = o->D;
     if (D < 1 || D > 256 || o->H < 1 || D % o->H) return cli_error(C, "--d must be in [1, 256] and divisible by --heads");
     if (o->starts < 1 || o->starts > 100000 || o->steps < 0 || o->steps > 10000000)
@@ -227,7 +215,7 @@ static int parse_tight_args(cli_args *a, const char *C, tight_args *o) {
     o->causal = cli_has(a, "causal");
     const char *nl = cli_str(a, "n-list");
     if (!nl) nl = D == 1 ? "2,3,5,10,20,50,100,200,500,1000" : D <= 4 ? "2,3,5,10,20,50,100,200" : "2,3,5,10,20,50";
-    o->n_n = parse_list(nl, o->nv, 64);
+    o->n_n = exp_parse_list(nl, o->nv, 64);
     if (o->n_n < 1) return cli_error(C, "--n-list must be comma-separated integers (at most 64), got '%s'", nl);
     for (int i = 0; i < o->n_n; i++)
         if (o->nv[i] != floor(o->nv[i]) || o->nv[i] < 2 || o->nv[i] * (double)D > 1e6)
@@ -268,12 +256,12 @@ static int prepare_outputs(const char *C, const char *out, tight_args *o, tight_
                              "them or another --out",
                              o->csv, o->setf, prev[0] ? (int)strcspn(prev, "\n") : 4, prev[0] ? prev : "none",
                              (int)strcspn(o->settings, "\n"), o->settings);
-        if (fc) *n_rows = read_rows(o->csv, rows, 256);
+        if (fc && (*n_rows = read_rows(C, o->csv, rows, 256)) < 0) return 2;
     }
-    out_file of;
-    if (open_file(&of, o->setf, err)) return cli_fail(C, err);
+    exp_out of;
+    if (exp_open(&of, o->setf, err)) return cli_fail(C, err);
     fputs(o->settings, of.f);
-    if (commit_file(&of, err)) return cli_fail(C, err);
+    if (exp_commit(&of, err)) return cli_fail(C, err);
     if (o->restart || *n_rows == 0)
         if (write_rows(o->csv, rows, *n_rows, (int)o->fit_min, err)) return cli_fail(C, err);
     return 0;
@@ -282,8 +270,8 @@ static int prepare_outputs(const char *C, const char *out, tight_args *o, tight_
 /* What every N shares: the weights (one copy per thread), the 2-norm bound's vectors, the figure's title. */
 typedef struct {
     const tight_args *o;
-    att_weights w0;
-    att_weights *wt; /* T copies of w0 */
+    exp_att_weights w0;
+    exp_att_weights *wt; /* T copies of w0 */
     int T;
     float *vbuf;
     lipt_bound_vectors vec;
@@ -294,13 +282,13 @@ typedef struct {
 static void setup_run(const tight_args *o, tight_run *r) {
     const long D = o->D, H = o->H;
     r->o = o;
-    att_weights_init(&r->w0, (int)D, o->ones, o->wscale, exp_splitmix64((uint64_t)o->seed));
+    exp_att_init(&r->w0, (int)D, o->ones, o->wscale, exp_seed((uint64_t)o->seed));
     float *vbuf = r->vbuf = malloc(sizeof(float) * (size_t)(2 * H * D + 4 * D));
     r->vec = (lipt_bound_vectors){vbuf, vbuf + H * D, vbuf + H * D + D, vbuf + 2 * H * D + D, vbuf + 2 * H * D + 2 * D,
                                   vbuf + 2 * H * D + 3 * D, NULL, NULL, 0};
     if (o->norm2) {
         lipt_bound_vectors_init(&r->vec, (int)D, (int)H, (uint64_t)o->seed + 7);
-        att_bound_2(&r->w0, (int)H, 2, &r->vec, (int)o->piters); /* converge the vectors once: the weights do not change */
+        exp_att_bound_2(&r->w0, (int)H, 2, &r->vec, (int)o->piters); /* converge the vectors once: the weights do not change */
     }
     /* starts run in parallel, one per thread, each on its own copy of the weights (the Jacobian tools touch the
      * weights' flags); BLAS inside a thread must then run single-threaded */
@@ -309,7 +297,7 @@ static void setup_run(const tight_args *o, tight_run *r) {
     if (T < 1) T = 1;
     r->T = T;
     r->wt = malloc(sizeof *r->wt * (size_t)T);
-    for (int t = 0; t < T; t++) att_weights_clone(&r->wt[t], &r->w0);
+    for (int t = 0; t < T; t++) exp_att_clone(&r->wt[t], &r->w0);
     if (o->ones) snprintf(r->wdesc, sizeof r->wdesc, "W^Q = W^V = W^O entries all %g", o->wscale);
     else snprintf(r->wdesc, sizeof r->wdesc, "random weights N(0, %g^2/D), seed %ld", o->wscale, o->seed);
     char wshort[48];
@@ -342,10 +330,10 @@ static ascent_sum run_starts(const tight_run *r, int N, const lipt_ascent_opts *
 #pragma omp parallel for schedule(dynamic, 1) num_threads(T) if (T > 1)
     for (long s = 0; s < starts; s++) {
         const int tid = T > 1 ? omp_get_thread_num() : 0;
-        att_map m = {ATT_L2_TIED, N, (int)D, (int)o->H, o->causal, &r->wt[tid], 1.0f};
-        lipt_jac_map jm = {att_forward, &m, 2, {N, (int)D, 0, 0}, 0};
+        exp_att_map m = {EXP_ATT_L2_TIED, N, (int)D, (int)o->H, o->causal, &r->wt[tid], 1.0f};
+        lipt_jac_map jm = {exp_att_forward, &m, 2, {N, (int)D, 0, 0}, 0};
         lipt_ascent_opts ao = *base_o;
-        ao.seed = exp_splitmix64((uint64_t)o->seed * 0x100000001B3ull ^ ((uint64_t)N << 24) ^ (uint64_t)s);
+        ao.seed = exp_seed((uint64_t)o->seed * 0x100000001B3ull ^ ((uint64_t)N << 24) ^ (uint64_t)s);
         lipt_ascent_result res;
         memset(&res, 0, sizeof res);
         lipt_error e = {0};
@@ -390,7 +378,7 @@ static int measure_n(const char *C, tight_run *r, int N, tight_row *rows, int *n
     const long D = o->D, H = o->H;
     const size_t n = (size_t)N * D;
     const int norm2 = o->norm2, causal = o->causal;
-    const double ub = norm2 ? att_bound_2(&r->w0, (int)H, N, &r->vec, 0) : att_bound_inf(&r->w0, (int)H, N);
+    const double ub = norm2 ? exp_att_bound_2(&r->w0, (int)H, N, &r->vec, 0) : exp_att_bound_inf(&r->w0, (int)H, N);
     /* unmasked attention is permutation-equivariant: the D rows of one token stand for all of them. Under the
      * causal mask the rows differ: scan them all at each start when that is affordable, else follow the last
      * token (which sees every other) */
@@ -418,8 +406,8 @@ static int measure_n(const char *C, tight_run *r, int N, tight_row *rows, int *n
     } else {
         /* the followed rows give a lower bound; the whole Jacobian at the best point can only raise it */
         if (!norm2 && n <= (size_t)o->max_exact) {
-            att_map m = {ATT_L2_TIED, N, (int)D, (int)H, causal, &r->w0, 1.0f};
-            lipt_jac_map jm = {att_forward, &m, 2, {N, (int)D, 0, 0}, 1};
+            exp_att_map m = {EXP_ATT_L2_TIED, N, (int)D, (int)H, causal, &r->w0, 1.0f};
+            lipt_jac_map jm = {exp_att_forward, &m, 2, {N, (int)D, 0, 0}, 1};
             double full;
             if (lipt_jacobian_norm_inf_at(&jm, xbest, &full, NULL, err) != LIPT_OK) rc = cli_fail(C, err);
             else if (full > best) best = full;
@@ -508,23 +496,14 @@ static void print_table(const tight_run *r, const tight_row *rows, int n_rows, c
     printf("wrote %s and %s (%d new N values, %.1f s)\n", cli_shown(o->csv), cli_shown(o->svg), n_done_now, cli_now() - t_all);
 }
 
-int exp_tightness(int argc, char **argv) {
-    const char *C = "experiment tightness";
-    cli_args a;
-    int pr = cli_parse(&a, C,
-                       "Asymptotic tightness of the Lipschitz bound of tied L2 attention (paper Fig. 2, SPEC §4.1): for each N,\n"
-                       "gradient ascent on the Jacobian norm of F(X) = Attn_L2tied(X) W^O from random starts gives a lower bound on\n"
-                       "Lip(F), compared with the upper bound of Theorem 3.2 for the same weights. Resumable: N values already in\n"
-                       "the CSV of the same configuration are skipped.",
-                       tight_opts, (int)(sizeof tight_opts / sizeof tight_opts[0]), argc, argv, 0, 0);
-    if (pr) return pr > 0 ? 0 : 2;
+static int tight_main(cli_args *a, const char *C) {
     tight_args o;
-    int rc = parse_tight_args(&a, C, &o);
+    int rc = parse_tight_args(a, C, &o);
     if (rc) return rc;
     lipt_error err = {0};
     tight_row rows[256];
     int n_rows = 0;
-    rc = prepare_outputs(C, cli_str(&a, "out"), &o, rows, &n_rows, &err);
+    rc = prepare_outputs(C, cli_str(a, "out"), &o, rows, &n_rows, &err);
     if (rc) return rc;
 
     tight_run r;
@@ -543,7 +522,7 @@ int exp_tightness(int argc, char **argv) {
         rc = measure_n(C, &r, N, rows, &n_rows, &err);
         if (rc == 0) n_done_now++;
     }
-    for (int t = 0; t < r.T; t++) att_weights_free(&r.wt[t]);
+    for (int t = 0; t < r.T; t++) exp_att_free(&r.wt[t]);
     free(r.wt);
 
     if (rc == 0) {
@@ -553,7 +532,16 @@ int exp_tightness(int argc, char **argv) {
         else if (o.json) print_json(&o, rows, n_rows, &fit, &ufit, t_all);
         else print_table(&r, rows, n_rows, &fit, &ufit, n_done_now, t_all);
     }
-    att_weights_free(&r.w0);
+    exp_att_free(&r.w0);
     free(r.vbuf);
     return rc;
 }
+
+const exp_def exp_tightness = {
+    "tightness", "lower bounds on Lip(tied L2-MHA) by gradient ascent vs the upper bound, over N (Fig. 2)",
+    "Asymptotic tightness of the Lipschitz bound of tied L2 attention (paper Fig. 2, SPEC §4.1): for each N,\n"
+    "gradient ascent on the Jacobian norm of F(X) = Attn_L2tied(X) W^O from random starts gives a lower bound on\n"
+    "Lip(F), compared with the upper bound of Theorem 3.2 for the same weights. Resumable: N values already in\n"
+    "the CSV of the same configuration are skipped.",
+    tight_opts, (int)(sizeof tight_opts / sizeof tight_opts[0]), 0, tight_main,
+};

@@ -1,6 +1,8 @@
 /* Helpers shared by the experiments: directories, number lists, files replaced atomically. */
 #include "exp_util.h"
 
+#include "cli.h" /* cli_error: the refusals' messages */
+
 #include "lipt/data.h"
 #include "lipt/ops.h"
 
@@ -9,8 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+uint64_t exp_seed(uint64_t seed) {
+    lipt_rng r;
+    lipt_rng_seed(&r, seed);
+    return r.s[0];
+}
+
 /* Comma-separated numbers into out (at most cap). Returns the count, or -1 on a malformed list. */
-int parse_list(const char *s, double *out, int cap) {
+int exp_parse_list(const char *s, double *out, int cap) {
     int n = 0;
     if (!s || !*s) return -1;
     for (const char *p = s;;) {
@@ -27,19 +35,72 @@ int parse_list(const char *s, double *out, int cap) {
     return n;
 }
 
+/* Splits a CSV line in place into at most cap fields (no quoting: the experiments write none); returns the count. */
+static int csv_split(char *line, char **f, int cap) {
+    int n = 0;
+    line[strcspn(line, "\r\n")] = 0;
+    for (char *p = line; n < cap;) {
+        f[n++] = p;
+        char *c = strchr(p, ',');
+        if (!c) break;
+        *c = 0;
+        p = c + 1;
+    }
+    return n;
+}
+
+/* One row of c (its fields f[0..ncols), checked against the settings key) into row; 1 taken, 0 skipped, -1 refused. */
+static int csv_row(const exp_csv *c, const char *C, char **f, void *row) {
+    if (c->key && strcmp(f[c->ncols - 1], c->key) != 0) {
+        cli_error(C, "%s holds results of other settings (%s, not %s): choose another --out for these", c->path,
+                  f[c->ncols - 1], c->key);
+        return -1;
+    }
+    double v[EXP_CSV_MAX_COLS];
+    for (int i = 0; i < c->ncols; i++) {
+        char *end = NULL;
+        v[i] = strtod(f[i], &end);
+        if (end == f[i]) v[i] = NAN;
+    }
+    memset(row, 0, c->row_size);
+    return c->take(f, v, row, c->user) ? 1 : 0;
+}
+
+int exp_read_csv(const exp_csv *c, const char *C, void *rows, int cap) {
+    FILE *f = lipt_open_regular(c->path, NULL, NULL); /* regular files only: never waits on a FIFO */
+    if (!f) return 0;
+    char line[2048];
+    int n = 0, st = 0;
+    if (fgets(line, sizeof line, f) && (line[strcspn(line, "\r\n")] = 0, strcmp(line, c->header) != 0)) {
+        cli_error(C, "%s was written by an older lipt or another tool (its header is not the current one): move it "
+                     "away or choose another --out", c->path);
+        st = -1;
+    }
+    while (st == 0 && n < cap && fgets(line, sizeof line, f)) {
+        char *x[EXP_CSV_MAX_COLS];
+        if (!strchr(line, '\n') || c->ncols > EXP_CSV_MAX_COLS || csv_split(line, x, EXP_CSV_MAX_COLS) != c->ncols)
+            continue;
+        st = csv_row(c, C, x, (char *)rows + (size_t)n * c->row_size);
+        n += st > 0;
+        st = st < 0 ? -1 : 0;
+    }
+    fclose(f);
+    return st < 0 ? -1 : n;
+}
+
 /* lipt's atomic writer (lipt_output): readers never see a partial file, a device or FIFO at path is refused. */
-lipt_status open_file(out_file *o, const char *path, lipt_error *err) {
+lipt_status exp_open(exp_out *o, const char *path, lipt_error *err) {
     const lipt_status st = lipt_output_open(&o->out, path, err);
     o->f = o->out.f;
     return st;
 }
 
-lipt_status commit_file(out_file *o, lipt_error *err) {
+lipt_status exp_commit(exp_out *o, lipt_error *err) {
     o->f = NULL;
     return lipt_output_commit(&o->out, err);
 }
 
-void discard_file(out_file *o) {
+void exp_discard(exp_out *o) {
     o->f = NULL;
     lipt_output_discard(&o->out);
 }

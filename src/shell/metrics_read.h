@@ -18,7 +18,8 @@ typedef struct {
 #define METRICS_MAX_BPC 1000.0
 #define METRICS_MAX_STEP 1e15
 
-/* The number after "key": in a flat JSON line; NAN when absent or not a number. */
+/* The number after "key": in flat JSON text (a metrics line, a --json object); NAN when absent or not a number
+ * (null). */
 double metrics_number(const char *line, const char *key);
 /* Appends f's lines to c: a line with "eval" and "valid" (or "valid_full") is a validation point, any other line
  * with a step and bpc in range a training point (raw), smoothed into bpc by a mean of `smooth` (>= 1) points centred
