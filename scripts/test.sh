@@ -60,7 +60,8 @@ build_clean() { # dir [cmake --build options]: build, fail on errors or on any c
   local dir=$1 log="$1/build.log"
   shift
   if ! cmake --build "$dir" -j"$JOBS" "$@" >"$log" 2>&1; then cat "$log"; echo "error: build failed in $dir" >&2; exit 1; fi
-  if grep -q "warning:" "$log"; then grep -B2 -A3 "warning:" "$log"; echo "error: the build is not warning-clean" >&2; exit 1; fi
+  # notes too (gcc's "the ABI for passing parameters ... changed" reads as a warning to a newcomer)
+  if grep -qE "warning:|note:" "$log"; then grep -E -B2 -A3 "warning:|note:" "$log"; echo "error: the build is not warning-clean" >&2; exit 1; fi
 }
 
 stage "release build (build/)"
