@@ -48,6 +48,8 @@ typedef struct {
     char *owned[CLI_MAX_OPTS + CLI_MAX_EXTRA + CLI_MAX_NOTES]; /* strings the parser or a caller allocated (cli_free) */
     int n_notes;
     const char *notes[CLI_MAX_NOTES]; /* one line per alias taken ("--max_iters is nanoGPT's name for --steps") */
+    char ckpt_path[4112];  /* --ckpt resolved from a run folder (run_ckpt_option): held here, not on the heap, so that
+                            * the many commands returning without cli_free leak nothing */
 } cli_args;
 
 /* Parse argv (after the subcommand name); option names take '_' for '-' (--eval_every is --eval-every). Returns 0, 1

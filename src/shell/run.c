@@ -158,10 +158,10 @@ lipt_status run_resolve_ckpt(const char *given, char *out, size_t n, lipt_error 
 int run_ckpt_option(cli_args *a, const char *cmd) {
     for (int k = 0; k < a->n_opts; k++) {
         if (strcmp(a->opts[k].name, "ckpt") != 0 || !a->set[k] || !a->val[k]) continue;
-        char path[PATH_MAX + 16];
         lipt_error err = {0};
-        if (run_resolve_ckpt(a->val[k], path, sizeof path, &err) != LIPT_OK) return cli_error(cmd, "--ckpt %s", err.msg);
-        a->val[k] = cli_own(a, path, strlen(path));
+        if (run_resolve_ckpt(a->val[k], a->ckpt_path, sizeof a->ckpt_path, &err) != LIPT_OK)
+            return cli_error(cmd, "--ckpt %s", err.msg);
+        a->val[k] = a->ckpt_path;
     }
     return 0;
 }
