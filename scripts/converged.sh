@@ -27,7 +27,7 @@ NAMES=()
 # the learning rate restarts where the longer cosine stands at the resumed step); "-" starts from scratch.
 # ptb-invertible-c3 is a third, gentler cycle: the cosine of 27,000 steps to --lr 8e-3 stands at 9.7e-4 at step
 # 21,000, so the rate restarts there (the second cycle's restart at 2.36e-3 first cost 0.10 BPC) and decays to 2e-5.
-# The -muon runs train the hidden layers' matrices with Muon (README: Optimizers) at the 400-step probes' best rate.
+# The -muon runs train the hidden layers' matrices with Muon (docs/USAGE.md: Optimizers) at the 400-step probes' best rate.
 PTB_RECIPE="--batch 32 --schedule cosine --warmup 200 --min-lr 2e-5 --beta1 0.9 --beta2 0.98 \
 --weight-decay 0.1 --clip 1 --seed 0 --eval-every 500 --eval-symbols 200000 --save-every 100"
 TS_RECIPE="--batch 12 --steps 2000 --lr 1e-3 --schedule cosine --warmup 100 --min-lr 1e-4 --beta1 0.9 --beta2 0.99 \

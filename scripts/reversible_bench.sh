@@ -57,7 +57,7 @@ done
 echo "== the deepest model each mode trains under ulimit -d ${CAP_GB} GB"
 corpus=$(mktemp)
 trap 'rm -f "$corpus"; rm -rf "$OUT/.cap"' EXIT
-for _ in $(seq 40); do cat "$REPO/README.md"; done >"$corpus"
+for _ in $(seq 40); do cat "$REPO/docs/USAGE.md"; done >"$corpus"
 # lipt train's start-up check (a probe step of the model at two small batches, extrapolated to the batch, against
 # the room the limit leaves) accepts the model at PTB's training batch, 32; --steps S then trains S steps
 fits() { # model mode layers [steps]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The model-size table of README.md ("Choosing a model size"), read from finished run folders.
+"""The model-size table of docs/USAGE.md ("Choosing a model size"), read from finished run folders.
 
 For each run folder: parameters and precision (result.json, else run.cfg), training speed (median symbols/s of
 the logged steps), and the wall time at which the periodic validation BPC first reached each threshold. Wall time

@@ -53,8 +53,9 @@ stage "dependencies"
 # PyTorch, numpy and hypothesis for the Python module's tests (python_loader's fuzzing, workflow's scoring)
 bash scripts/deps.sh openmpi-bin libopenmpi-dev python3 libdnnl-dev python3-numpy python3-torch python3-hypothesis
 
-stage "structure (file and function sizes, no cycle between src/ folders)"
+stage "structure (file and function sizes, no cycle between src/ folders; docs: scripts/check_docs.sh)"
 bash scripts/check_structure.sh
+bash scripts/check_docs.sh
 
 build_clean() { # dir [cmake --build options]: build, fail on errors or on any compiler warning
   local dir=$1 log="$1/build.log"

@@ -33,7 +33,7 @@ asan=$(ldd "$LIPT" 2>/dev/null | awk '/libasan/ {print $3; exit}')
 [ -n "$asan" ] && PRELOAD="$asan:$SHIM"
 export LIPT_THREADS=1
 
-for _ in 1 2 3 4 5 6 7 8; do cat "$REPO/README.md"; done >"$TMP/corpus.txt"
+for _ in 1 2 3 4 5 6 7 8; do cat "$REPO/docs/USAGE.md"; done >"$TMP/corpus.txt"
 MODEL=(--d_model 32 --d_ff 64 --n_layers 1 --n_heads 2 --seq_len 32 --batch 4)
 FLOG=$TMP/fault.log
 

@@ -2,7 +2,7 @@
 # lipt train --init-from (issue 51, item 2): a tiny model trained on one text (GPL-3) fine-tuned on another
 # (Apache-2.0): best.ckpt written, the patience counted on the new corpus, lipt eval on the new corpus, the origin in
 # run.cfg and metrics.jsonl; a text with a symbol the model cannot read is refused with the way out. Texts: the
-# licenses Debian ships (offline), else README.md and docs/PERFORMANCE.md. Usage: finetune_test.sh LIPT_BINARY
+# licenses Debian ships (offline), else docs/USAGE.md and docs/PERFORMANCE.md. Usage: finetune_test.sh LIPT_BINARY
 set -u
 LIPT=${1:?usage: finetune_test.sh path/to/lipt}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,7 +14,7 @@ fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 
 L=/usr/share/common-licenses
 if [ -f "$L/GPL-3" ] && [ -f "$L/Apache-2.0" ]; then TEXT_A=$L/GPL-3; TEXT_B=$L/Apache-2.0
-else TEXT_A=$ROOT/README.md; TEXT_B=$ROOT/docs/PERFORMANCE.md; fi
+else TEXT_A=$ROOT/docs/USAGE.md; TEXT_B=$ROOT/docs/PERFORMANCE.md; fi
 CFG=$ROOT/models/tiny.cfg
 RUN=(--batch 8 --eval-symbols 3000 --final-eval none --log-every 1 --quiet --threads 1)
 bpc_of() { sed -n 's/.*"bpc":\([0-9.]*\).*/\1/p'; }

@@ -25,7 +25,7 @@ start=$SECONDS
 pass() { echo "ok   $*"; }
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 
-for _ in 1 2 3 4 5 6 7 8; do cat "$REPO/README.md"; done >"$TMP/corpus.txt"
+for _ in 1 2 3 4 5 6 7 8; do cat "$REPO/docs/USAGE.md"; done >"$TMP/corpus.txt"
 MODEL=(--d_model 32 --d_ff 64 --n_layers 1 --n_heads 2 --seq_len 32 --batch 4)
 echo "kill -9 test: $N runs, seed $SEED (LIPT_KILL_SEED=$SEED repeats them)"
 

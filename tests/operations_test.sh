@@ -22,7 +22,7 @@ fails=0
 pass() { echo "ok   $*"; }
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 cd "$TMP" || exit 1
-for _ in 1 2 3 4; do cat "$REPO/README.md"; done >corpus.txt
+for _ in 1 2 3 4; do cat "$REPO/docs/USAGE.md"; done >corpus.txt
 MODEL=(--d_model 16 --d_ff 32 --n_layers 1 --n_heads 2 --seq_len 16 --batch 2)
 step_of() { "$LIPT" info --ckpt "$1" --json 2>/dev/null | sed -n 's/.*"step":\([0-9]*\).*/\1/p'; }
 

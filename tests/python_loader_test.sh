@@ -23,7 +23,7 @@ fi
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export LIPT_THREADS=1
-cat "$REPO"/README.md "$REPO"/models/README.md > "$TMP/text.txt"
+cat "$REPO"/docs/USAGE.md "$REPO"/models/README.md > "$TMP/text.txt"
 if ! "$LIPT" train --data "$TMP/text.txt" --out "$TMP/run" --d_model 8 --d_ff 16 --n_layers 1 --n_heads 2 \
        --seq_len 8 --batch 2 --steps 2 --unk --quiet > "$TMP/train.log" 2>&1 ||
    ! "$LIPT" export --ckpt "$TMP/run/last.ckpt" --out "$TMP/model.safetensors" 2>> "$TMP/train.log"; then

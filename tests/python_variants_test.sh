@@ -15,7 +15,7 @@ fi
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export LIPT_THREADS=1
-cat "$REPO"/README.md "$REPO"/models/README.md > "$TMP/text.txt"
+cat "$REPO"/docs/USAGE.md "$REPO"/models/README.md > "$TMP/text.txt"
 if ! "$LIPT" info --variants --json > "$TMP/variants.json"; then
   echo "FAIL python_variants: lipt info --variants --json"
   exit 1

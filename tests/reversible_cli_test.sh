@@ -16,7 +16,7 @@ export LIPT_THREADS=2
 fails=0
 pass() { echo "ok   $*"; }
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
-for _ in 1 2 3 4; do cat "$REPO/README.md"; done >"$TMP/corpus.txt"
+for _ in 1 2 3 4; do cat "$REPO/docs/USAGE.md"; done >"$TMP/corpus.txt"
 SMALL=(--d_model 32 --d_ff 64 --n_layers 3 --n_heads 2 --seq_len 32 --batch 4)
 COMMON=(--data "$TMP/corpus.txt" --eval-every 0 --final-eval none --save-every 0 --save-minutes 0 --log-every 1 --quiet)
 

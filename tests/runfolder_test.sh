@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run folders are append-only history (issue 51): a resume into a folder holding another run, or from a checkpoint
 # older than the folder's newest, is refused without --force and destroys nothing with it (the newer files kept
-# aside); lipt export never replaces a file lipt owns in a run folder (fine-tuning: tests/finetune_test.sh). Texts: the licenses Debian ships (offline), else README.md.
+# aside); lipt export never replaces a file lipt owns in a run folder (fine-tuning: tests/finetune_test.sh). Texts: the licenses Debian ships (offline), else docs/USAGE.md.
 # Usage: runfolder_test.sh LIPT_BINARY
 set -u
 LIPT=${1:?usage: runfolder_test.sh path/to/lipt}
@@ -14,7 +14,7 @@ fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 
 L=/usr/share/common-licenses
 if [ -f "$L/GPL-3" ] && [ -f "$L/Apache-2.0" ]; then TEXT_A=$L/GPL-3; TEXT_B=$L/Apache-2.0
-else TEXT_A=$ROOT/README.md; TEXT_B=$ROOT/docs/PERFORMANCE.md; fi
+else TEXT_A=$ROOT/docs/USAGE.md; TEXT_B=$ROOT/docs/PERFORMANCE.md; fi
 CFG=$ROOT/models/tiny.cfg
 COMMON=(--config "$CFG" --vocab bytes --batch 4 --eval-symbols 2000 --final-eval none --log-every 1 --quiet --threads 1)
 

@@ -12,7 +12,7 @@ fails=0
 pass() { echo "ok   $*"; }
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 export LIPT_THREADS=1
-COMMON=(--config "$ROOT/models/tiny.cfg" --vocab bytes --data "$ROOT/README.md" --steps 6 --batch 2 --eval-every 3
+COMMON=(--config "$ROOT/models/tiny.cfg" --vocab bytes --data "$ROOT/docs/USAGE.md" --steps 6 --batch 2 --eval-every 3
         --eval-symbols 300 --final-eval none --log-every 1 --threads 1)
 losses() { grep -v '"event"\|"eval"' "$1/metrics.jsonl" | sed -n 's/.*"loss":\([^,]*\),.*/\1/p'; }
 

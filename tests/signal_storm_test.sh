@@ -43,7 +43,7 @@ fi
 echo "$help" | grep -q "this build has oneDNN" ||
   echo "note: this build has no oneDNN: the products run on OpenBLAS (the test still checks that signals save and resume)"
 
-for _ in 1 2 3 4 5 6 7 8; do cat "$REPO/README.md"; done >"$TMP/corpus.txt"
+for _ in 1 2 3 4 5 6 7 8; do cat "$REPO/docs/USAGE.md"; done >"$TMP/corpus.txt"
 # ptb-dp's shapes (d_model 256, d_ff 1024, seq_len 128, 4 layers) at batch 2: 256 rows, so the projections,
 # feed-forward and output products (8M..67M multiply-adds) run on oneDNN; the per-head attention products do not
 MODEL=(--config "$REPO/models/ptb-dp.cfg" --batch 2)

@@ -24,7 +24,7 @@ static const cli_opt train_opts[] = {
     {"weight-decay", CLI_FLOAT, "WD", "decoupled weight decay (not on biases, norms, embeddings)", "0"},
     {"clip", CLI_FLOAT, "NORM", "global gradient-norm clipping (0: off)", "1.0"},
     {"optimizer", CLI_STRING, "NAME", "adamw, or muon: orthogonalised momentum (Newton-Schulz) on the hidden layers' "
-     "weight matrices, AdamW on embeddings, head, biases and gains (README: Optimizers); --resume keeps the run's",
+     "weight matrices, AdamW on embeddings, head, biases and gains (docs/USAGE.md: Optimizers); --resume keeps the run's",
      "adamw"},
     {"muon-lr", CLI_FLOAT, "LR", "Muon's peak learning rate, on the --schedule's shape (default: --lr)", NULL},
     {"seed", CLI_INT, "S", "data order and dropout seed (init: the config's init_seed)", "0"},
@@ -54,7 +54,7 @@ static const cli_opt train_opts[] = {
     {"unk", CLI_FLAG, NULL, "reserve an unknown-symbol id for symbols unseen in training (default: unseen is an error)", NULL},
     {"resume", CLI_FLAG, NULL, "continue from --ckpt FILE or DIR/last.ckpt (same loss curve as an uninterrupted run)", NULL},
     {"ckpt", CLI_STRING, "FILE", "checkpoint to resume from", NULL},
-    {"init-from", CLI_STRING, "CKPT|DIR", "fine-tune: a new run from a checkpoint's weights (a run folder: its best.ckpt, else last.ckpt); the model and vocabulary are the checkpoint's, step, optimizer, best BPC and patience start afresh (README: Fine-tuning)", NULL},
+    {"init-from", CLI_STRING, "CKPT|DIR", "fine-tune: a new run from a checkpoint's weights (a run folder: its best.ckpt, else last.ckpt); the model and vocabulary are the checkpoint's, step, optimizer, best BPC and patience start afresh (docs/USAGE.md: Fine-tuning a trained model)", NULL},
     {"check-every", CLI_INT, "N", "under MPI: compare a parameter checksum across ranks every N steps (0: only at start and end)", "100"},
     {"json", CLI_FLAG, NULL, "print the final summary as one JSON object on stdout", NULL},
     {"mpi-timeout", CLI_STRING, "S", "under MPI: a rank waiting S seconds in one collective (another rank frozen or stuck) stops the job with a message; saved checkpoints stay whole (0: wait forever; default: LIPT_MPI_TIMEOUT, else 600)", NULL},
