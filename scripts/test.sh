@@ -6,7 +6,8 @@
 #
 #   scripts/test.sh          quick mode (the default; the one to run before a commit): every test not labelled
 #                            "long" (CMakeLists.txt), in the release build and under the sanitizers: every Check
-#                            suite (label "unit") and the short e2e tests; 5 s of fuzzing per target.
+#                            suite (label "unit") and the short e2e tests, the sanitizer run with LIPT_TEST_QUICK=1
+#                            (two suites' randomised sweeps halved: tests/util/testutil.h); 5 s of fuzzing per target.
 #   scripts/test.sh --full   what CI runs (.ci/run): every test in both builds (the "long" ones too: the storms, the
 #                            kernel-set sweep, cli, workflow, mpi, the Python module), the --precision tests of a
 #                            build without oneDNN, longer kill -9 and signal storms (tests/kill_test.sh 30 runs,
@@ -93,7 +94,10 @@ if [ "$MODE" = full ]; then
   LIPT_SANITIZED=1 ctest --test-dir build-asan --output-on-failure --no-tests=error --timeout 900
 else
   stage "tests (sanitizers, $QUICK_J): all but the long e2e tests ($(long_tests build-asan): --full runs them)"
-  LIPT_SANITIZED=1 ctest --test-dir build-asan --output-on-failure --no-tests=error --timeout 900 -LE long "$QUICK_J"
+  # LIPT_TEST_QUICK: the suites whose randomised sweeps dominate under the sanitizers (test_lipschitz_inf2,
+  # test_ops_gemm_small) take every other configuration (tests/util/testutil.h: tu_quick); the release run took all
+  LIPT_TEST_QUICK=1 LIPT_SANITIZED=1 ctest --test-dir build-asan --output-on-failure --no-tests=error --timeout 900 \
+    -LE long "$QUICK_J"
 fi
 unset ASAN_OPTIONS UBSAN_OPTIONS
 

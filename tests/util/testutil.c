@@ -171,6 +171,11 @@ const char *tu_shared_data(const char *rel, char *buf, size_t len) {
     return NULL;
 }
 
+int tu_quick(void) {
+    const char *q = getenv("LIPT_TEST_QUICK");
+    return q && *q && strcmp(q, "0") != 0;
+}
+
 int tu_run_suite(Suite *s) {
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

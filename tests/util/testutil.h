@@ -38,6 +38,11 @@ int64_t tu_max_ulps(const float *a, const float *b, size_t n);
 /* Path of a file in ../shared/data (or $LIPT_SHARED_DATA), or NULL if absent. */
 const char *tu_shared_data(const char *rel, char *buf, size_t len);
 
+/* 1 when LIPT_TEST_QUICK is set (scripts/test.sh's quick mode sets it for the sanitizer run): the few suites whose
+ * randomised sweeps dominate the suite's time under the sanitizers then take every other configuration of each sweep
+ * (a checkerboard, so every axis value is still met); the release run and --full always take all of them. */
+int tu_quick(void);
+
 /* Runs a suite with CK_NORMAL output and returns the process exit code. */
 int tu_run_suite(Suite *s);
 
