@@ -9,7 +9,9 @@
 # first 50,000 symbols of the validation split (non-overlapping windows of seq_len). Per candidate it records the
 # certificate and measured Jacobian norm of every branch (lipt lipschitz, 2 windows of 8 tokens), the inversion of 3
 # test windows (lipt invert), and the training speed. Resumable: a finished candidate (DIR/NAME/result.json) is
-# skipped; an interrupted one resumes from its last checkpoint. Extra training flags for a candidate can be given in
+# skipped; an interrupted one resumes from its last checkpoint. Each finished candidate's figures are also copied to
+# docs/results/ablation/NAME.json (committed: the table is rebuilt from those, so rows outlive their run folders).
+# Extra training flags for a candidate can be given in
 # its config file as a comment line "# train: --flag value ...".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,11 +40,13 @@ fi
 [ -n "$DATA" ] || { echo "ablation.sh: PTB not found (set LIPT_DATA or run data/get_ptb.sh)" >&2; exit 1; }
 TARGS=()
 [ -n "$THREADS" ] && TARGS=(--threads "$THREADS")
-mkdir -p "$OUT"
+mkdir -p "$OUT" docs/results/ablation
 
 run_one() { # name
   local name="$1" cfg="models/ablation/$1.cfg" dir="$OUT/$1"
-  [ -f "$dir/result.json" ] && { echo "== $name: done (cached)"; return 0; }
+  if [ -f "$dir/result.json" ]; then
+    echo "== $name: done (cached)"; cp "$dir/result.json" "docs/results/ablation/$name.json"; return 0
+  fi
   local extra
   extra=$(sed -n 's/^# train: //p' "$cfg" | head -1)
   local src=(--config "$cfg" --force)   # a run cut off before its first checkpoint starts over
@@ -58,8 +62,10 @@ run_one() { # name
   # invertible models and the coupling control invert; the others report an error, recorded as no inversion
   "$LIPT" invert --ckpt "$dir/last.ckpt" --data "$DATA" --split test --windows 3 --max-iter 1000 --json \
     "${TARGS[@]}" >"$dir/invert.json" 2>/dev/null || true
+  "$LIPT" info --ckpt "$dir/last.ckpt" --json >"$dir/info.json" || true   # the parameter count
   python3 scripts/ablation_table.py --cell "$dir" --name "$name" >"$dir/result.json.tmp"
   mv "$dir/result.json.tmp" "$dir/result.json"
+  cp "$dir/result.json" "docs/results/ablation/$name.json"
 }
 
 if [ "$TABLE_ONLY" = 0 ]; then
@@ -67,8 +73,8 @@ if [ "$TABLE_ONLY" = 0 ]; then
   for n in $names; do
     [ -f "models/ablation/$n.cfg" ] || { echo "ablation.sh: no models/ablation/$n.cfg" >&2; exit 2; }
     run_one "$n"
-    python3 scripts/ablation_table.py --table "$OUT" --csv docs/results/ablation.csv --md docs/results/ablation.md
+    python3 scripts/ablation_table.py --table docs/results/ablation --csv docs/results/ablation.csv --md docs/results/ablation.md
   done
 fi
-python3 scripts/ablation_table.py --table "$OUT" --csv docs/results/ablation.csv --md docs/results/ablation.md
+python3 scripts/ablation_table.py --table docs/results/ablation --csv docs/results/ablation.csv --md docs/results/ablation.md
 echo "== table: docs/results/ablation.md"

@@ -2,7 +2,8 @@
 """The ablation table of scripts/ablation.sh (stdlib only).
 
   ablation_table.py --cell DIR --name NAME        one candidate's result.json (from its metrics, lipschitz, invert)
-  ablation_table.py --table OUT --csv F --md F    the table over every OUT/*/result.json
+  ablation_table.py --table DIR --csv F --md F    the table over every DIR/*.json (docs/results/ablation/: one
+                                                  committed result per candidate, so the table survives its runs)
 """
 import argparse
 import csv
@@ -45,6 +46,7 @@ def cell(d, name):
                 k, v = line.split("=", 1)
                 cfg[k.strip()] = v.strip()
     lip = load_json(os.path.join(d, "lipschitz.json"))
+    info = load_json(os.path.join(d, "info.json"))
     inv = load_json(os.path.join(d, "invert.json"))
     c = float(cfg.get("c", "nan"))
     att = [b for b in lip.get("branches", []) if b.get("branch") == "attn"]
@@ -63,6 +65,10 @@ def cell(d, name):
         "lip_norm": cfg.get("lip_norm"),
         "c": c,
         "steps": steps,
+        "params": info.get("parameters"),
+        "n_layers": int(cfg["n_layers"]) if "n_layers" in cfg else None,
+        "d_model": int(cfg["d_model"]) if "d_model" in cfg else None,
+        "optimizer": cfg.get("optimizer", "adamw"),
         "valid_bpc": evals[-1]["bpc"] if evals else None,
         "valid_symbols": evals[-1].get("symbols") if evals else None,
         "tok_per_s": statistics.median(speeds[len(speeds) // 5:]) if speeds else None,
@@ -85,19 +91,20 @@ def fmt_list(xs, f="{:.3f}"):
 
 def table(out_dir, csv_path, md_path):
     rows = []
-    for p in sorted(glob.glob(os.path.join(out_dir, "*", "result.json"))):
+    for p in sorted(glob.glob(os.path.join(out_dir, "*.json"))):
         r = load_json(p)
         if r:
             rows.append(r)
     rows.sort(key=lambda r: (r["valid_bpc"] is None, r["valid_bpc"] or 0))
     os.makedirs(os.path.dirname(csv_path) or ".", exist_ok=True)
-    hdr = ["name", "attention", "lip_norm", "c", "steps", "valid_bpc", "tok_per_s", "certified", "attn_budget_used",
+    hdr = ["name", "attention", "lip_norm", "c", "n_layers", "d_model", "params", "steps", "valid_bpc", "tok_per_s", "certified", "attn_budget_used",
            "attn_certificate", "ffn_certificate", "inversion_iters_max", "inversion_exact"]
     with open(csv_path + ".tmp", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(hdr)
         for r in rows:
-            w.writerow([r.get("name"), r.get("attention"), r.get("lip_norm"), r.get("c"), r.get("steps"),
+            w.writerow([r.get("name"), r.get("attention"), r.get("lip_norm"), r.get("c"), r.get("n_layers"),
+                        r.get("d_model"), r.get("params"), r.get("steps"),
                         r.get("valid_bpc"), r.get("tok_per_s"), r.get("certified"),
                         ";".join(f"{x:.4g}" for x in r.get("attn_budget_used", [])),
                         ";".join(f"{x:.6g}" for x in r.get("attn_certificate", [])),
@@ -105,9 +112,9 @@ def table(out_dir, csv_path, md_path):
                         ";".join(f"{k}:{v}" for k, v in r.get("inversion_iters_max", {}).items()),
                         r.get("inversion_exact")])
     os.replace(csv_path + ".tmp", csv_path)
-    lines = ["| candidate | attention (norm) | c | valid BPC | attention budget used (per layer) | "
+    lines = ["| candidate | attention (norm) | c | layers × width | params | valid BPC | attention budget used (per layer) | "
              "certified bound, attention (per layer) | ffn bound | inversion iters (max per map) | exact | tokens/s |",
-             "|---|---|---:|---:|---|---|---|---|---|---:|"]
+             "|---|---|---:|---|---:|---:|---|---|---|---|---|---:|"]
     for r in rows:
         it = r.get("inversion_iters_max", {})
         its = ", ".join(str(v) for v in it.values()) if it else "–"
@@ -119,7 +126,9 @@ def table(out_dir, csv_path, md_path):
         att = f"{r.get('attention')} ({r.get('lip_norm')})" if r.get("invertible") else str(r.get("attention"))
         if r.get("name", "").startswith("e-"):
             att += ", coupling"
-        lines.append(f"| {r['name']} | {att} | {cc} | {bpc} | {budget} | "
+        shape = f"{r['n_layers']} × {r['d_model']}" if r.get("n_layers") else "4 × 128"
+        npar = f"{r['params'] / 1e3:.0f}k" if r.get("params") else "–"
+        lines.append(f"| {r['name']} | {att} | {cc} | {shape} | {npar} | {bpc} | {budget} | "
                      f"{fmt_list(r.get('attn_certificate', []))} | {ffn} | {its} | "
                      f"{r.get('inversion_exact') if r.get('inversion_iters_max') else 'n/a'} | {tps} |")
     with open(md_path + ".tmp", "w") as f:
