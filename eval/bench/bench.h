@@ -15,6 +15,14 @@ typedef struct {
     double sec_median; /* median seconds per step (train, eval) or per token (sampling) */
 } measurement;
 
+/* --grad-check: one step of the --memory mode against store-all from the same weights, per parameter tensor. */
+typedef struct {
+    int done, tensors;
+    double worst_cos, worst_rel;       /* the smallest cosine, the largest relative error ‖g − g₀‖ / ‖g₀‖ */
+    char worst_cos_name[64], worst_rel_name[64];
+    double evals_per_inversion, worst_bound; /* --memory invert: the reconstructions of that step */
+} grad_check;
+
 typedef struct {
     lipt_config cfg;
     lipt_model model;
@@ -22,6 +30,11 @@ typedef struct {
     int memory;            /* --memory: CLI_MEMORY_STORE, _RECOMPUTE or _INVERT */
     lipt_reversible rev;   /* --memory invert: the knobs, and the reconstruction statistics of the training phase */
     int paired;            /* --paired: float32 runs interleaved with train and eval */
+    int paired_memory;     /* --paired-memory: every timed training run followed by one in store-all */
+    double memory_ratio;   /* median over runs of (seconds in the --memory mode) / (store-all's right after); NaN */
+    double store_ms;       /* store-all's median ms per step in those runs; NaN */
+    double arena_store;    /* MB: store-all's arena high-water mark in those runs; NaN */
+    grad_check gcheck;     /* --grad-check */
     int paired_sgemm;      /* --paired-sgemm: an SGEMM run after every timed training run */
     int profile;           /* --profile: runs x steps more training steps timed op by op into prof */
     lipt_profile prof;
@@ -54,6 +67,12 @@ void bench_count_flops(const lipt_config *c, int B, int T, double *fwd, double *
 /* The timed phases (bench_measure.c): each fills its measurements in b. bench_gemm: the SGEMM reference (ctx NULL),
  * or the same product at ctx's precision. */
 lipt_status bench_train(bench *b, lipt_error *err);
+/* Batch i of the synthetic tokens: inputs and targets [B*T] (bench_measure.c). */
+void bench_batch_ids(const bench *b, int i, int32_t *in, int32_t *tg);
+/* --paired-memory and --grad-check (bench_memory.c). */
+lipt_status bench_store_ctx_init(lipt_ctx *sctx, const bench *b, lipt_error *err);
+void bench_finish_memory_pair(bench *b, const double *sec_mode, const double *sec_store, const lipt_ctx *sctx);
+lipt_status bench_grad_check(bench *b, lipt_error *err);
 lipt_status bench_eval(bench *b, lipt_error *err);
 lipt_status bench_sample(bench *b, int cached, lipt_error *err);
 void bench_gemm(bench *b, lipt_ctx *ctx);

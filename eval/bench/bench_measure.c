@@ -36,7 +36,7 @@ double bench_median(const double *v, int n) {
 }
 
 /* Inputs and targets of batch i: row b is tokens[i][b][0..T) -> tokens[i][b][1..T]. */
-static void batch_ids(const bench *b, int i, int32_t *in, int32_t *tg) {
+void bench_batch_ids(const bench *b, int i, int32_t *in, int32_t *tg) {
     const int32_t *src = b->tokens + (size_t)i * b->B * (b->T + 1);
     for (int r = 0; r < b->B; r++) {
         memcpy(in + (size_t)r * b->T, src + (size_t)r * (b->T + 1), sizeof(int32_t) * (size_t)b->T);
@@ -47,7 +47,7 @@ static void batch_ids(const bench *b, int i, int32_t *in, int32_t *tg) {
 /* batch_ids, returning the seconds it took: a copy of B·T ints, not model work, which the timings leave out. */
 static double batch_ids_timed(const bench *b, int i, int32_t *in, int32_t *tg) {
     const double c0 = cli_now();
-    batch_ids(b, i, in, tg);
+    bench_batch_ids(b, i, in, tg);
     return cli_now() - c0;
 }
 
@@ -159,8 +159,10 @@ lipt_status bench_train(bench *b, lipt_error *err) {
     int32_t *in = lipt_xmalloc(sizeof(int32_t) * (size_t)B * T), *tg = lipt_xmalloc(sizeof(int32_t) * (size_t)B * T);
     double *sec = lipt_xmalloc(sizeof(double) * 2 * (size_t)b->runs); /* [2][runs]: the precision, float32 */
     sgemm_probe probe = {0}; /* set by sgemm_probe_init with --paired-sgemm (only then used) */
+    lipt_ctx sctx; /* --paired-memory: store-all's runs, on an arena of their own */
+    double *sec_store = b->paired_memory ? lipt_xmalloc(sizeof(double) * (size_t)b->runs) : NULL;
+    lipt_status st = b->paired_memory ? bench_store_ctx_init(&sctx, b, err) : LIPT_OK;
     if (b->paired_sgemm) sgemm_probe_init(&probe, b);
-    lipt_status st = LIPT_OK;
     for (int run = -b->warmup; run < b->runs && st == LIPT_OK; run++)
         for (int k = 0; k <= b->paired && st == LIPT_OK; k++) {
             if ((st = set_run_precision(&ctx, b, k, err)) != LIPT_OK) break;
@@ -175,6 +177,17 @@ lipt_status bench_train(bench *b, lipt_error *err) {
                 if (st != LIPT_OK) break;
             }
             if (run >= 0) sec[k * b->runs + run] = cli_now() - t0 - t_in;
+            if (k == 0 && b->paired_memory && st == LIPT_OK) { /* the same steps in store-all, right after */
+                double s_in = 0;
+                const double s0 = cli_now();
+                for (int s = 0; s < b->steps && st == LIPT_OK; s++) {
+                    s_in += batch_ids_timed(b, s, in, tg);
+                    const lipt_step_opts so = {BENCH_LR, BENCH_CLIP, b->cfg.power_iters, NULL, 0, 0, NULL, 0};
+                    lipt_step_result sr;
+                    st = lipt_train_step(&sctx, &b->model, &opt, in, tg, B, T, &so, &sr, err);
+                }
+                if (run >= 0) sec_store[run] = cli_now() - s0 - s_in;
+            }
             /* the SGEMM run right after each timed training run at the precision (before a paired float32 run) */
             if (k == 0 && b->paired_sgemm && run >= 0 && st == LIPT_OK) {
                 double lr[2];
@@ -183,12 +196,15 @@ lipt_status bench_train(bench *b, lipt_error *err) {
             }
         }
     if (st == LIPT_OK) finish_phase(b, PH_TRAIN, sec);
+    if (st == LIPT_OK && b->paired_memory) bench_finish_memory_pair(b, sec, sec_store, &sctx);
+    if (b->paired_memory) lipt_ctx_free(&sctx);
+    free(sec_store);
     if (st == LIPT_OK && b->profile) { /* as many steps again, at the run's precision, timed op by op */
         memset(&b->prof, 0, sizeof b->prof);
         if ((st = set_run_precision(&ctx, b, 0, err)) == LIPT_OK) {
             ctx.profile = &b->prof;
             for (int i = 0; i < b->runs * b->steps && st == LIPT_OK; i++) {
-                batch_ids(b, i % b->steps, in, tg);
+                bench_batch_ids(b, i % b->steps, in, tg);
                 const lipt_step_opts so = {BENCH_LR, BENCH_CLIP, b->cfg.power_iters, NULL, 0, 0, NULL, 0};
                 lipt_step_result sr;
                 st = lipt_train_step(&ctx, &b->model, &opt, in, tg, B, T, &so, &sr, err);

@@ -106,6 +106,27 @@ static void json_memory(json_w *j, const bench *b) {
     json_num(j, "params_mb", p);
     json_num(j, "grads_mb", p);
     json_num(j, "optimizer_state_mb", 2 * p);
+    if (b->paired_memory) {
+        json_obj_open(j, "memory_paired"); /* the mode against store-all, run by run */
+        json_num(j, "ratio", b->memory_ratio);
+        json_num(j, "store_ms_per_step", b->store_ms);
+        json_num(j, "store_arena_peak_mb", b->arena_store);
+        json_obj_close(j);
+    }
+    if (b->gcheck.done) {
+        const grad_check *g = &b->gcheck;
+        json_obj_open(j, "gradient_check");
+        json_int(j, "tensors", g->tensors);
+        json_num(j, "worst_cosine", g->worst_cos);
+        json_str(j, "worst_cosine_tensor", g->worst_cos_name);
+        json_num(j, "worst_rel_err", g->worst_rel);
+        json_str(j, "worst_rel_err_tensor", g->worst_rel_name);
+        if (b->memory == CLI_MEMORY_INVERT) {
+            json_num(j, "evaluations_per_inversion", g->evals_per_inversion);
+            json_num(j, "worst_bound", g->worst_bound);
+        }
+        json_obj_close(j);
+    }
     if (b->memory != CLI_MEMORY_INVERT) return;
     const lipt_reversible *r = &b->rev;
     json_obj_open(j, "reconstruction");
@@ -303,5 +324,12 @@ void bench_print_table(const bench *b, const double gf[2], double peak) {
                "train activations", b->arena_train);
     printf("FLOPs: matmuls (projections, feed-forward, head) + attention q k^T and P v over the full T x T square "
            "(the causal half is not subtracted); training = 3 x forward. See bench/README.md.\n");
+    if (b->paired_memory)
+        printf("paired with store-all: %.3fx store-all's step time (median of the per-run ratios; store-all %.1f ms per "
+               "step, arena peak %.1f MB)\n", b->memory_ratio, b->store_ms, b->arena_store);
+    if (b->gcheck.done)
+        printf("gradients against store-all (%d tensors): smallest cosine %.9f (%s), largest relative error %.3e (%s)\n",
+               b->gcheck.tensors, b->gcheck.worst_cos, b->gcheck.worst_cos_name, b->gcheck.worst_rel,
+               b->gcheck.worst_rel_name);
     print_profile(b);
 }

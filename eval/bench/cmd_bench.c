@@ -32,6 +32,12 @@ static const cli_opt bench_opts[] = {
     {"invert-check", CLI_FLAG, NULL, "with --memory invert, a debug run: every half-block's true input kept as well, "
      "each rebuilt one measured against it (JSON reconstruction.per_block: relative error, a-posteriori bound, "
      "evaluations, the rerun's output against the forward's), memory as store-all's", NULL},
+    {"paired-memory", CLI_FLAG, NULL, "with --memory recompute or invert: every timed training run is followed by the "
+     "same steps in store-all (a context and arena of its own, the same model and optimizer), and the median of the "
+     "per-run time ratios is reported (JSON memory_paired): the mode's price measured seconds apart", NULL},
+    {"grad-check", CLI_FLAG, NULL, "with --memory recompute or invert: before the timed runs, one step of the mode and "
+     "one of store-all from the same initial weights and batch (learning rate 0, no clipping), their gradients "
+     "compared per parameter tensor (JSON gradient_check: the smallest cosine, the largest relative error)", NULL},
     {"profile", CLI_FLAG, NULL, "after the timed training runs, as many steps again timed op by op: each op's forward "
      "and backward and the step's phases (clipping, optimizer, refresh) in ms per step (the timers cost a few "
      "microseconds a step; the tokens/s above are measured without them)", NULL},
@@ -119,6 +125,15 @@ static int bench_options(cli_args *a, const char *C, bench *b, lipt_error *err) 
     b->paired = cli_has(a, "paired");
     if (b->paired && b->cfg.precision == LIPT_PRECISION_FLOAT32)
         return cli_error(C, "--paired compares a --precision other than float32 with float32; this run is float32");
+    b->paired_memory = cli_has(a, "paired-memory");
+    const int gcheck = cli_has(a, "grad-check");
+    if ((b->paired_memory || gcheck) && b->memory == CLI_MEMORY_STORE)
+        return cli_error(C, "--%s compares a --memory mode with store-all: add --memory recompute or --memory invert",
+                         b->paired_memory ? "paired-memory" : "grad-check");
+    if (b->paired_memory && b->paired)
+        return cli_error(C, "--paired-memory and --paired pair each run with a different one: give one of them");
+    if (b->paired_memory && cli_has(a, "skip-train"))
+        return cli_error(C, "--paired-memory times training steps: drop --skip-train");
     b->paired_sgemm = cli_has(a, "paired-sgemm");
     b->profile = cli_has(a, "profile");
     if (b->profile && cli_has(a, "skip-train")) return cli_error(C, "--profile times training steps: drop --skip-train");
@@ -137,6 +152,7 @@ static void bench_alloc_runs(bench *b) {
         b->rev.consistency = lipt_xcalloc((size_t)n, sizeof(double));
     }
     b->paired_ratio[0] = b->paired_ratio[1] = NAN;
+    b->memory_ratio = b->store_ms = b->arena_store = NAN;
     b->paired_fraction = NAN;
     b->last_loss = NAN;
     b->arena_train = NAN;
@@ -174,6 +190,7 @@ static int bench_run(cli_args *a, const char *C, bench *b, lipt_error *err) {
     int quiet = cli_has(a, "json") || !cli_stderr_is_tty();
     if (!quiet) fprintf(stderr, "lipt bench: measuring ...\n");
 
+    if (cli_has(a, "grad-check") && bench_grad_check(b, err) != LIPT_OK) return cli_fail(C, err);
     /* training first: it sets the high-water mark of memory, which the later phases rarely exceed */
     if (!cli_has(a, "skip-train") && bench_train(b, err) != LIPT_OK) return cli_fail(C, err);
     b->rss_train = peak_rss_mb();
