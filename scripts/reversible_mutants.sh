@@ -18,6 +18,7 @@ WT=$(mktemp -d /tmp/lipt-mutants-src.XXXXXX)
 rmdir "$WT"
 git worktree add -q --detach "$WT" HEAD
 trap 'git worktree remove --force "$WT" 2>/dev/null || true' EXIT
+rm -f "$BUILD/CMakeCache.txt"   # a build dir of an earlier run's worktree
 cmake -S "$WT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLIPT_TESTS=ON -DLIPT_MPI=OFF -DLIPT_DNNL=ON >/dev/null
 
 # name | file | exact text | replacement | ctest regex
@@ -48,11 +49,10 @@ open(p, "w").write(s.replace(a, b))
 PY
   if ! cmake --build "$BUILD" -j"$(nproc)" >"$BUILD/mutant-$name.build.log" 2>&1; then
     echo "mutant $name: build failed (see $BUILD/mutant-$name.build.log)"; unseen=1
-  elif ctest --test-dir "$BUILD" -R "$tests" --timeout 900 >"$BUILD/mutant-$name.log" 2>&1; then
+  elif ctest --test-dir "$BUILD" -R "$tests" --timeout 900 --output-on-failure >"$BUILD/mutant-$name.log" 2>&1; then
     echo "mutant $name: NOT caught by $tests"; unseen=1
   else
-    echo "mutant $name: caught ($(grep -cE 'Failed|\*\*\*Failed' "$BUILD/mutant-$name.log" || true) failing test(s) of $tests;" \
-      "log $BUILD/mutant-$name.log)"
+    echo "mutant $name: caught by $tests: $(grep -m1 -E '^FAIL|:F:|:E:' "$BUILD/mutant-$name.log" | cut -c1-220)"
   fi
   git -C "$WT" checkout -q -- "$file"
 done
