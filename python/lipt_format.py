@@ -35,7 +35,8 @@ KIND_DECAY, KIND_NO_DECAY, KIND_BUFFER = "decay", "no_decay", "buffer"
 INT_RANGES = {"vocab_size": (2, 1 << 24), "d_model": (1, 1 << 16), "n_heads": (1, 1 << 12), "d_ff": (1, 1 << 18),
               "n_layers": (0, 1024), "seq_len": (1, 1 << 20), "power_iters": (0, 10000), "init_seed": (0, 2**64 - 1),
               "rel_bias": (0, 1), "actnorm": (0, 1), "gram_iters": (1, 30), "ffn_full_budget": (0, 1),
-              "coupling": (0, 1), "head_hidden": (0, 1 << 18), "coupling_grid": (0, 20)}
+              "coupling": (0, 1), "head_hidden": (0, 1 << 18), "coupling_grid": (0, 20),
+              "weight_projection": (0, 1)}
 FLOAT_RANGES = {"dropout": (0.0, False, 1.0, True), "c": (0.0, True, 1.0, True), "ln_eps": (0.0, True, 1.0, True),
                 "clip_radius": (0.0, False, 1e6, False)}
 
@@ -80,6 +81,8 @@ class LiptConfig:
                                 # own dtype (torch.autocast gives bf16 products)
     spectral_bound: str = "gram"  # "cholesky": sigma certified by a Cholesky factorisation at an eigenvalue estimate
     coupling_grid: int = 0     # k > 0: coupling blocks' stream and branches rounded to multiples of 2^-k (exact sums)
+    weight_projection: int = 0  # invertible model, training only: weights rescaled to their budget after each step
+                                # (the forward is the same: the factors stay, now at about 1)
     # not a config key: the properties of `attention` when they come from an export's metadata (attention_info);
     # None (or another kind's) takes them from lipt's table (lipt_variants.attn_props_of)
     attn_info: Optional[AttnProps] = dataclasses.field(default=None, compare=False, repr=False)
@@ -87,7 +90,7 @@ class LiptConfig:
     KEYS = ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn", "activation",
             "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps", "clip_radius", "rel_bias", "actnorm",
             "gram_iters", "ffn_full_budget", "coupling", "head_hidden", "norm", "precision", "spectral_bound",
-            "coupling_grid")
+            "coupling_grid", "weight_projection")
 
     def __post_init__(self):
         self.validate()
@@ -151,6 +154,11 @@ class LiptConfig:
             raise ValueError(f"activation = maxmin pairs the hidden units: d_ff {self.d_ff} must be even")
         if self.coupling_grid and not self.coupling:
             raise ValueError("coupling_grid rounds the residual stream of coupling blocks: it needs coupling = 1")
+        if self.weight_projection not in (0, 1):
+            raise ValueError("weight_projection is 0 or 1")
+        if self.weight_projection and not self.invertible:
+            raise ValueError("weight_projection = 1 rescales the certified branches' weights: it needs the invertible "
+                             "model")
         if self.ffn_full_budget not in (0, 1) or self.coupling not in (0, 1):
             raise ValueError("ffn_full_budget and coupling are 0 or 1")
         if not 0 <= self.head_hidden <= 1 << 18:
@@ -228,7 +236,8 @@ class LiptConfig:
                 f"coupling = {self.coupling}\nhead_hidden = {self.head_hidden}\nnorm = {self.norm}\n"
                 f"precision = {self.precision}\n"
                 + (f"spectral_bound = {self.spectral_bound}\n" if self.spectral_bound != "gram" else "")
-                + (f"coupling_grid = {self.coupling_grid}\n" if self.coupling_grid else ""))
+                + (f"coupling_grid = {self.coupling_grid}\n" if self.coupling_grid else "")
+                + (f"weight_projection = {self.weight_projection}\n" if self.weight_projection else ""))
 
     @property
     def gram_arg(self) -> int:
