@@ -36,7 +36,7 @@ INT_RANGES = {"vocab_size": (2, 1 << 24), "d_model": (1, 1 << 16), "n_heads": (1
               "n_layers": (0, 1024), "seq_len": (1, 1 << 20), "power_iters": (0, 10000), "init_seed": (0, 2**64 - 1),
               "rel_bias": (0, 1), "actnorm": (0, 1), "gram_iters": (1, 30), "ffn_full_budget": (0, 1),
               "coupling": (0, 1), "head_hidden": (0, 1 << 18), "coupling_grid": (0, 20),
-              "weight_projection": (0, 1)}
+              "weight_projection": (0, 2)}
 FLOAT_RANGES = {"dropout": (0.0, False, 1.0, True), "c": (0.0, True, 1.0, True), "ln_eps": (0.0, True, 1.0, True),
                 "clip_radius": (0.0, False, 1e6, False)}
 
@@ -82,7 +82,8 @@ class LiptConfig:
     spectral_bound: str = "gram"  # "cholesky": sigma certified by a Cholesky factorisation at an eigenvalue estimate
     coupling_grid: int = 0     # k > 0: coupling blocks' stream and branches rounded to multiples of 2^-k (exact sums)
     weight_projection: int = 0  # invertible model, training only: weights rescaled to their budget after each step
-                                # (the forward is the same: the factors stay, now at about 1)
+                                # (1: attention W^V, W^O; 2: W^Q, W^K, W^V, W^O; the forward is the same: the factors
+                                # stay, now at about 1)
     # not a config key: the properties of `attention` when they come from an export's metadata (attention_info);
     # None (or another kind's) takes them from lipt's table (lipt_variants.attn_props_of)
     attn_info: Optional[AttnProps] = dataclasses.field(default=None, compare=False, repr=False)
@@ -154,11 +155,11 @@ class LiptConfig:
             raise ValueError(f"activation = maxmin pairs the hidden units: d_ff {self.d_ff} must be even")
         if self.coupling_grid and not self.coupling:
             raise ValueError("coupling_grid rounds the residual stream of coupling blocks: it needs coupling = 1")
-        if self.weight_projection not in (0, 1):
-            raise ValueError("weight_projection is 0 or 1")
+        if self.weight_projection not in (0, 1, 2):
+            raise ValueError("weight_projection is 0, 1 or 2")
         if self.weight_projection and not self.invertible:
-            raise ValueError("weight_projection = 1 rescales the certified branches' weights: it needs the invertible "
-                             "model")
+            raise ValueError(f"weight_projection = {self.weight_projection} rescales the certified branches' "
+                             "weights: it needs the invertible model")
         if self.ffn_full_budget not in (0, 1) or self.coupling not in (0, 1):
             raise ValueError("ffn_full_budget and coupling are 0 or 1")
         if not 0 <= self.head_hidden <= 1 << 18:

@@ -123,9 +123,9 @@ static const bad_case bad_cases[] = {
     {"d_model = 64\nnorm = post\ncoupling = 1\n", 3, {"norm = post", "coupling = 1", NULL}},
     {"spectral_bound = lanczos\n", 1, {"spectral_bound = 'lanczos'", "gram, cholesky", NULL}},
     {"spectral_bound = cholesky\nd_model = 64\n", 1, {"spectral_bound = cholesky", "ffn = contractive", NULL}},
-    {"weight_projection = 2\n", 1, {"weight_projection = '2'", "[0, 1]", NULL}},
+    {"weight_projection = 3\n", 1, {"weight_projection = '3'", "[0, 2]", NULL}},
     {"weight_projection = yes\n", 1, {"weight_projection = 'yes'", "integer", NULL}},
-    {"d_model = 64\n\nweight_projection = 1\n", 3, {"weight_projection = 1", "needs the invertible model", "dp"}},
+    {"d_model = 64\n\nweight_projection = 2\n", 3, {"weight_projection = 2", "needs the invertible model", "dp"}},
 };
 
 START_TEST(test_bad_cases) {

@@ -67,10 +67,11 @@ typedef struct {
                                 * 2^-k, so that each residual sum is exact (|x| < 2^(24-k)) and a block inverts bit
                                 * for bit (reversible training, --memory invert); 0: off (float sums, inverted to
                                 * within a rounding) */
-    int weight_projection;     /* invertible model: 1 rescales, after every optimizer step, the weights of each certified
-                                * branch whose certificate factor is < 1 so that its bound is at its budget (W^V and
-                                * W^O by sqrt(factor) each, the feed-forward's W1 and W2 by their own factors), the same
-                                * function with the factors at 1 (lipt_model_project_weights); 0: off (the default) */
+    int weight_projection;     /* invertible model: > 0 rescales, after every optimizer step, the weights of each
+                                * certified branch whose certificate factor is < 1 so that its bound is at its budget
+                                * (lipt_model_project_weights): the feed-forward's W1 and W2 by their own factors, and
+                                * 1: the attention's W^V and W^O by sqrt(factor) each (the same function);
+                                * 2: W^Q, W^K, W^V, W^O by one scale (the attention softens). 0: off (the default) */
     int head_hidden;           /* 0: the head is ln_f + linear; F > 0: ln_f, then a per-token MLP (D -> F, GELU, -> V)
                                 * (outside the invertible stack, so it needs no certificate) */
     int ffn_full_budget;       /* contractive ffn: 1 divides W1 by max(1, σ1) and W2 by max(1, σ2/c) (bound c);

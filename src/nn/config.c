@@ -150,7 +150,7 @@ static lipt_status set_key(lipt_config *cfg, int k, const char *v, const char *w
     case K_FFNB: return parse_int(where, key, v, 0, 1, &cfg->ffn_full_budget, err);
     case K_COUPLING: return parse_int(where, key, v, 0, 1, &cfg->coupling, err);
     case K_GRID: return parse_int(where, key, v, 0, 20, &cfg->coupling_grid, err);
-    case K_PROJ: return parse_int(where, key, v, 0, 1, &cfg->weight_projection, err);
+    case K_PROJ: return parse_int(where, key, v, 0, 2, &cfg->weight_projection, err);
     case K_HEADH: return parse_int(where, key, v, 0, 1 << 18, &cfg->head_hidden, err);
     case K_CLIPR: return parse_float(where, key, v, 0.0, 0, 1e6, 0, &cfg->clip_radius, err);
     case K_ATTN: {
@@ -267,10 +267,10 @@ static lipt_status validate_blocks(const lipt_config *cfg, const char *source, c
     if (cfg->weight_projection && !lipt_config_invertible(cfg)) {
         WHERE2(K_PROJ, K_ATTN);
         return lipt_fail(err, LIPT_ERR_ARG,
-                         "%sweight_projection = 1 rescales the certified branches' weights to their Lipschitz budget "
+                         "%sweight_projection = %d rescales the certified branches' weights to their Lipschitz budget "
                          "after each optimizer step: it needs the invertible model (attention = %s with ffn = "
                          "contractive; got attention = %s, ffn = %s)",
-                         where, contractive_kinds, lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn));
+                         where, cfg->weight_projection, contractive_kinds, lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn));
     }
     if (cfg->norm == LIPT_NORM_POST && (lipt_config_invertible(cfg) || cfg->coupling)) {
         WHERE2(K_NORM, cfg->coupling ? K_COUPLING : K_ATTN);
