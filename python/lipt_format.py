@@ -74,7 +74,8 @@ class LiptConfig:
     actnorm: int = 0           # invertible model: ActNorm x * exp(log_scale) + bias after every block
     gram_iters: int = 8        # Gram-iteration squarings of the certified spectral norms in the forward pass
     ffn_full_budget: int = 0   # contractive ffn: 1 divides W1 by max(1, sigma1) and W2 by max(1, sigma2/c)
-    coupling: int = 0          # 1: additive coupling blocks (pre-LN dp / l2 / l2-tied, ffn standard, even d_model)
+    coupling: int = 0          # 1: additive coupling blocks (even d_model; pre-LN dp / l2 / l2-tied with ffn standard,
+                               # or the invertible model's certified branches)
     head_hidden: int = 0       # F > 0: the head is ln_f, then GELU(x W1h + b1h) W + b (head.w1 [D,F], head.b1 [F])
     norm: str = "pre"          # "pre": x + f(LN(x)); "post": LN(x + f(x)) (dp, l2, l2-tied without coupling)
     precision: str = "float32"  # lipt's matrix products (float32, bf16, bf16-emulated); this module computes in its
@@ -170,10 +171,11 @@ class LiptConfig:
             raise ValueError(f"norm {self.norm!r} not in {NORMS}")
         if self.norm == "post" and (self.invertible or self.coupling):
             raise ValueError("norm = post is an option of the non-invertible variants without coupling")
-        if self.coupling and (self.invertible or self.ffn != "standard" or self.d_model % 2):
+        plain_model = not self.attn.contractive and self.ffn == "standard"
+        if self.coupling and (not (plain_model or self.invertible) or self.d_model % 2):
             plain = names_text(n for n in ATTENTIONS if n not in CONTRACTIVE_ATTENTIONS)
-            raise ValueError(f"coupling = 1 is for the pre-LN variants (attention {plain}, ffn standard) with an "
-                             f"even d_model")
+            raise ValueError(f"coupling = 1 needs an even d_model and either a pre-LN variant (attention {plain}, "
+                             f"ffn standard) or the invertible model's certified branches (ffn contractive)")
 
     def _check_ranges(self) -> None:
         """The ranges lipt's config parser accepts (src/nn/config.c), types included."""

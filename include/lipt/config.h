@@ -60,9 +60,11 @@ typedef struct {
     int gram_iters;            /* Gram-iteration squarings of the certified spectral norms in the forward pass */
     lipt_spectral_bound_kind spectral_bound; /* how the forward pass certifies its spectral norms: gram (default)
                                 * or cholesky (faster, within ~1e-6 of sigma; gram_iters is then the fallback) */
-    int coupling;              /* 1: additive coupling blocks (a control): attention writes the first half of the
-                                * channels from the second, the ffn the second from the first; exact inverse, no
-                                * Lipschitz constraint (pre-LN variants dp, l2, l2-tied only) */
+    int coupling;              /* 1: additive coupling blocks: attention writes the first half of the channels from
+                                * the second, the ffn the second from the first; exact inverse (y - g(y)). With the
+                                * pre-LN variants (dp, l2, l2-tied) a control without Lipschitz constraint; with the
+                                * invertible model's certified branches (Lip g <= L) each half-block and its inverse
+                                * are (1 + L)-Lipschitz (bi-Lipschitz), whatever L */
     int coupling_grid;         /* coupling blocks: k > 0 rounds the embeddings and every branch output to multiples of
                                 * 2^-k, so that each residual sum is exact (|x| < 2^(24-k)) and a block inverts bit
                                 * for bit (reversible training, --memory invert); 0: off (float sums, inverted to

@@ -252,12 +252,17 @@ static lipt_status validate_blocks(const lipt_config *cfg, const char *source, c
     char where[300] = "", contractive_kinds[128], plain_kinds[128];
     kind_list(1, contractive_kinds, sizeof contractive_kinds);
     kind_list(0, plain_kinds, sizeof plain_kinds);
-    if (cfg->coupling && (lipt_config_invertible(cfg) || cfg->ffn != LIPT_FFN_STANDARD || cfg->d_model % 2 != 0)) {
+    /* coupling blocks: the pre-LN variants (a control without certificate), or the invertible model's certified
+     * branches (bi-Lipschitz: forward and inverse of each half-block <= 1 + its certificate) */
+    const int plain = !lipt_attn_contractive(cfg->attention) && cfg->ffn == LIPT_FFN_STANDARD;
+    if (cfg->coupling && (!(plain || lipt_config_invertible(cfg)) || cfg->d_model % 2 != 0)) {
         WHERE2(K_COUPLING, K_ATTN);
         return lipt_fail(err, LIPT_ERR_ARG,
-                         "%scoupling = 1 is a control for the pre-LN variants (attention %s, ffn = "
-                         "standard) and needs an even d_model (got attention = %s, ffn = %s, d_model = %d)",
-                         where, plain_kinds, lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn), cfg->d_model);
+                         "%scoupling = 1 needs an even d_model and either a pre-LN variant (attention %s, ffn = "
+                         "standard) or the invertible model's certified branches (attention %s, ffn = contractive) "
+                         "(got attention = %s, ffn = %s, d_model = %d)",
+                         where, plain_kinds, contractive_kinds, lipt_attn_name(cfg->attention),
+                         lipt_ffn_name(cfg->ffn), cfg->d_model);
     }
     if (cfg->coupling_grid && !cfg->coupling) {
         WHERE2(K_GRID, K_COUPLING);
