@@ -16,7 +16,9 @@ export LIPT_THREADS=2
 fails=0
 pass() { echo "ok   $*"; }
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
-for _ in 1 2 3 4; do cat "$REPO/README.md"; done >"$TMP/corpus.txt"
+TEXT="$REPO/docs/USAGE.md"   # the manual (tests train on it); README.md before it moved there
+[ -f "$TEXT" ] || TEXT="$REPO/README.md"
+for _ in 1 2 3 4; do cat "$TEXT"; done >"$TMP/corpus.txt"
 SMALL=(--d_model 32 --d_ff 64 --n_layers 2 --n_heads 2 --seq_len 16 --batch 4)
 COMMON=(--data "$TMP/corpus.txt" --eval-every 0 --final-eval none --save-every 0 --save-minutes 0 --quiet --lr 3e-2
   --warmup 0 --steps 15)
