@@ -35,7 +35,8 @@ KIND_DECAY, KIND_NO_DECAY, KIND_BUFFER = "decay", "no_decay", "buffer"
 INT_RANGES = {"vocab_size": (2, 1 << 24), "d_model": (1, 1 << 16), "n_heads": (1, 1 << 12), "d_ff": (1, 1 << 18),
               "n_layers": (0, 1024), "seq_len": (1, 1 << 20), "power_iters": (0, 10000), "init_seed": (0, 2**64 - 1),
               "rel_bias": (0, 1), "actnorm": (0, 1), "gram_iters": (1, 30), "ffn_full_budget": (0, 1),
-              "coupling": (0, 1), "head_hidden": (0, 1 << 18), "coupling_grid": (0, 20)}
+              "coupling": (0, 1), "head_hidden": (0, 1 << 18), "coupling_grid": (0, 20),
+              "weight_projection": (0, 2)}
 FLOAT_RANGES = {"dropout": (0.0, False, 1.0, True), "c": (0.0, True, 1.0, True), "ln_eps": (0.0, True, 1.0, True),
                 "clip_radius": (0.0, False, 1e6, False)}
 
@@ -73,13 +74,17 @@ class LiptConfig:
     actnorm: int = 0           # invertible model: ActNorm x * exp(log_scale) + bias after every block
     gram_iters: int = 8        # Gram-iteration squarings of the certified spectral norms in the forward pass
     ffn_full_budget: int = 0   # contractive ffn: 1 divides W1 by max(1, sigma1) and W2 by max(1, sigma2/c)
-    coupling: int = 0          # 1: additive coupling blocks (pre-LN dp / l2 / l2-tied, ffn standard, even d_model)
+    coupling: int = 0          # 1: additive coupling blocks (even d_model; pre-LN dp / l2 / l2-tied with ffn standard,
+                               # or the invertible model's certified branches)
     head_hidden: int = 0       # F > 0: the head is ln_f, then GELU(x W1h + b1h) W + b (head.w1 [D,F], head.b1 [F])
     norm: str = "pre"          # "pre": x + f(LN(x)); "post": LN(x + f(x)) (dp, l2, l2-tied without coupling)
     precision: str = "float32"  # lipt's matrix products (float32, bf16, bf16-emulated); this module computes in its
                                 # own dtype (torch.autocast gives bf16 products)
     spectral_bound: str = "gram"  # "cholesky": sigma certified by a Cholesky factorisation at an eigenvalue estimate
     coupling_grid: int = 0     # k > 0: coupling blocks' stream and branches rounded to multiples of 2^-k (exact sums)
+    weight_projection: int = 0  # invertible model, training only: weights rescaled to their budget after each step
+                                # (1: attention W^V, W^O; 2: W^Q, W^K, W^V, W^O; the forward is the same: the factors
+                                # stay, now at about 1)
     # not a config key: the properties of `attention` when they come from an export's metadata (attention_info);
     # None (or another kind's) takes them from lipt's table (lipt_variants.attn_props_of)
     attn_info: Optional[AttnProps] = dataclasses.field(default=None, compare=False, repr=False)
@@ -87,7 +92,7 @@ class LiptConfig:
     KEYS = ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn", "activation",
             "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps", "clip_radius", "rel_bias", "actnorm",
             "gram_iters", "ffn_full_budget", "coupling", "head_hidden", "norm", "precision", "spectral_bound",
-            "coupling_grid")
+            "coupling_grid", "weight_projection")
 
     def __post_init__(self):
         self.validate()
@@ -151,6 +156,11 @@ class LiptConfig:
             raise ValueError(f"activation = maxmin pairs the hidden units: d_ff {self.d_ff} must be even")
         if self.coupling_grid and not self.coupling:
             raise ValueError("coupling_grid rounds the residual stream of coupling blocks: it needs coupling = 1")
+        if self.weight_projection not in (0, 1, 2):
+            raise ValueError("weight_projection is 0, 1 or 2")
+        if self.weight_projection and not self.invertible:
+            raise ValueError(f"weight_projection = {self.weight_projection} rescales the certified branches' "
+                             "weights: it needs the invertible model")
         if self.ffn_full_budget not in (0, 1) or self.coupling not in (0, 1):
             raise ValueError("ffn_full_budget and coupling are 0 or 1")
         if not 0 <= self.head_hidden <= 1 << 18:
@@ -161,10 +171,11 @@ class LiptConfig:
             raise ValueError(f"norm {self.norm!r} not in {NORMS}")
         if self.norm == "post" and (self.invertible or self.coupling):
             raise ValueError("norm = post is an option of the non-invertible variants without coupling")
-        if self.coupling and (self.invertible or self.ffn != "standard" or self.d_model % 2):
+        plain_model = not self.attn.contractive and self.ffn == "standard"
+        if self.coupling and (not (plain_model or self.invertible) or self.d_model % 2):
             plain = names_text(n for n in ATTENTIONS if n not in CONTRACTIVE_ATTENTIONS)
-            raise ValueError(f"coupling = 1 is for the pre-LN variants (attention {plain}, ffn standard) with an "
-                             f"even d_model")
+            raise ValueError(f"coupling = 1 needs an even d_model and either a pre-LN variant (attention {plain}, "
+                             f"ffn standard) or the invertible model's certified branches (ffn contractive)")
 
     def _check_ranges(self) -> None:
         """The ranges lipt's config parser accepts (src/nn/config.c), types included."""
@@ -228,7 +239,8 @@ class LiptConfig:
                 f"coupling = {self.coupling}\nhead_hidden = {self.head_hidden}\nnorm = {self.norm}\n"
                 f"precision = {self.precision}\n"
                 + (f"spectral_bound = {self.spectral_bound}\n" if self.spectral_bound != "gram" else "")
-                + (f"coupling_grid = {self.coupling_grid}\n" if self.coupling_grid else ""))
+                + (f"coupling_grid = {self.coupling_grid}\n" if self.coupling_grid else "")
+                + (f"weight_projection = {self.weight_projection}\n" if self.weight_projection else ""))
 
     @property
     def gram_arg(self) -> int:

@@ -123,6 +123,9 @@ static const bad_case bad_cases[] = {
     {"d_model = 64\nnorm = post\ncoupling = 1\n", 3, {"norm = post", "coupling = 1", NULL}},
     {"spectral_bound = lanczos\n", 1, {"spectral_bound = 'lanczos'", "gram, cholesky", NULL}},
     {"spectral_bound = cholesky\nd_model = 64\n", 1, {"spectral_bound = cholesky", "ffn = contractive", NULL}},
+    {"weight_projection = 3\n", 1, {"weight_projection = '3'", "[0, 2]", NULL}},
+    {"weight_projection = yes\n", 1, {"weight_projection = 'yes'", "integer", NULL}},
+    {"d_model = 64\n\nweight_projection = 2\n", 3, {"weight_projection = 2", "needs the invertible model", "dp"}},
 };
 
 START_TEST(test_bad_cases) {
@@ -189,6 +192,7 @@ START_TEST(test_set_and_roundtrip) {
     ck_assert(lipt_config_gram_arg(&cfg) == 8);
     ck_assert(lipt_config_set(&cfg, "spectral-bound", "cholesky", &err) == LIPT_OK);
     ck_assert(lipt_config_gram_arg(&cfg) == (8 | LIPT_SPECTRAL_CHOLESKY));
+    ck_assert(lipt_config_set(&cfg, "weight-projection", "1", &err) == LIPT_OK);
     ck_assert(lipt_config_set(&cfg, "heads", "2", &err) == LIPT_ERR_ARG);
     ck_assert(strstr(err.msg, "unknown config key 'heads'") && strstr(err.msg, "n_heads"));
     printf("override error: %s\n", err.msg);
@@ -215,13 +219,14 @@ START_TEST(test_set_and_roundtrip) {
                           "activation", "dropout", "c =", "lip_norm", "power_iters", "init_seed", "ln_eps"};
     for (int i = 0; i < 15; i++) ck_assert_msg(strstr(buf, keys[i]), "text lacks %s", keys[i]);
     ck_assert_msg(strstr(buf, "spectral_bound = cholesky\n"), "text lacks spectral_bound:\n%s", buf);
+    ck_assert_msg(strstr(buf, "weight_projection = 1\n"), "text lacks weight_projection:\n%s", buf);
     /* the defaults round-trip too, without the keys that only non-default values write (older readers) */
     lipt_config def;
     lipt_config_default(&def);
     lipt_config_to_text(&def, buf, sizeof buf);
     ck_assert(lipt_config_parse(&back, buf, "ckpt", &err) == LIPT_OK);
     ck_assert(memcmp(&back, &def, sizeof def) == 0);
-    ck_assert(!strstr(buf, "spectral_bound") && !strstr(buf, "precision"));
+    ck_assert(!strstr(buf, "spectral_bound") && !strstr(buf, "precision") && !strstr(buf, "weight_projection"));
     printf("round trip ok (%zu chars)\n", need);
 }
 END_TEST

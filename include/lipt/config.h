@@ -60,13 +60,20 @@ typedef struct {
     int gram_iters;            /* Gram-iteration squarings of the certified spectral norms in the forward pass */
     lipt_spectral_bound_kind spectral_bound; /* how the forward pass certifies its spectral norms: gram (default)
                                 * or cholesky (faster, within ~1e-6 of sigma; gram_iters is then the fallback) */
-    int coupling;              /* 1: additive coupling blocks (a control): attention writes the first half of the
-                                * channels from the second, the ffn the second from the first; exact inverse, no
-                                * Lipschitz constraint (pre-LN variants dp, l2, l2-tied only) */
+    int coupling;              /* 1: additive coupling blocks: attention writes the first half of the channels from
+                                * the second, the ffn the second from the first; exact inverse (y - g(y)). With the
+                                * pre-LN variants (dp, l2, l2-tied) a control without Lipschitz constraint; with the
+                                * invertible model's certified branches (Lip g <= L) each half-block and its inverse
+                                * are (1 + L)-Lipschitz (bi-Lipschitz), whatever L */
     int coupling_grid;         /* coupling blocks: k > 0 rounds the embeddings and every branch output to multiples of
                                 * 2^-k, so that each residual sum is exact (|x| < 2^(24-k)) and a block inverts bit
                                 * for bit (reversible training, --memory invert); 0: off (float sums, inverted to
                                 * within a rounding) */
+    int weight_projection;     /* invertible model: > 0 rescales, after every optimizer step, the weights of each
+                                * certified branch whose certificate factor is < 1 so that its bound is at its budget
+                                * (lipt_model_project_weights): the feed-forward's W1 and W2 by their own factors, and
+                                * 1: the attention's W^V and W^O by sqrt(factor) each (the same function);
+                                * 2: W^Q, W^K, W^V, W^O by one scale (the attention softens). 0: off (the default) */
     int head_hidden;           /* 0: the head is ln_f + linear; F > 0: ln_f, then a per-token MLP (D -> F, GELU, -> V)
                                 * (outside the invertible stack, so it needs no certificate) */
     int ffn_full_budget;       /* contractive ffn: 1 divides W1 by max(1, σ1) and W2 by max(1, σ2/c) (bound c);

@@ -69,6 +69,16 @@ void lipt_model_refresh_norms(lipt_model *m, int iters);
  * lipt_spectral_req.steer), so those get no power rounds here. */
 void lipt_model_refresh_after_step(lipt_model *m, int iters);
 
+/* weight_projection (src/nn/project.c): every certified branch whose factor at the current weights is < 1 gets its
+ * weights rescaled so that its bound is at its budget: the feed-forward's W1 and W2 by their own factors (the same
+ * function); the attention's W^V and W^O by sqrt(factor) each with cfg.weight_projection = 1 (its bound is of degree 1
+ * in each: the same function, to rounding), or with 2 W^Q, W^K, W^V and W^O by one scale (factor^(1/4) for tied L2,
+ * whose bound is of degree 4 in them; solved from the certified per-head norms for clipped-dp).
+ * Returns how many of the weight groups (attention, W1, W2 per layer) were rescaled, and the smallest factor before
+ * it into *min_factor (1 when none; may be NULL). No-op (0) for a model that is not invertible. lipt_train_step
+ * calls it after the optimizer when cfg.weight_projection is set. */
+int lipt_model_project_weights(lipt_model *m, double *min_factor);
+
 /* Ids in [0, vocab_size) and 1 <= T <= seq_len: LIPT_ERR_ARG naming the first bad position otherwise. */
 lipt_status lipt_model_check_ids(const lipt_model *m, const int *ids, int B, int T, lipt_error *err);
 

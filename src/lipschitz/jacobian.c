@@ -546,8 +546,16 @@ double lipt_matrix_norm_inf2(const double *J, size_t N, size_t D, double *upper)
         if (!(rs <= up)) up = rs;
         /* lower: sup over ‖Δx_k‖₂ <= 1 of ‖Σ_k J_ik Δx_k‖₂, by alternating maximisation from the output direction w:
          * Δx_k = J_ikᵀw / ‖J_ikᵀw‖ attains Σ_k ‖J_ikᵀw‖ for that w, then w follows the image. Every value is attained
-         * by a feasible Δx, so it never exceeds the true norm. Start: the coordinate rows of row block i. */
-        for (size_t start = 0; start < D && start < 4; start++) {
+         * by a feasible Δx: never above the norm. Start: block i's first coordinate rows, or (all zero) its largest */
+        size_t n_first = D < 4 ? D : 4, start = 0;
+        double blk_best = 0, big_n = -1;
+        for (size_t si = 0; si <= n_first; si++, start = si) {
+            for (size_t r = 0; si == n_first && blk_best == 0 && r < D; r++) { /* the fallback start */
+                double s = 0;
+                for (size_t c = 0; c < n; c++) s += J[(i * D + r) * n + c] * J[(i * D + r) * n + c];
+                if (s > big_n) big_n = s, start = r;
+            }
+            if (si == n_first && (blk_best > 0 || start < n_first)) break;
             for (size_t c = 0; c < D; c++) w[c] = c == start ? 1.0 : 0.0;
             double val = 0;
             for (int it = 0; it < 100; it++) {
@@ -580,6 +588,7 @@ double lipt_matrix_norm_inf2(const double *J, size_t N, size_t D, double *upper)
                 if (it > 3 && an <= prev * (1 + 1e-12) && an >= prev * (1 - 1e-12)) break;
             }
             if (!(val <= lower)) lower = val;
+            if (val > blk_best) blk_best = val;
         }
     }
     free(blk);

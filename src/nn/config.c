@@ -16,17 +16,18 @@
 enum {
     K_VOCAB, K_DMODEL, K_HEADS, K_DFF, K_LAYERS, K_SEQ, K_ATTN, K_FFN, K_ACT, K_DROPOUT, K_C, K_LIPNORM,
     K_POWER, K_SEED, K_LNEPS, K_CLIPR, K_RELB, K_ACTNORM, K_GRAM, K_FFNB, K_COUPLING, K_HEADH, K_NORM, K_PRECISION,
-    K_SPECB, K_GRID, K_COUNT
+    K_SPECB, K_GRID, K_PROJ, K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
     "vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "seq_len", "attention", "ffn", "activation",
     "dropout", "c", "lip_norm", "power_iters", "init_seed", "ln_eps", "clip_radius", "rel_bias", "actnorm",
     "gram_iters", "ffn_full_budget", "coupling", "head_hidden", "norm", "precision", "spectral_bound",
-    "coupling_grid"};
+    "coupling_grid", "weight_projection"};
 #define ACCEPTED_KEYS \
     "vocab_size, d_model, n_heads, d_ff, n_layers, seq_len, attention, ffn, activation, dropout, c, lip_norm, " \
     "power_iters, init_seed, ln_eps, clip_radius, rel_bias, actnorm, gram_iters, " \
-    "ffn_full_budget, coupling, head_hidden, norm, precision, spectral_bound, coupling_grid"
+    "ffn_full_budget, coupling, head_hidden, norm, precision, spectral_bound, coupling_grid, " \
+    "weight_projection"
 
 static const char *const ffn_names[] = {"standard", "contractive"};
 static const char *const act_names[] = {"gelu", "relu", "elu", "lipswish", "maxmin"};
@@ -149,6 +150,7 @@ static lipt_status set_key(lipt_config *cfg, int k, const char *v, const char *w
     case K_FFNB: return parse_int(where, key, v, 0, 1, &cfg->ffn_full_budget, err);
     case K_COUPLING: return parse_int(where, key, v, 0, 1, &cfg->coupling, err);
     case K_GRID: return parse_int(where, key, v, 0, 20, &cfg->coupling_grid, err);
+    case K_PROJ: return parse_int(where, key, v, 0, 2, &cfg->weight_projection, err);
     case K_HEADH: return parse_int(where, key, v, 0, 1 << 18, &cfg->head_hidden, err);
     case K_CLIPR: return parse_float(where, key, v, 0.0, 0, 1e6, 0, &cfg->clip_radius, err);
     case K_ATTN: {
@@ -235,10 +237,8 @@ static void kind_list(int contractive, char *buf, size_t len) {
     }
 }
 
-/* Cross-key checks. line[k] > 0 is the line that set key k (then messages say "source:line: "). */
-static lipt_status validate(const lipt_config *cfg, const char *source, const int *line, lipt_error *err) {
-    char where[300] = "";
-    /* The message names the line of the later of the keys involved (the one that made the pair wrong). */
+/* The message names the line of the later of the keys involved (the one that made the pair wrong); line[k] > 0 is
+ * the line that set key k (then messages say "source:line: "). */
 #define WHERE2(a, b)                                                                                   \
     do {                                                                                               \
         int l_ = line ? (line[a] > line[b] ? line[a] : line[b]) : 0;                                   \
@@ -246,6 +246,50 @@ static lipt_status validate(const lipt_config *cfg, const char *source, const in
         else if (source) snprintf(where, sizeof where, "%s: ", source);                                \
         else where[0] = 0;                                                                             \
     } while (0)
+
+/* The block options' checks (coupling, its grid, weight_projection, post-LN): validate's second half. */
+static lipt_status validate_blocks(const lipt_config *cfg, const char *source, const int *line, lipt_error *err) {
+    char where[300] = "", contractive_kinds[128], plain_kinds[128];
+    kind_list(1, contractive_kinds, sizeof contractive_kinds);
+    kind_list(0, plain_kinds, sizeof plain_kinds);
+    /* coupling blocks: the pre-LN variants (a control without certificate), or the invertible model's certified
+     * branches (bi-Lipschitz: forward and inverse of each half-block <= 1 + its certificate) */
+    const int plain = !lipt_attn_contractive(cfg->attention) && cfg->ffn == LIPT_FFN_STANDARD;
+    if (cfg->coupling && (!(plain || lipt_config_invertible(cfg)) || cfg->d_model % 2 != 0)) {
+        WHERE2(K_COUPLING, K_ATTN);
+        return lipt_fail(err, LIPT_ERR_ARG,
+                         "%scoupling = 1 needs an even d_model and either a pre-LN variant (attention %s, ffn = "
+                         "standard) or the invertible model's certified branches (attention %s, ffn = contractive) "
+                         "(got attention = %s, ffn = %s, d_model = %d)",
+                         where, plain_kinds, contractive_kinds, lipt_attn_name(cfg->attention),
+                         lipt_ffn_name(cfg->ffn), cfg->d_model);
+    }
+    if (cfg->coupling_grid && !cfg->coupling) {
+        WHERE2(K_GRID, K_COUPLING);
+        return lipt_fail(err, LIPT_ERR_ARG, "%scoupling_grid = %d rounds the residual stream of coupling blocks so that "
+                         "they invert bit for bit: it needs coupling = 1", where, cfg->coupling_grid);
+    }
+    if (cfg->weight_projection && !lipt_config_invertible(cfg)) {
+        WHERE2(K_PROJ, K_ATTN);
+        return lipt_fail(err, LIPT_ERR_ARG,
+                         "%sweight_projection = %d rescales the certified branches' weights to their Lipschitz budget "
+                         "after each optimizer step: it needs the invertible model (attention = %s with ffn = "
+                         "contractive; got attention = %s, ffn = %s)",
+                         where, cfg->weight_projection, contractive_kinds, lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn));
+    }
+    if (cfg->norm == LIPT_NORM_POST && (lipt_config_invertible(cfg) || cfg->coupling)) {
+        WHERE2(K_NORM, cfg->coupling ? K_COUPLING : K_ATTN);
+        return lipt_fail(err, LIPT_ERR_ARG,
+                         "%snorm = post puts a LayerNorm after each residual sum, so a block is no longer x + g(x): it is "
+                         "an option of the non-invertible variants without coupling (got attention = %s, coupling = %d)",
+                         where, lipt_attn_name(cfg->attention), cfg->coupling);
+    }
+    return LIPT_OK;
+}
+
+/* Cross-key checks. */
+static lipt_status validate(const lipt_config *cfg, const char *source, const int *line, lipt_error *err) {
+    char where[300] = "";
     if (cfg->d_model % cfg->n_heads != 0) {
         WHERE2(K_HEADS, K_DMODEL);
         return lipt_fail(err, LIPT_ERR_ARG, "%sn_heads = %d must divide d_model = %d", where, cfg->n_heads,
@@ -312,28 +356,9 @@ static lipt_status validate(const lipt_config *cfg, const char *source, const in
         return lipt_fail(err, LIPT_ERR_ARG, "%sactivation = maxmin pairs the hidden units: d_ff = %d must be even", where,
                          cfg->d_ff);
     }
-    if (cfg->coupling && (lipt_config_invertible(cfg) || cfg->ffn != LIPT_FFN_STANDARD || cfg->d_model % 2 != 0)) {
-        WHERE2(K_COUPLING, K_ATTN);
-        return lipt_fail(err, LIPT_ERR_ARG,
-                         "%scoupling = 1 is a control for the pre-LN variants (attention %s, ffn = "
-                         "standard) and needs an even d_model (got attention = %s, ffn = %s, d_model = %d)",
-                         where, plain_kinds, lipt_attn_name(cfg->attention), lipt_ffn_name(cfg->ffn), cfg->d_model);
-    }
-    if (cfg->coupling_grid && !cfg->coupling) {
-        WHERE2(K_GRID, K_COUPLING);
-        return lipt_fail(err, LIPT_ERR_ARG, "%scoupling_grid = %d rounds the residual stream of coupling blocks so that "
-                         "they invert bit for bit: it needs coupling = 1", where, cfg->coupling_grid);
-    }
-    if (cfg->norm == LIPT_NORM_POST && (lipt_config_invertible(cfg) || cfg->coupling)) {
-        WHERE2(K_NORM, cfg->coupling ? K_COUPLING : K_ATTN);
-        return lipt_fail(err, LIPT_ERR_ARG,
-                         "%snorm = post puts a LayerNorm after each residual sum, so a block is no longer x + g(x): it is "
-                         "an option of the non-invertible variants without coupling (got attention = %s, coupling = %d)",
-                         where, lipt_attn_name(cfg->attention), cfg->coupling);
-    }
-#undef WHERE2
-    return LIPT_OK;
+    return validate_blocks(cfg, source, line, err);
 }
+#undef WHERE2
 
 lipt_status lipt_config_validate(const lipt_config *cfg, lipt_error *err) { return validate(cfg, NULL, NULL, err); }
 
@@ -437,8 +462,10 @@ static const char *float_text(float v, char buf[32]) {
 }
 
 size_t lipt_config_to_text(const lipt_config *cfg, char *buf, size_t len) {
-    char fd[32], fc[32], fe[32], fr[32], grid[40] = "";
+    char fd[32], fc[32], fe[32], fr[32], grid[80] = "";
     if (cfg->coupling_grid) snprintf(grid, sizeof grid, "coupling_grid = %d\n", cfg->coupling_grid);
+    if (cfg->weight_projection) /* only when set, as the keys below: older readers keep reading the others' files */
+        snprintf(grid + strlen(grid), sizeof grid - strlen(grid), "weight_projection = %d\n", cfg->weight_projection);
     int n = snprintf(buf, len,
                      "vocab_size = %d\nd_model = %d\nn_heads = %d\nd_ff = %d\nn_layers = %d\nseq_len = %d\n"
                      "attention = %s\nffn = %s\nactivation = %s\ndropout = %s\nc = %s\nlip_norm = %s\n"

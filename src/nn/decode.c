@@ -104,7 +104,7 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
     const lipt_config *c = &m->cfg;
     if (batch < 1 || batch > 65536) return lipt_fail(err, LIPT_ERR_ARG, "decoder: batch %d outside [1, 65536]", batch);
     if (c->coupling)
-        return lipt_fail(err, LIPT_ERR_ARG, "incremental decoding does not support coupling = 1 (an ablation control): "
+        return lipt_fail(err, LIPT_ERR_ARG, "incremental decoding does not support coupling = 1 (coupling blocks): "
                                              "sample with --no-cache");
     lipt_decoder *s = lipt_xcalloc(1, sizeof *s);
     s->m = m;

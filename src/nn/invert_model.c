@@ -71,18 +71,20 @@ static lipt_status invert_blocks(lipt_ctx *ctx, const lipt_model *m, int T, cons
             lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
             lipt_tensor *yt = lipt_tensor_wrap(ctx, y, 3, (int[]){1, T, D});
             lipt_error inner = {LIPT_OK, ""};
+            /* the branch as the forward adds it: on coupling_grid's grid, so that y - g(x) undoes the exact sum */
+            const lipt_branch_fn gfn = m->cfg.coupling_grid ? lipt_model_branch_train : lipt_model_branch_fn;
             if (o->accel) { /* the reversible-training solver: Anderson, the certificate's stopping rule */
                 const int inf2 = m->cfg.lip_norm == LIPT_LIPNORM_INF2;
                 const lipt_fp_accel_opts ao = {o->tol, o->max_iter, o->row_width, which == LIPT_BRANCH_FFN ? T : 1,
                                                o->memory, inf2 ? lipt_config_reversible_lip(&m->cfg) : 0, 1};
                 lipt_inv_info info;
-                st = lipt_fixed_point_invert_accel(ctx, lipt_model_branch_fn, &ref, yt, x, &ao, &info, &inner);
+                st = lipt_fixed_point_invert_accel(ctx, gfn, &ref, yt, x, &ao, &info, &inner);
                 fr.iters = info.iters;
                 fr.converged = info.converged;
                 fr.final_err = info.bound;
                 if (fr.err && info.iters > 0) fr.err[info.iters - 1] = info.bound;
             } else {
-                st = lipt_fixed_point_invert(ctx, lipt_model_branch_fn, &ref, yt, x, o, &fr, &inner);
+                st = lipt_fixed_point_invert(ctx, gfn, &ref, yt, x, o, &fr, &inner);
             }
             lipt_arena_release(&ctx->arena, mark);
             if (tr) {

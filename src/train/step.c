@@ -62,6 +62,8 @@ lipt_status lipt_train_step(lipt_ctx *ctx, lipt_model *m, lipt_adamw *opt, const
     if (o->muon) lipt_muon_step(o->muon, &m->params, o->muon_lr);
     lipt_adamw_step_skip(opt, &m->params, o->lr, o->muon ? o->muon->owned : NULL);
     PHASE(LIPT_PHASE_OPTIMIZER);
+    /* weights back to their Lipschitz budget (the same function): before the power rounds, which then see them */
+    if (m->cfg.weight_projection) lipt_model_project_weights(m, NULL);
     lipt_model_refresh_after_step(m, o->power_iters);
     PHASE(LIPT_PHASE_REFRESH);
 #undef PHASE
