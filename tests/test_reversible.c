@@ -199,6 +199,9 @@ START_TEST(test_refusals) {
     ck_assert_int_eq(lipt_config_reversible_check(&cfg, &err), LIPT_OK);
     small(&cfg, "models/ablation/e-coupling-dp.cfg", drop); /* coupling: exact whatever the dropout */
     ck_assert_int_eq(lipt_config_reversible_check(&cfg, &err), LIPT_OK);
+    static const char *const cdrop[] = {"coupling", "1", "dropout", "0.2", NULL}; /* certified coupling */
+    small(&cfg, "models/ptb-contractive.cfg", cdrop);
+    ck_assert_int_eq(lipt_config_reversible_check(&cfg, &err), LIPT_OK);
 }
 END_TEST
 

@@ -22,7 +22,8 @@ lipt_status lipt_config_reversible_check(const lipt_config *c, lipt_error *err) 
                          "coupling blocks (coupling = 1); this one has attention = %s, ffn = %s, coupling = 0: use "
                          "--memory recompute to trade compute for memory on it", lipt_attn_name(c->attention),
                          lipt_ffn_name(c->ffn));
-    if (lipt_config_invertible(c) && !(lipt_config_reversible_lip(c) < 1))
+    /* coupling blocks (certified or not) undo each half by one subtraction, whatever the dropout */
+    if (!c->coupling && lipt_config_invertible(c) && !(lipt_config_reversible_lip(c) < 1))
         return lipt_fail(err, LIPT_ERR_ARG, "--memory invert undoes each block x + dropout(g(x)) by fixed-point "
                          "iteration, which converges only when the dropped-out branch is a contraction: Lip <= c / "
                          "(1 - dropout) = %g / (1 - %g) = %.4g, not below 1 (dropout scales the kept units by "
