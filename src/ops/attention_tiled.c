@@ -8,8 +8,8 @@
 #include <omp.h>
 #include <string.h>
 
+#include "autograd/kctx.h"
 #include "kernels/kernels.h"
-#include "ops/rows.h"
 
 /* TILE_C is a multiple of TILE_R: then a causal column block that starts before a row block's end starts at or
  * before its first row, so every row of a tile has at least one unmasked column. 64 × 512 was the fastest of
@@ -73,7 +73,8 @@ static tile_scratch *scratch_alloc(lipt_ctx *ctx, int nthr, int T, int d, int ke
 static void logits_tile(lipt_ctx *ctx, const lipt_attn_job *j, const float *qh, const float *kh, float alpha, int i0,
                         int m, int j0, int nc, const float *relh, const float *kn, float *S, float *Z) {
     const int ld = lipt_attn_ld(j), d = j->D / j->H;
-    lipt_gemm_p(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * ld, ld, kh + (size_t)j0 * ld, ld, 0.0f, S, TILE_C);
+    lipt_gemm_p(LIPT_KC(ctx), 0, 1, m, nc, d, alpha, qh + (size_t)i0 * ld, ld, kh + (size_t)j0 * ld, ld, 0.0f, S,
+                TILE_C);
     if (!relh && !kn && !j->map) return;
     if (Z) memcpy(Z, S, (size_t)m * TILE_C * sizeof(float));
     for (int r = 0; r < m; r++) {
@@ -176,7 +177,7 @@ static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, float *
                 w->mx[r] = mnew;
                 w->l[r] += exp_sum_row(z, n, nc, mnew);
             }
-            lipt_gemm_p(ctx, 0, 0, m, d, nc, 1.0f, w->S, TILE_C, vh + (size_t)j0 * ld, ld, 1.0f, w->acc, d);
+            lipt_gemm_p(LIPT_KC(ctx), 0, 0, m, d, nc, 1.0f, w->S, TILE_C, vh + (size_t)j0 * ld, ld, 1.0f, w->acc, d);
         }
         for (int r = 0; r < m; r++) {
             const float inv = (float)(1.0 / w->l[r]);
@@ -222,6 +223,7 @@ void lipt_attn_forward_tiled(lipt_ctx *ctx, const lipt_attn_job *j, float *out, 
 static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, const float *st_m, const float *st_il,
                           const float *out, const float *dout, tile_scratch *w, float *dq, float *dk, float *dv,
                           double *drel_bh) {
+    lipt_kctx *kc = LIPT_KC(ctx);
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H, ld = lipt_attn_ld(j);
     /* off: out's and dout's offset (row stride D); offi: q, k, v's and their gradients' (row stride ld) */
     const size_t off = (size_t)b * T * D + (size_t)h * d, offi = (size_t)b * T * ld + (size_t)h * d;
@@ -249,9 +251,9 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, const f
             for (int r = 0; r < m; r++)
                 prob_row(S + (size_t)r * TILE_C, n_valid(i0 + r, j0, nc, j->causal), nc, st_m[i0 + r],
                          st_il[i0 + r]);
-            if (dvh) lipt_gemm_p(ctx, 1, 0, nc, d, m, 1.0f, S, TILE_C, dOb, D, 1.0f, dvh + (size_t)j0 * ld, ld);
+            if (dvh) lipt_gemm_p(kc, 1, 0, nc, d, m, 1.0f, S, TILE_C, dOb, D, 1.0f, dvh + (size_t)j0 * ld, ld);
             if (!need_g) continue;
-            lipt_gemm_p(ctx, 0, 1, m, nc, d, 1.0f, dOb, D, vh + (size_t)j0 * ld, ld, 0.0f, G, TILE_C);
+            lipt_gemm_p(kc, 0, 1, m, nc, d, 1.0f, dOb, D, vh + (size_t)j0 * ld, ld, 0.0f, G, TILE_C);
             for (int r = 0; r < m; r++) {
                 const int i = i0 + r, n = n_valid(i, j0, nc, j->causal);
                 const float *p = S + (size_t)r * TILE_C, dr = w->dr[r];
@@ -265,10 +267,10 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, const f
                     for (int c = 0; c < n; c++) w->cs[j0 + c] += g[c];
             }
             if (dqh)
-                lipt_gemm_p(ctx, 0, 0, m, d, nc, alpha, G, TILE_C, kh + (size_t)j0 * ld, ld, 1.0f,
+                lipt_gemm_p(kc, 0, 0, m, d, nc, alpha, G, TILE_C, kh + (size_t)j0 * ld, ld, 1.0f,
                             dqh + (size_t)i0 * ld, ld);
             if (dkh)
-                lipt_gemm_p(ctx, 1, 0, nc, d, m, alpha, G, TILE_C, qh + (size_t)i0 * ld, ld, 1.0f,
+                lipt_gemm_p(kc, 1, 0, nc, d, m, alpha, G, TILE_C, qh + (size_t)i0 * ld, ld, 1.0f,
                             dkh + (size_t)j0 * ld, ld);
         }
     }
