@@ -22,7 +22,7 @@ void lipt_ctx_free(lipt_ctx *ctx) {
 }
 
 lipt_status lipt_ctx_set_precision(lipt_ctx *ctx, lipt_precision p, lipt_error *err) {
-    lipt_kctx k = {ctx->precision, ctx->lowp, &ctx->arena};
+    lipt_kctx k = {.precision = ctx->precision, .lowp = ctx->lowp, .arena = &ctx->arena};
     const lipt_status st = lipt_kctx_set_precision(&k, p, err);
     ctx->precision = k.precision;
     ctx->lowp = k.lowp;

@@ -1,8 +1,8 @@
 /* Private: the attention kernels below the ops (issue 50): one head's block of query rows (logits, softmax, P v) that
  * the attention ops' forward and the incremental decoder share, the L2 logits' own terms and tied values, and what
  * the ops' per-(batch, head) loops share (the job, the parallel test, the relative bias' gradient). Raw pointers and a
- * lipt_kctx only: no tape. The ops (src/ops/attention_*.c) drive them; attention_dp.c, attention_l2.c and
- * attention_tiled.c call these instead of each other. */
+ * lipt_kctx only: no tape. The ops (src/ops/attention_*.c) drive them, the materialising and the tiled kernels
+ * (attn_full.c, attn_tiled.c) included; attention_dp.c and attention_l2.c call these instead of each other. */
 #ifndef LIPT_KERNELS_ATTN_H
 #define LIPT_KERNELS_ATTN_H
 
@@ -121,5 +121,27 @@ void lipt_attn_rel_grad_reduce(const lipt_attn_job *job, const double *pr, float
  * step. Each head's product is the same call either way. At float32 they go through lipt_gemm_small (no packing,
  * prefetched strided head blocks) when d fits its tile. */
 int lipt_attn_heads_par(int H);
+
+/* The materialising kernels (attn_full.c). out [B,T,D] = heads of P v. P_saved: lipt_attn_saved_P_bytes to keep
+ * the probabilities for backward (B*H*T*T floats, masked entries exactly 0, at a low precision followed by their
+ * converted copy), or NULL to use released scratch instead. The largest logit spread is raised into
+ * *ctx->attn_spread when that is not NULL. */
+void lipt_attn_forward(lipt_kctx *ctx, const lipt_attn_job *job, float *out, float *P_saved);
+size_t lipt_attn_saved_P_bytes(const lipt_kctx *ctx, const lipt_attn_job *job);
+
+/* Accumulates (+=) the gradients of q, k, v (each may be NULL, and they may alias) from dout [B,T,D] and the saved
+ * P (with its converted copy at a low precision, as lipt_attn_forward kept them), and of the relative bias into
+ * drel [H * rel_stride] (may be NULL). Scratch comes from the arena and is released before returning. */
+void lipt_attn_backward_rel(lipt_kctx *ctx, const lipt_attn_job *job, const float *P, const float *dout, float *dq,
+                            float *dk, float *dv, float *drel);
+
+/* The tiled kernels (attn_tiled.c): the same job without the T×T matrix (online softmax over tiles of rows
+ * and columns, the masked upper triangle skipped). stats: 2*B*H*T floats, per (batch, head, row) the logit max
+ * (first B*H*T) then 1 / Σ_j e^(z_j - max) (next B*H*T), written by the forward when not NULL and read by the
+ * backward, which also needs the forward's output `out` [B,T,D] (for rowsum(dO ⊙ O)). The backward accumulates
+ * (+=) into dq, dk, dv (each may be NULL, and they may alias) and drel [H * rel_stride] (may be NULL). */
+void lipt_attn_forward_tiled(lipt_kctx *ctx, const lipt_attn_job *job, float *out, float *stats);
+void lipt_attn_backward_tiled(lipt_kctx *ctx, const lipt_attn_job *job, const float *stats, const float *out,
+                              const float *dout, float *dq, float *dk, float *dv, float *drel);
 
 #endif

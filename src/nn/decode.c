@@ -131,7 +131,7 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
     layout(s, &p, cffn);
     s->bytes = sizeof *s + p.off;
     lipt_arena_init(&s->scratch, 4096);
-    s->kc = (lipt_kctx){LIPT_PRECISION_FLOAT32, NULL, &s->scratch};
+    s->kc = (lipt_kctx){.precision = LIPT_PRECISION_FLOAT32, .arena = &s->scratch};
     const lipt_status pst = lipt_kctx_set_precision(&s->kc, c->precision, err);
     if (pst != LIPT_OK) {
         lipt_decoder_free(s);

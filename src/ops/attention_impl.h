@@ -12,25 +12,6 @@ lipt_tensor *lipt_attn_qkv(lipt_ctx *ctx, int l2, lipt_tensor *q, lipt_tensor *k
 lipt_tensor *lipt_attn_qkv_packed(lipt_ctx *ctx, int l2, lipt_tensor *qkv, int H, int causal);
 void lipt_attn_qkv_backward(lipt_ctx *ctx, lipt_node *node, int l2);
 
-/* out [B,T,D] = heads of P v. P_saved: B*H*T*T floats to keep the probabilities for backward
- * (masked entries exactly 0), at a low precision followed by their converted copy (lipt_attn_forward_op allocates
- * both), or NULL to use released scratch instead. */
-void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *job, float *out, float *P_saved);
-
-/* Accumulates (+=) the gradients of q, k, v (each may be NULL, and they may alias) from dout [B,T,D] and the saved
- * P (with its converted copy at a low precision, as lipt_attn_forward kept them), and of the relative bias into
- * drel [H * rel_stride] (may be NULL). Scratch comes from the arena and is released before returning. */
-void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *job, const float *P, const float *dout, float *dq,
-                            float *dk, float *dv, float *drel);
-
-/* The tiled kernels (attention_tiled.c): the same job without the T×T matrix (online softmax over tiles of rows
- * and columns, the masked upper triangle skipped). stats: 2*B*H*T floats, per (batch, head, row) the logit max
- * (first B*H*T) then 1 / Σ_j e^(z_j - max) (next B*H*T), written by the forward when not NULL and read by the
- * backward, which also needs the forward's output `out` [B,T,D] (for rowsum(dO ⊙ O)). The backward accumulates
- * (+=) into dq, dk, dv (each may be NULL, and they may alias) and drel [H * rel_stride] (may be NULL). */
-void lipt_attn_forward_tiled(lipt_ctx *ctx, const lipt_attn_job *job, float *out, float *stats);
-void lipt_attn_backward_tiled(lipt_ctx *ctx, const lipt_attn_job *job, const float *stats, const float *out,
-                              const float *dout, float *dq, float *dk, float *dv, float *drel);
 /* Whether an op of sequence length T takes the tiled kernels: ctx->attn_tiled when 0 or 1, else (auto) T >= the
  * measured crossover. The ops record the choice in node->iarg[2] (saved: stats instead of P). */
 int lipt_attn_use_tiled(const lipt_ctx *ctx, int T);
