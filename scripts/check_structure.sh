@@ -16,7 +16,9 @@
 #   7. BLAS and oneDNN known only in src/kernels: elsewhere in src/, no cblas_, dnnl_, openblas_, Cblas*, CBLAS_*
 #      identifier in code (a struct member such as lipt_cpuinfo.dnnl_isa after `.` or `->` is a name, not a call)
 #      and no include of cblas.h, dnnl.h (oneapi/dnnl/...) or an OpenBLAS header;
-#   8. no call cycle between files of src/: a function's file is where it is defined (a .c with external linkage, or
+#   8. the kernel floor knows no tape: no lipt_ctx, lipt_tensor or lipt_node in the code of src/kernels (the kernels
+#      take raw pointers and a lipt_kctx; the ops pass LIPT_KC(ctx));
+#   9. no call cycle between files of src/: a function's file is where it is defined (a .c with external linkage, or
 #      a header's static inline); a use of its name in another file is an edge (calls only: a .c including the
 #      header that declares it is no edge back). A circle of files has no bottom to test or read from.
 # Method (source only, no build needed; approximate but conservative): comments, string and character literals and
@@ -215,6 +217,9 @@ for rel, (text, code, _) in parsed.items():
         if fol != "kernels" and BLAS_INCLUDE.match(line):
             problems.append("%s:%d: includes a BLAS / oneDNN header outside src/kernels" % (rel, no))
     if fol == "kernels":
+        for no, line in enumerate(code.split("\n"), 1):
+            for m in re.finditer(r"\b(lipt_ctx|lipt_tensor|lipt_node)\b", line):
+                problems.append("%s:%d: %s in the kernel floor (take raw pointers and a lipt_kctx)" % (rel, no, m.group(1)))
         continue
     for no, line in enumerate(code.split("\n"), 1):
         for m in BLAS_IDENT.finditer(line):

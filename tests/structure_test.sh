@@ -5,7 +5,8 @@
 # a function over 100 lines, an include cycle and a call cycle between src/ folders, a whole file written other than
 # through the one writer (a rename, a fopen for writing, also in a subfolder of eval/, O_CREAT without O_NOFOLLOW), a
 # folder on no floor, a lower floor calling a higher one, another folder's private header, BLAS or oneDNN outside
-# src/kernels (a call, an identifier, an include), and a call cycle between two files of one folder (issue 50, item 3).
+# src/kernels (a call, an identifier, an include), a tape type in src/kernels, and a call cycle between two files of
+# one folder (issue 50, item 3).
 # Each planted violation must be named in the output of the copy it was planted in, and not in the untouched copy's,
 # and the untouched copy must pass.
 #   bash tests/structure_test.sh [SOURCE_DIR]     (also: scripts/check_structure.sh --self-test)
@@ -89,6 +90,8 @@ plant blas_include "src/ops/planted_inc.c:1: includes a BLAS / oneDNN header out
   'echo "#include <cblas.h>" > src/ops/planted_inc.c'
 plant dnnl_ident "src/core/planted_dnnl.c:1: dnnl_status_t: BLAS / oneDNN outside src/kernels" \
   'echo "int planted(int s) { return (dnnl_status_t)s; }" > src/core/planted_dnnl.c'
+plant tape_in_kernels "src/kernels/planted_tape.c:2: lipt_ctx in the kernel floor" \
+  'printf "#include \"lipt/autograd.h\"\nint planted(const lipt_ctx *ctx) { return ctx->precision; }\n" > src/kernels/planted_tape.c'
 plant file_cycle "call cycle between files: src/ops/planted_a.c, src/ops/planted_b.c" \
   'printf "int planted_b(int x);\nint planted_a(int x) { return x ? planted_b(x - 1) : 0; }\n" > src/ops/planted_a.c;
    printf "int planted_a(int x);\nint planted_b(int x) { return x ? planted_a(x - 1) : 1; }\n" > src/ops/planted_b.c'
