@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The house rules that a script can check (issue 36, item 5); scripts/test.sh runs it before the builds:
+# The house rules that a script can check (issue 36, item 5; issue 50, item 3); scripts/test.sh runs it before the
+# builds:
 #   1. no source file of the product (*.c, *.h anywhere under src/, include/, train/, eval/; tests/ is not the
 #      product) over 600 lines;
 #   2. no C function in those files over 100 lines, counted from the line of its name to the line of its closing
@@ -7,7 +8,19 @@
 #   3. no cycle between the library's folders (src/<folder>/), neither by includes nor by calls;
 #   4. one writer of whole files (src/io/atomic_file.c: a fresh temporary, fsync of file and folder, rename): no
 #      rename(), no fopen() for writing ("w", "w+") and no open() with O_CREAT but without O_NOFOLLOW anywhere else
-#      (appends, a log or the run's lock, keep O_NOFOLLOW).
+#      (appends, a log or the run's lock, keep O_NOFOLLOW);
+#   5. floors: every folder of src/ sits on a floor (FLOORS below, bottom first) and includes or calls only its own
+#      floor or lower ones; a folder missing from FLOORS fails too, so that a new one gets a place;
+#   6. private headers: a header of src/X included from src/Y (Y != X) must be one of PUBLIC_HEADERS below, the
+#      interfaces a folder offers to the others (include/lipt/ is the library's public API and always allowed);
+#   7. BLAS and oneDNN known only in src/kernels: elsewhere in src/, no cblas_, dnnl_, openblas_, Cblas*, CBLAS_*
+#      identifier in code (a struct member such as lipt_cpuinfo.dnnl_isa after `.` or `->` is a name, not a call)
+#      and no include of cblas.h, dnnl.h (oneapi/dnnl/...) or an OpenBLAS header;
+#   8. the kernel floor knows no tape: no lipt_ctx, lipt_tensor or lipt_node in the code of src/kernels (the kernels
+#      take raw pointers and a lipt_kctx; the ops pass LIPT_KC(ctx));
+#   9. no call cycle between files of src/: a function's file is where it is defined (a .c with external linkage, or
+#      a header's static inline); a use of its name in another file is an edge (calls only: a .c including the
+#      header that declares it is no edge back). A circle of files has no bottom to test or read from.
 # Method (source only, no build needed; approximate but conservative): comments, string and character literals and
 # preprocessor lines are blanked (line numbers kept); a function definition is a `name(...)` followed by `{` at file
 # scope. Includes: "<folder>/x.h" (resolved under src/) or a header in the including file's own folder; the public
@@ -17,14 +30,40 @@
 # from that folder to the defining one. A cycle is a strongly connected set of more than one folder; the script
 # prints one reference per edge of it. Not seen: names a macro pastes together (the op table in src/autograd/optable.c
 # names every op's lipt_<op>_backward through LIPT_OP_LIST: the tape's dispatch to the ops' backward passes, the one
-# deliberate upward reference), and calls made inside macros of the public headers.
-#   scripts/check_structure.sh [ROOT]   (ROOT: the source tree, default this repository); exits 1 on any violation.
+# deliberate upward reference), calls made inside macros of the public headers, and data objects (a const table such
+# as lipt_logit_map_softcap named in another file is no edge: only functions are).
+#   scripts/check_structure.sh [ROOT]       (ROOT: the source tree, default this repository); exits 1 on any violation.
+#   scripts/check_structure.sh --self-test  each rule failing on a planted violation in a copy of this repository
+#                                           and passing on the copy as it is (tests/structure_test.sh).
 set -euo pipefail
+if [ "${1:-}" = "--self-test" ]; then
+  exec bash "$(dirname "$0")/../tests/structure_test.sh" "$(dirname "$0")/.."
+fi
 ROOT=${1:-"$(dirname "$0")/.."}
 exec python3 - "$ROOT" <<'PY'
 import bisect, os, re, sys
 
 root = sys.argv[1]
+
+# The floors, bottom first: a folder may include and call its own floor and those below. Derived from the calls of
+# the tree (issue 50): core is the platform (errors, arena, tensors, RNG); kernels the tape-free numerics and the only
+# code that knows OpenBLAS and oneDNN; then the services that need no tape (files, data, processes, the variant
+# table); the tape; the differentiable ops and the inversion built on the tape; the certificates and the optimisers
+# that use the ops; the model; the commands' shell and the training loop on top.
+FLOORS = [("core",), ("kernels",), ("io", "data", "dist", "variants"), ("autograd",), ("ops", "invert"),
+          ("lipschitz", "optim"), ("nn",), ("shell", "train")]
+FLOOR_OF = {f: i for i, fs in enumerate(FLOORS) for f in fs}
+# The private headers (src/X/*.h) that other folders may include: each folder's interface for the floors above.
+PUBLIC_HEADERS = {
+    "kernels/kernels.h": "the kernel floor's interface (it includes the rest of src/kernels/*.h)",
+    "autograd/kctx.h": "LIPT_KC: a tape context's kernel context, for the floors that hold a lipt_ctx",
+    "core/outward.h": "outward rounding of the certificates, shared by the ops' and lipschitz' bounds",
+    "lipschitz/spectral_impl.h": "the spectral norms' warm-started iterations, which the model (nn) drives",
+    "ops/reduce_impl.h": "transitional: src/optim/clip.c (another owner's file) still includes it; it only includes "
+                         "kernels/kernels.h, which new code includes instead",
+}
+BLAS_IDENT = re.compile(r"(?<![\w.])(?<!->)(?:(?:cblas|dnnl|openblas)_\w*|Cblas[A-Z]\w*|CBLAS_\w+)")
+BLAS_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"](?:[\w/]*/)?(?:cblas|dnnl|openblas\w*)\.h[>\"]")
 MAX_FILE, MAX_FUNC = 600, 100
 PRODUCT = ("src", "include", "train", "eval")
 KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "do", "else", "case", "defined", "_Static_assert",
@@ -153,6 +192,110 @@ for rel, (text, code, _) in parsed.items():
             if o and o[0] != fol and ident not in local.get(fol, ()):
                 edge(fol, o[0], "%s:%d uses %s (%s)" % (rel, no, ident, o[1]))
 
+# ---- floors, private headers, BLAS and oneDNN only in src/kernels ----
+for fol in sorted({folder_of(rel) for rel in parsed} - {None}):
+    if fol not in FLOOR_OF:
+        problems.append("src/%s: a folder on no floor (add it to FLOORS in scripts/check_structure.sh)" % fol)
+for (a, b), why in sorted(edges.items()):
+    if a in FLOOR_OF and b in FLOOR_OF and FLOOR_OF[a] < FLOOR_OF[b]:
+        problems.append("floor: %s (floor %d) reaches up to %s (floor %d): %s" % (a, FLOOR_OF[a], b, FLOOR_OF[b], why))
+for rel, (text, code, _) in parsed.items():
+    fol = folder_of(rel)
+    if not fol:
+        continue
+    for no, line in enumerate(text.split("\n"), 1):
+        m = re.match(r'\s*#\s*include\s*"([^"]+)"', line)
+        if m:
+            target = os.path.normpath(os.path.join(os.path.dirname(rel), m.group(1)))
+            if not os.path.isfile(os.path.join(root, target)):
+                target = os.path.normpath(os.path.join("src", m.group(1)))
+            tf = folder_of(target) if os.path.isfile(os.path.join(root, target)) else None
+            inc = os.path.relpath(target, "src")
+            if tf and tf != fol and inc not in PUBLIC_HEADERS:
+                problems.append("%s:%d: includes %s, a private header of src/%s (not in PUBLIC_HEADERS)"
+                                % (rel, no, inc, tf))
+        if fol != "kernels" and BLAS_INCLUDE.match(line):
+            problems.append("%s:%d: includes a BLAS / oneDNN header outside src/kernels" % (rel, no))
+    if fol == "kernels":
+        for no, line in enumerate(code.split("\n"), 1):
+            for m in re.finditer(r"\b(lipt_ctx|lipt_tensor|lipt_node)\b", line):
+                problems.append("%s:%d: %s in the kernel floor (take raw pointers and a lipt_kctx)" % (rel, no, m.group(1)))
+        continue
+    for no, line in enumerate(code.split("\n"), 1):
+        for m in BLAS_IDENT.finditer(line):
+            problems.append("%s:%d: %s: BLAS / oneDNN outside src/kernels (call a kernel)" % (rel, no, m.group(0)))
+
+# ---- call cycles between files of src/ ----
+fowner = {}
+for rel, (_, _, funcs) in parsed.items():
+    if folder_of(rel):
+        for name, line, _, static in funcs:
+            if rel.endswith(".h") or not static:
+                fowner.setdefault(name, rel)
+def inside_braces(code):
+    """code with everything at file scope (brace depth 0) blanked: prototypes there declare, they do not use."""
+    out, depth = [], 0
+    for c in code:
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        out.append(c if depth > 0 or c == "\n" else " ")
+    return "".join(out)
+
+fedges = {}
+for rel, (_, code, funcs) in parsed.items():
+    if not folder_of(rel):
+        continue
+    own = {f[0] for f in funcs}
+    for no, line in enumerate(inside_braces(code).split("\n"), 1):
+        for ident in re.findall(r"[A-Za-z_]\w*", line):
+            o = fowner.get(ident)
+            if o and o != rel and ident not in own:
+                fedges.setdefault((rel, o), "%s:%d uses %s" % (rel, no, ident))
+
+def components(nodes, succ):
+    """Strongly connected components (Tarjan, iterative), sinks first."""
+    index, low, st, on, out, counter = {}, {}, [], set(), [], [0]
+    for root_v in sorted(nodes):
+        if root_v in index:
+            continue
+        work = [(root_v, iter(sorted(succ.get(root_v, ()))))]
+        index[root_v] = low[root_v] = counter[0]; counter[0] += 1
+        st.append(root_v); on.add(root_v)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter[0]; counter[0] += 1
+                    st.append(w); on.add(w)
+                    work.append((w, iter(sorted(succ.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = st.pop(); on.discard(w); comp.append(w)
+                    if w == v:
+                        break
+                out.append(sorted(comp))
+    return out
+
+fsucc = {}
+for a, b in fedges:
+    fsucc.setdefault(a, set()).add(b)
+file_cycles = [c for c in components({f for e in fedges for f in e}, fsucc) if len(c) > 1]
+for comp in file_cycles:
+    problems.append("call cycle between files: %s" % ", ".join(comp))
+    for (a, b), why in sorted(fedges.items()):
+        if a in comp and b in comp:
+            problems.append("  %s -> %s: %s" % (a, b, why))
+
 graph = {}
 for a, b in edges:
     graph.setdefault(a, set()).add(b)
@@ -192,6 +335,6 @@ if problems:
     for p in problems:
         print("  " + p)
     sys.exit(1)
-print("check_structure: ok (%d files; folder order: %s)" % (len(parsed), " < ".join(
-    c[0] for c in sccs)))  # Tarjan emits sink components first: a valid bottom-to-top order
+print("check_structure: ok (%d files; %d file-level call edges, no cycle; floors: %s)" % (len(parsed), len(fedges),
+      " < ".join("/".join(fs) for fs in FLOORS)))
 PY

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The self-test of OpenBLAS kernel sets (src/core/blas_selftest.c, src/io/blas_verdict.c): it passes on this CPU and
+# The self-test of OpenBLAS kernel sets (src/kernels/blas_selftest.c, src/io/blas_verdict.c): it passes on this CPU and
 # takes well under a second; its verdict is cached and the cache makes the next start free; with a planted bad kernel
 # (LIPT_TEST_BLAS_SELFTEST_FAIL=1, a test hook) or a crashing one (=crash) lipt neither re-executes with nor
 # recommends the failed set, keeps OpenBLAS's own choice and `lipt info --system` says the self-test failed.

@@ -17,6 +17,7 @@
 
 #include "lipt/decode.h"
 #include "lipt/model.h"
+#include "autograd/kctx.h"
 #include "kernels/kernels.h"
 
 static uint32_t bits_of(float x) {
@@ -147,7 +148,7 @@ static double emulated_case(lipt_ctx *ctx, lipt_rng *rng, int ta, int tb, int M,
     memcpy(Br, B, sizeof(float) * rb * ldb);
     round_all(Ar, (size_t)ra * lda);
     round_all(Br, (size_t)rb * ldb);
-    lipt_gemm_p(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C1, ldc);
+    lipt_gemm_p(LIPT_KC(ctx), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C1, ldc);
     lipt_gemm(ta, tb, M, N, K, alpha, Ar, lda, Br, ldb, beta, C2, ldc); /* the float32 product emulation runs on */
     ck_assert_msg(memcmp(C1, C2, sizeof(float) * M * ldc) == 0, "emulated differs from lipt_gemm on rounded operands: "
                   "ta %d tb %d M %d N %d K %d pad %d", ta, tb, M, N, K, pad);
@@ -318,22 +319,24 @@ START_TEST(test_bf16_real) {
                     if (bias) {
                         /* B packed beforehand when the cut is by rows (the operand every block shares), else A */
                         const int rows = M >= N;
-                        const void *Apk = rows ? NULL : lipt_lowp_pack_arena(&ctx, A, ta ? K : M, ta ? M : K, lda);
-                        const void *Bpk = rows ? lipt_lowp_pack_arena(&ctx, B, tb ? N : K, tb ? K : N, ldb) : NULL;
-                        lipt_gemm_lowp_bias(&ctx, ta, tb, M, N, K, A, Apk ? (ta ? M : K) : lda, Apk, B,
+                        lipt_kctx *kc = LIPT_KC(&ctx);
+                        const void *Apk = rows ? NULL : lipt_lowp_pack_arena(kc, A, ta ? K : M, ta ? M : K, lda);
+                        const void *Bpk = rows ? lipt_lowp_pack_arena(kc, B, tb ? N : K, tb ? K : N, ldb) : NULL;
+                        lipt_gemm_lowp_bias(kc, ta, tb, M, N, K, A, Apk ? (ta ? M : K) : lda, Apk, B,
                                             Bpk ? (tb ? K : N) : ldb, Bpk, bv, 0.5f, C1, ldc);
-                        lipt_gemm_lowp_bias(&emu, ta, tb, M, N, K, A, lda, NULL, B, ldb, NULL, bv, 0.5f, C2, ldc);
+                        lipt_gemm_lowp_bias(LIPT_KC(&emu), ta, tb, M, N, K, A, lda, NULL, B, ldb, NULL, bv, 0.5f, C2,
+                                            ldc);
                     } else {
                         /* twice on the same thread count: the same bits (what bf16 promises; another thread count
                          * only within the summation bound, below) */
                         float *C1b = malloc(sizeof(float) * M * ldc);
                         memcpy(C1b, C1, sizeof(float) * M * ldc);
-                        lipt_gemm_p(&ctx, ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, C1, ldc);
-                        lipt_gemm_p(&ctx, ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, C1b, ldc);
+                        lipt_gemm_p(LIPT_KC(&ctx), ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, C1, ldc);
+                        lipt_gemm_p(LIPT_KC(&ctx), ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, C1b, ldc);
                         ck_assert_msg(memcmp(C1, C1b, sizeof(float) * M * ldc) == 0, "bf16: two runs of ta %d tb %d "
                                       "%dx%dx%d on %d threads differ", ta, tb, M, N, K, th);
                         free(C1b);
-                        lipt_gemm_p(&emu, ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, C2, ldc);
+                        lipt_gemm_p(LIPT_KC(&emu), ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, C2, ldc);
                     }
                     const double e = tu_max_rel_err_f(C1, C2, (size_t)M * ldc, 1e-6);
                     ck_assert_msg(e < 1e-5, "bf16 (oneDNN) vs bf16-emulated: ta %d tb %d %dx%dx%d, %d threads, bias "

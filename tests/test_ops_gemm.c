@@ -9,11 +9,13 @@
  * gradients (lipt_gemm_ksplit), the same ways. */
 #include "testutil.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/kctx.h"
 #include "kernels/kernels.h"
 
 typedef struct { int M, N, K; } shape;
@@ -258,7 +260,8 @@ START_TEST(test_gemm_ksplit) {
                 }
                 for (int r = 0; r < 4; r++) {
                     lipt_set_threads(th[r]);
-                    lipt_gemm_p(&ctx, 1, 0, g.M, g.N, g.K, alphas[ai], g.A, g.lda, g.B, g.ldb, betas[bi], C[r], g.ldc);
+                    lipt_gemm_p(LIPT_KC(&ctx), 1, 0, g.M, g.N, g.K, alphas[ai], g.A, g.lda, g.B, g.ldb, betas[bi], C[r],
+                                g.ldc);
                 }
                 const double e = case_check(&g, C[0], alphas[ai], betas[bi], "lipt_gemm_p (K cut)");
                 if (e > worst) worst = e;
@@ -267,7 +270,8 @@ START_TEST(test_gemm_ksplit) {
                                   "from 1", g.M, g.N, g.K, kc, th[r]);
                 float *Cg = case_run(&g, -1, alphas[ai], betas[bi]);
 #pragma omp parallel num_threads(1)
-                lipt_gemm_p(&ctx, 1, 0, g.M, g.N, g.K, alphas[ai], g.A, g.lda, g.B, g.ldb, betas[bi], C[4], g.ldc);
+                lipt_gemm_p(LIPT_KC(&ctx), 1, 0, g.M, g.N, g.K, alphas[ai], g.A, g.lda, g.B, g.ldb, betas[bi], C[4],
+                            g.ldc);
                 ck_assert_msg(memcmp(Cg, C[4], bytes) == 0, "%dx%dx%d: inside a parallel construct lipt_gemm_p is "
                               "not lipt_gemm", g.M, g.N, g.K);
                 free(Cg);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/kctx.h"
 #include "kernels/kernels.h"
 
 static float *filled(lipt_rng *rng, size_t n) {
@@ -159,8 +160,8 @@ START_TEST(test_lowp_falls_back) {
     float *C2 = malloc((size_t)M * ld * sizeof(float)), *C3 = malloc((size_t)M * ld * sizeof(float));
     memcpy(C2, C1, (size_t)M * ld * sizeof(float));
     memcpy(C3, C1, (size_t)M * ld * sizeof(float));
-    lipt_gemm_small_p(&ctx, 0, 0, M, d, d, 1.0f, A, ld, B, d, 1.0f, C1, ld);
-    lipt_gemm_p(&ctx, 0, 0, M, d, d, 1.0f, A, ld, B, d, 1.0f, C2, ld);
+    lipt_gemm_small_p(LIPT_KC(&ctx), 0, 0, M, d, d, 1.0f, A, ld, B, d, 1.0f, C1, ld);
+    lipt_gemm_p(LIPT_KC(&ctx), 0, 0, M, d, d, 1.0f, A, ld, B, d, 1.0f, C2, ld);
     ck_assert_msg(memcmp(C1, C2, (size_t)M * ld * sizeof(float)) == 0, "bf16-emulated: not lipt_gemm_p's product");
     /* and it did round: the float32 kernel's product differs */
     lipt_gemm_small(0, 0, M, d, d, 1.0f, A, ld, B, d, 1.0f, C3, ld);

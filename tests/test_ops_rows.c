@@ -1,14 +1,14 @@
-/* The ops' row functions (src/ops/rows.h), which the incremental decoder runs: LayerNorm, the row clip and every
- * activation give the ops' own bits row by row; the attention's block of query rows and its one-query form match the
- * attention ops (DP, L2, relative bias) row for row. */
+/* The ops' row functions (src/kernels/rows.h, src/kernels/attn.h), which the incremental decoder runs: LayerNorm,
+ * the row clip and every activation give the ops' own bits row by row; the attention's block of query rows and its
+ * one-query form match the attention ops (DP, L2, relative bias) row for row. */
 #include "testutil.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/attention_impl.h"
-#include "ops/rows.h"
+#include "autograd/kctx.h"
+#include "kernels/kernels.h"
 
 /* rows x D inputs; D odd and wider than a vector, rows x D above the activations' chunk (4096 floats) */
 #define ROWS 5
@@ -105,7 +105,7 @@ START_TEST(test_attention_rows) {
             const lipt_attn_head hd = {.k = k->data + h * d, .v = v->data + h * d, .kn = kind == 1 ? kn : NULL,
                                        .rel = kind == 2 ? rel->data + (size_t)h * T : NULL, .ld = D, .d = d,
                                        .causal = 1, .alpha = lipt_attn_logit_scale(kind == 1, d)};
-            lipt_attn_rows(&ctx, &hd, q->data + (size_t)i0 * D + h * d, NULL, i0, T, T, P, T, NULL, o, D, 0);
+            lipt_attn_rows(LIPT_KC(&ctx), &hd, q->data + (size_t)i0 * D + h * d, NULL, i0, T, T, P, T, NULL, o, D, 0);
             for (int i = i0; i < T; i++)
                 for (int c = 0; c < d; c++) {
                     const double a = o[(size_t)(i - i0) * D + c], b = ref->data[(size_t)i * D + h * d + c];

@@ -151,7 +151,7 @@ lipt_status lipt_precision_check(lipt_precision p, lipt_error *err);
 int  lipt_have_dnnl(void);
 int  lipt_cpu_has_avx512_bf16(void);
 
-/* The verdict of lipt's GEMM self-test (src/core/blas_selftest.c) on one OpenBLAS kernel set on this CPU. */
+/* The verdict of lipt's GEMM self-test (src/kernels/blas_selftest.c) on one OpenBLAS kernel set on this CPU. */
 #define LIPT_BLAS_DETAIL_MAX 192
 typedef struct {
     char core[32];                /* the core type tested (as OPENBLAS_CORETYPE spells it); "" when none was */
@@ -161,7 +161,7 @@ typedef struct {
     char detail[LIPT_BLAS_DETAIL_MAX]; /* what was tested, or the first failure */
 } lipt_blas_verdict;
 
-/* The CPU and the kernels the libraries run on it (src/core/cpuinfo.c): for lipt info --system, lipt bench and
+/* The CPU and the kernels the libraries run on it (src/kernels/cpuinfo.c): for lipt info --system, lipt bench and
  * the start-up check. Features count only when the OS saves their registers (XCR0). */
 typedef struct {
     char cpu[64];                 /* the brand string */

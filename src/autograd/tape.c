@@ -21,6 +21,14 @@ void lipt_ctx_free(lipt_ctx *ctx) {
     memset(ctx, 0, sizeof *ctx);
 }
 
+lipt_status lipt_ctx_set_precision(lipt_ctx *ctx, lipt_precision p, lipt_error *err) {
+    lipt_kctx k = {.precision = ctx->precision, .lowp = ctx->lowp, .arena = &ctx->arena};
+    const lipt_status st = lipt_kctx_set_precision(&k, p, err);
+    ctx->precision = k.precision;
+    ctx->lowp = k.lowp;
+    return st;
+}
+
 void lipt_ctx_reset(lipt_ctx *ctx) {
     lipt_arena_reset(&ctx->arena);
     ctx->tape = NULL;

@@ -76,18 +76,6 @@ static lipt_status write_section(lipt_afile *af, int id, const piece *pc, int n_
     return LIPT_OK;
 }
 
-static int cmp_names(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Sorts the name pointers (the callers pass a copy) and compares neighbours. */
-const char *lipt_ckpt_find_duplicate(const char **names, int n) {
-    qsort(names, (size_t)n, sizeof *names, cmp_names);
-    for (int i = 1; i < n; i++)
-        if (!strcmp(names[i - 1], names[i])) return names[i];
-    return NULL;
-}
-
 static unsigned char *build_index(const lipt_params *p, size_t *len) {
     size_t n = 4;
     for (int i = 0; i < p->n; i++) n += 12 + strlen(p->list[i]->name) + 4 * (size_t)p->list[i]->ndim;

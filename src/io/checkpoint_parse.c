@@ -9,6 +9,18 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint_format.h"
 
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Sorts the name pointers (the callers pass a copy) and compares neighbours. */
+const char *lipt_ckpt_find_duplicate(const char **names, int n) {
+    qsort(names, (size_t)n, sizeof *names, cmp_names);
+    for (int i = 1; i < n; i++)
+        if (!strcmp(names[i - 1], names[i])) return names[i];
+    return NULL;
+}
+
 static const char *tag_str(const unsigned char *t, char *buf) {
     for (int i = 0; i < 4; i++) buf[i] = (t[i] >= 32 && t[i] < 127 && t[i] != '\'') ? (char)t[i] : '?';
     buf[4] = 0;

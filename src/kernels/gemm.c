@@ -18,6 +18,7 @@
  * SkylakeX kernels and oneDNN's AVX2 ones. */
 #include "kernels/gemm.h"
 
+#include <cblas.h>
 #include <omp.h>
 
 #ifdef LIPT_HAVE_DNNL
@@ -109,15 +110,6 @@ static void run_blocks(const gemm_args *g, block_call call) {
 #pragma omp parallel for schedule(static) if (team > 1 && (size_t)g->M * g->N >= ((size_t)1 << 15))
         for (int r = 0; r < runs; r++) g->rows(g->rows_arg, r * RUN, r * RUN + RUN < g->M ? r * RUN + RUN : g->M);
     }
-}
-
-int lipt_gemm_on_dnnl(int M, int N, int K) {
-#ifdef LIPT_HAVE_DNNL
-    return M > 0 && N > 0 && (double)M * N * K >= LIPT_GEMM_DNNL_MIN;
-#else
-    (void)M, (void)N, (void)K;
-    return 0;
-#endif
 }
 
 void lipt_gemm_rows(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,

@@ -71,18 +71,18 @@ int lipt_gemm_ksplit_transposed(int lda, int ldb) {
     return lda >= 1024 && ldb < lda;
 }
 
-void lipt_gemm_ksplit(lipt_ctx *ctx, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+void lipt_gemm_ksplit(lipt_kctx *ctx, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                       int ldb, float beta, float *C, int ldc) {
     const int kc = lipt_gemm_ksplit_chunk(M, N, K), nk = kc > 0 ? (K + kc - 1) / kc : 1;
     if (nk < 2) {
         lipt_gemm(1, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
+    const lipt_arena_mark mk = lipt_arena_get_mark(ctx->arena);
     const size_t mn = (size_t)M * N;
     const int tr = lipt_gemm_ksplit_transposed(lda, ldb);
     /* the partials: chunks 1.. as [M, N]; transposed, every chunk's as [N, M] */
-    float *P = lipt_arena_alloc(&ctx->arena, (size_t)(tr ? nk : nk - 1) * mn * sizeof(float));
+    float *P = lipt_arena_alloc(ctx->arena, (size_t)(tr ? nk : nk - 1) * mn * sizeof(float));
     const int nt = omp_get_max_threads(), team = nt < nk ? nt : nk;
 #pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
     for (int c = 0; c < nk; c++) {
@@ -96,5 +96,5 @@ void lipt_gemm_ksplit(lipt_ctx *ctx, int M, int N, int K, float alpha, const flo
     }
     if (tr) ksplit_sum_transposed(M, N, nk, P, beta, C, ldc);
     else lipt_gemm_ksplit_sum(M, N, nk, P, C, ldc);
-    lipt_arena_release(&ctx->arena, mk);
+    lipt_arena_release(ctx->arena, mk);
 }

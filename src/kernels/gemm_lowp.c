@@ -1,5 +1,5 @@
 /* The low-precision products of kernels/lowp.h: per-thread scratch in the context, bf16 rounding of the operands,
- * bf16-emulated through sgemm and bf16 through oneDNN; lipt_ctx_set_precision and the precision checks (cpuid, a
+ * bf16-emulated through sgemm and bf16 through oneDNN; lipt_kctx_set_precision and the precision checks (cpuid, a
  * oneDNN probe). */
 #include "kernels/lowp.h"
 
@@ -17,8 +17,6 @@
 
 /* Threads whose products can run at once in one context (the --threads limit). */
 #define LOWP_MAX_THREADS 1024
-/* Operands from this many elements are converted by several threads (outside a parallel region only). */
-#define LOWP_PACK_PAR_MIN ((size_t)1 << 16)
 
 typedef struct {
     void *buf;       /* bf16-emulated: both rounded operands, 64-byte aligned */
@@ -47,113 +45,64 @@ static int thread_slot(void) {
     return 0;
 }
 
-/* Rows [r0, r1) of lipt_lowp_pack. */
-static void pack_rows(lipt_pack_mode mode, const float *src, int r0, int r1, int cols, int ld, void *dst) {
-    for (int r = r0; r < r1; r++) {
-        const float *s = src + (size_t)r * ld;
-        if (mode == LIPT_PACK_F32) {
-            memcpy((float *)dst + (size_t)r * cols, s, (size_t)cols * sizeof(float));
-        } else if (mode == LIPT_PACK_ROUND) {
-            float *d = (float *)dst + (size_t)r * cols;
-            for (int c = 0; c < cols; c++) {
-                uint32_t u;
-                memcpy(&u, s + c, sizeof u);
-                u = lipt_bf16_round_bits(u);
-                memcpy(d + c, &u, sizeof u);
-            }
-        } else {
-            uint16_t *d = (uint16_t *)dst + (size_t)r * cols;
-            for (int c = 0; c < cols; c++) {
-                uint32_t u;
-                memcpy(&u, s + c, sizeof u);
-                d[c] = (uint16_t)(lipt_bf16_round_bits(u) >> 16);
-            }
-        }
-    }
-}
-
-void lipt_lowp_pack(lipt_pack_mode mode, const float *src, int rows, int cols, int ld, void *dst) {
-    /* small operands (the attention's per-head blocks, thousands per step) without an OpenMP region at all: even a
-     * one-thread region costs a runtime call */
-    if (rows <= 1 || (size_t)rows * (size_t)cols < LOWP_PACK_PAR_MIN || omp_in_parallel()) {
-        pack_rows(mode, src, 0, rows, cols, ld, dst);
-        return;
-    }
-#pragma omp parallel
-    {
-        const int nt = omp_get_num_threads(), t = omp_get_thread_num();
-        pack_rows(mode, src, (int)((long)rows * t / nt), (int)((long)rows * (t + 1) / nt), cols, ld, dst);
-    }
-}
-
-void *lipt_lowp_reserve(void **buf, size_t *cap, size_t bytes) {
-    if (bytes > *cap) {
-        const size_t grown = *cap + *cap / 2, want = bytes > grown ? bytes : grown;
-        free(*buf);
-        *buf = lipt_xaligned(want);
-        *cap = want;
-    }
-    return *buf;
-}
-
 /* floats rounded up to a whole cache line */
 static size_t line_floats(size_t n) { return (n + 15) & ~(size_t)15; }
 
-size_t lipt_lowp_packed_bytes(const lipt_ctx *ctx, int rows, int cols) {
+size_t lipt_lowp_packed_bytes(const lipt_kctx *ctx, int rows, int cols) {
     const size_t elem = ctx->precision == LIPT_PRECISION_BF16 ? sizeof(uint16_t) : sizeof(float);
     return ((size_t)(rows > 0 ? rows : 0) * (size_t)(cols > 0 ? cols : 0) * elem + 63) & ~(size_t)63;
 }
 
 /* The packing of ctx's (low) precision */
-static lipt_pack_mode pack_mode(const lipt_ctx *ctx) {
+static lipt_pack_mode pack_mode(const lipt_kctx *ctx) {
     LIPT_CHECK(ctx->precision == LIPT_PRECISION_BF16 || ctx->precision == LIPT_PRECISION_BF16_EMULATED,
                "internal: a low-precision packing at precision %d", ctx->precision);
     return ctx->precision == LIPT_PRECISION_BF16 ? LIPT_PACK_BF16 : LIPT_PACK_ROUND;
 }
 
-void lipt_lowp_pack_p(const lipt_ctx *ctx, const float *src, int rows, int cols, int ld, void *dst) {
+void lipt_lowp_pack_p(const lipt_kctx *ctx, const float *src, int rows, int cols, int ld, void *dst) {
     lipt_lowp_pack(pack_mode(ctx), src, rows, cols, ld, dst);
 }
 
-void *lipt_lowp_pack_arena(lipt_ctx *ctx, const float *src, int rows, int cols, int ld) {
-    void *dst = lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, rows, cols));
+void *lipt_lowp_pack_arena(lipt_kctx *ctx, const float *src, int rows, int cols, int ld) {
+    void *dst = lipt_arena_alloc(ctx->arena, lipt_lowp_packed_bytes(ctx, rows, cols));
     lipt_lowp_pack_p(ctx, src, rows, cols, ld, dst);
     return dst;
 }
 
-void *lipt_lowp_arena_buf(lipt_ctx *ctx, int rows, int cols) {
+void *lipt_lowp_arena_buf(lipt_kctx *ctx, int rows, int cols) {
     if (ctx->precision == LIPT_PRECISION_FLOAT32 || rows <= 0 || cols <= 0) return NULL;
-    return lipt_arena_alloc(&ctx->arena, lipt_lowp_packed_bytes(ctx, rows, cols));
+    return lipt_arena_alloc(ctx->arena, lipt_lowp_packed_bytes(ctx, rows, cols));
 }
 
-void lipt_lowp_pack_span(const lipt_ctx *ctx, const float *src, size_t n, void *pk, size_t off) {
+void lipt_lowp_pack_span(const lipt_kctx *ctx, const float *src, size_t n, void *pk, size_t off) {
     const lipt_pack_mode mode = pack_mode(ctx);
     const size_t es = mode == LIPT_PACK_BF16 ? sizeof(uint16_t) : sizeof(float);
-    pack_rows(mode, src, 0, 1, (int)n, (int)n, (char *)pk + off * es);
+    lipt_lowp_pack(mode, src, 1, (int)n, (int)n, (char *)pk + off * es); /* one row: on this thread */
 }
 
-static void gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+static void gemm_lowp(lipt_kctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                       const void *Apk, const float *B, int ldb, const void *Bpk, const float *bias, float beta, float *C,
                       int ldc);
 
-void lipt_gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+void lipt_gemm_lowp(lipt_kctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                     const float *B, int ldb, float beta, float *C, int ldc) {
     lipt_gemm_lowp_pk(ctx, ta, tb, M, N, K, alpha, A, lda, NULL, B, ldb, NULL, beta, C, ldc);
 }
 
-void lipt_gemm_lowp_pk(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+void lipt_gemm_lowp_pk(lipt_kctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                        const void *Apk, const float *B, int ldb, const void *Bpk, float beta, float *C, int ldc) {
     gemm_lowp(ctx, ta, tb, M, N, K, alpha, A, lda, Apk, B, ldb, Bpk, NULL, beta, C, ldc);
 }
 
-void lipt_gemm_lowp_bias(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, const float *A, int lda, const void *Apk,
+void lipt_gemm_lowp_bias(lipt_kctx *ctx, int ta, int tb, int M, int N, int K, const float *A, int lda, const void *Apk,
                          const float *B, int ldb, const void *Bpk, const float *bias, float beta, float *C, int ldc) {
     gemm_lowp(ctx, ta, tb, M, N, K, 1.0f, A, lda, Apk, B, ldb, Bpk, bias, beta, C, ldc);
 }
 
 /* Rows of C = beta C + bias (beta 0 overwrites), several threads for large C outside parallel regions. */
 static void bias_rows(int M, int N, const float *bias, float beta, float *C, int ldc) {
-    const int par = (size_t)M * N >= LOWP_PACK_PAR_MIN && !omp_in_parallel();
+    const int par = (size_t)M * N >= LIPT_LOWP_PACK_PAR_MIN && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (par)
     for (int i = 0; i < M; i++) {
         float *c = C + (size_t)i * ldc;
@@ -164,7 +113,7 @@ static void bias_rows(int M, int N, const float *bias, float beta, float *C, int
 }
 
 /* One bf16 product through the calling thread's oneDNN state. */
-static void gemm_bf16_one(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+static void gemm_bf16_one(lipt_kctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                           const void *Apk, const float *B, int ldb, const void *Bpk, const float *bias, float beta,
                           float *C, int ldc) {
     lowp_slot *s = &ctx->lowp->slot[thread_slot()];
@@ -179,11 +128,11 @@ static void gemm_bf16_one(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, fl
  * (or columns), two per thread, each one single-thread product on its thread's oneDNN state, the operand the blocks
  * share converted once for all of them (oneDNN's own threading of the matmul spent about 7 % of the dp bf16 step
  * waiting at barriers). */
-static void gemm_bf16_blocked(lipt_ctx *ctx, int nt, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+static void gemm_bf16_blocked(lipt_kctx *ctx, int nt, int ta, int tb, int M, int N, int K, float alpha, const float *A,
                               int lda, const void *Apk, const float *B, int ldb, const void *Bpk, const float *bias,
                               float beta, float *C, int ldc) {
     const lipt_gemm_cut cut = lipt_gemm_cut_for(M, N, nt);
-    const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
+    const lipt_arena_mark mk = lipt_arena_get_mark(ctx->arena);
     /* the shared operand packed once (its packed row stride: its width) */
     if (cut.by_rows && !Bpk) {
         Bpk = lipt_lowp_pack_arena(ctx, B, tb ? N : K, tb ? K : N, ldb);
@@ -199,18 +148,18 @@ static void gemm_bf16_blocked(lipt_ctx *ctx, int nt, int ta, int tb, int M, int 
         gemm_bf16_one(ctx, ta, tb, k.m, k.w, K, alpha, A + k.a, lda, ap ? ap + 2 * k.a : NULL, B + k.b, ldb,
                       bp ? bp + 2 * k.b : NULL, bias ? bias + k.bias : NULL, beta, C + k.c, ldc);
     }
-    lipt_arena_release(&ctx->arena, mk);
+    lipt_arena_release(ctx->arena, mk);
 }
 
 /* A weight gradient in bf16 (C [M,N] = alpha Aᵀ B + beta C, A [K,M], B [K,N]) cut along K as lipt_gemm_ksplit cuts
  * float32 ones: every chunk's operands and output dense. oneDNN 2.6 runs a transposed source on AMX
  * (brg:avx512_core_amx_bf16) only with dense strides; gemm_bf16_blocked's column blocks of C (row stride N, wider
  * than the block) sent the weight gradients to gemm:jit, 400-580 GFLOP/s on one thread against 690-720. */
-static void gemm_bf16_ksplit(lipt_ctx *ctx, int kc, int M, int N, int K, float alpha, const float *A, int lda,
+static void gemm_bf16_ksplit(lipt_kctx *ctx, int kc, int M, int N, int K, float alpha, const float *A, int lda,
                              const void *Apk, const float *B, int ldb, const void *Bpk, float beta, float *C,
                              int ldc) {
     const int nk = (K + kc - 1) / kc;
-    const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
+    const lipt_arena_mark mk = lipt_arena_get_mark(ctx->arena);
     if (!Apk || lda != M) { /* dense packed operands: the chunks are runs of their rows */
         Apk = lipt_lowp_pack_arena(ctx, A, K, M, lda);
         lda = M;
@@ -220,7 +169,7 @@ static void gemm_bf16_ksplit(lipt_ctx *ctx, int kc, int M, int N, int K, float a
         ldb = N;
     }
     const size_t mn = (size_t)M * N;
-    float *P = lipt_arena_alloc(&ctx->arena, (size_t)(nk - 1) * mn * sizeof(float)); /* chunks 1.., [M, N] each */
+    float *P = lipt_arena_alloc(ctx->arena, (size_t)(nk - 1) * mn * sizeof(float)); /* chunks 1.., [M, N] each */
     const char *ap = Apk, *bp = Bpk; /* bf16: 2 bytes an element */
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < nk; c++) {
@@ -230,14 +179,14 @@ static void gemm_bf16_ksplit(lipt_ctx *ctx, int kc, int M, int N, int K, float a
         else gemm_bf16_one(ctx, 1, 0, M, N, kk, alpha, NULL, lda, a, NULL, ldb, b, NULL, 0.0f, P + (c - 1) * mn, N);
     }
     lipt_gemm_ksplit_sum(M, N, nk, P, C, ldc);
-    lipt_arena_release(&ctx->arena, mk);
+    lipt_arena_release(ctx->arena, mk);
 }
 
-static void gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+static void gemm_lowp(lipt_kctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                       const void *Apk, const float *B, int ldb, const void *Bpk, const float *bias, float beta, float *C,
                       int ldc) {
     if (M <= 0 || N <= 0) return;
-    LIPT_CHECK(ctx->lowp, "internal: a %s product in a context without lipt_ctx_set_precision",
+    LIPT_CHECK(ctx->lowp, "internal: a %s product in a context without lipt_kctx_set_precision",
                lipt_precision_name((lipt_precision)ctx->precision));
     if (ctx->precision == LIPT_PRECISION_BF16) {
         const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
@@ -367,7 +316,7 @@ lipt_status lipt_precision_check(lipt_precision p, lipt_error *err) {
     return lipt_fail(err, LIPT_ERR_ARG, "precision %d is not one of: float32, bf16, bf16-emulated", (int)p);
 }
 
-lipt_status lipt_ctx_set_precision(lipt_ctx *ctx, lipt_precision p, lipt_error *err) {
+lipt_status lipt_kctx_set_precision(lipt_kctx *ctx, lipt_precision p, lipt_error *err) {
     const lipt_status st = lipt_precision_check(p, err);
     if (st != LIPT_OK) return st;
     if (p != LIPT_PRECISION_FLOAT32 && !ctx->lowp) {

@@ -8,7 +8,7 @@
 #ifndef LIPT_KERNELS_GEMM_SMALL_H
 #define LIPT_KERNELS_GEMM_SMALL_H
 
-#include "kernels/gemm.h"
+#include "kernels/gemm_p.h"
 
 /* The widest small operand: N (and, transposed, its other side) up to this. */
 #define LIPT_GS_MAX 128
@@ -25,7 +25,7 @@ void lipt_gemm_small(int ta, int tb, int M, int N, int K, float alpha, const flo
 
 /* lipt_gemm_p, through lipt_gemm_small when the context is float32 and the shape fits; the low precisions keep
  * lipt_gemm_p (their bf16 rounding of the operands). */
-static inline void lipt_gemm_small_p(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+static inline void lipt_gemm_small_p(lipt_kctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A,
                                      int lda, const float *B, int ldb, float beta, float *C, int ldc) {
     if (ctx->precision == LIPT_PRECISION_FLOAT32 && lipt_gemm_small_ok(ta, tb, M, N, K))
         lipt_gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "lipt/autograd.h"
+#include "kernels/kctx.h"
 
 /* The message of every bf16 request in a build without oneDNN. */
 #define LIPT_NO_DNNL_MSG                                                                                            \
@@ -16,8 +16,8 @@
  * bf16 (bf16-emulated: into float32 scratch, then sgemm; bf16: converted to bf16 for oneDNN), float32 accumulation
  * and result. Callable from inside an OpenMP region: each thread has its own scratch in ctx->lowp, grown when a
  * product needs more and then reused (no allocation once warm). A oneDNN failure here, after the startup probe of
- * lipt_ctx_set_precision passed, is not recoverable: it stops the process with oneDNN's status. */
-void lipt_gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+ * lipt_kctx_set_precision passed, is not recoverable: it stops the process with oneDNN's status. */
+void lipt_gemm_lowp(lipt_kctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                     const float *B, int ldb, float beta, float *C, int ldc);
 /* Operands packed once for several products (the linear op packs its input in the forward for the backward's dW,
  * and the output gradient once for both dX and dW): lipt_lowp_pack_p writes rows x cols of src (row stride ld) as
@@ -25,31 +25,34 @@ void lipt_gemm_lowp(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float al
  * (64-byte aligned); lipt_gemm_lowp_pk is lipt_gemm_lowp with either operand given so packed (Apk / Bpk non-NULL:
  * A / B are then unused, and lda / ldb are the packed operand's row stride in elements, so that a block of a larger
  * packed matrix can be passed). A packed operand is the same whether a product transposes it or not. */
-size_t lipt_lowp_packed_bytes(const lipt_ctx *ctx, int rows, int cols);
-void lipt_lowp_pack_p(const lipt_ctx *ctx, const float *src, int rows, int cols, int ld, void *dst);
+size_t lipt_lowp_packed_bytes(const lipt_kctx *ctx, int rows, int cols);
+void lipt_lowp_pack_p(const lipt_kctx *ctx, const float *src, int rows, int cols, int ld, void *dst);
 /* The [rows, cols] src (row stride ld) packed by lipt_lowp_pack_p into ctx's arena (the caller's mark or reset frees
  * it); the packed copy has row stride cols. */
-void *lipt_lowp_pack_arena(lipt_ctx *ctx, const float *src, int rows, int cols, int ld);
+void *lipt_lowp_pack_arena(lipt_kctx *ctx, const float *src, int rows, int cols, int ld);
 /* For an op that writes its output's converted copy itself (lipt_tensor.lowp), row by row while in cache:
  * lipt_lowp_arena_buf is an uninitialised buffer for a packed [rows, cols] in ctx's arena (NULL in float32 or when
  * empty); lipt_lowp_pack_span converts the n floats at src into it from element off on (rows are contiguous in the
  * packed layout), as lipt_lowp_pack_p would. */
-void *lipt_lowp_arena_buf(lipt_ctx *ctx, int rows, int cols);
+void *lipt_lowp_arena_buf(lipt_kctx *ctx, int rows, int cols);
 /* Element off of a packed matrix at ctx's precision (bf16: 2 bytes an element, bf16-emulated: 4); NULL stays NULL. */
-static inline const void *lipt_lowp_at(const lipt_ctx *ctx, const void *pk, size_t off) {
+static inline const void *lipt_lowp_at(const lipt_kctx *ctx, const void *pk, size_t off) {
     return pk ? (const char *)pk + off * (ctx->precision == LIPT_PRECISION_BF16 ? 2 : 4) : NULL;
 }
-void lipt_lowp_pack_span(const lipt_ctx *ctx, const float *src, size_t n, void *pk, size_t off);
-void lipt_gemm_lowp_pk(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+void lipt_lowp_pack_span(const lipt_kctx *ctx, const float *src, size_t n, void *pk, size_t off);
+void lipt_gemm_lowp_pk(lipt_kctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                        const void *Apk, const float *B, int ldb, const void *Bpk, float beta, float *C, int ldc);
 /* lipt_gemm_lowp_pk plus a bias row: C = op(A) op(B) + bias + beta C (alpha 1; bias N floats). bf16 adds the bias
  * inside oneDNN's product; bf16-emulated writes C = beta C + bias first, then sgemm with beta 1. */
-void lipt_gemm_lowp_bias(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, const float *A, int lda, const void *Apk,
+void lipt_gemm_lowp_bias(lipt_kctx *ctx, int ta, int tb, int M, int N, int K, const float *A, int lda, const void *Apk,
                          const float *B, int ldb, const void *Bpk, const float *bias, float beta, float *C, int ldc);
-/* Frees what lipt_ctx_set_precision and the products allocated (lipt_ctx_free calls it). */
+/* Frees what lipt_kctx_set_precision and the products allocated (lipt_ctx_free calls it). */
 void lipt_lowp_free(struct lipt_lowp *lp);
 
 /* rows x cols floats of src (row stride ld) into packed rows at dst (row stride cols), converted: */
+/* Operands from this many elements are converted by several threads (outside a parallel region only); bias rows of
+ * as many elements likewise. */
+#define LIPT_LOWP_PACK_PAR_MIN ((size_t)1 << 16)
 typedef enum {
     LIPT_PACK_F32 = 0,   /* copied (float dst) */
     LIPT_PACK_ROUND,     /* rounded to bf16, kept as float32 (float dst) */

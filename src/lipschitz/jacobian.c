@@ -1,11 +1,12 @@
 /* Exact Jacobians by vector-Jacobian products on a private context, and the ∞- and 2-norms of dense matrices. */
 #include "jac_session.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "kernels/kernels.h"
 
 size_t lipt_jac_numel(const lipt_jac_map *m) { return lipt_shape_numel(m->ndim, m->shape); }
 
@@ -507,7 +508,7 @@ double lipt_matrix_norm_2(const double *J, size_t m, size_t n, double *u_out, do
     for (size_t i = 0; i < n; i++) vn += w[i] * w[i];
     vn = sqrt(vn);
     for (size_t i = 0; i < n; i++) w[i] = vn > 0 ? w[i] / vn : 0;
-    cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)m, (int)n, 1.0, J, (int)n, w, 1, 0.0, t, 1);
+    lipt_dgemv((int)m, (int)n, 1.0, J, (int)n, w, 0.0, t);
     double jv = 0;
     for (size_t i = 0; i < m; i++) jv += t[i] * t[i];
     jv = sqrt(jv);

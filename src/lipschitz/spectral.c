@@ -3,7 +3,6 @@
  * of spectral_cert.c); the steered pair of a certified block (its Lanczos direction). */
 #include "lipt/ops.h"
 
-#include <cblas.h>
 #include <float.h>
 #include <math.h>
 #include <omp.h>
@@ -163,7 +162,8 @@ void lipt_spectral_check_args(const char *op, lipt_tensor *w, const float *u, co
 }
 
 /* `iters` power rounds on every block's persistent vectors (threads over blocks when there are several). */
-static void power_all(lipt_ctx *ctx, const float *w, int R, int C, int n_blocks, float *u, float *v, int iters) {
+void lipt_spectral_power_all(lipt_ctx *ctx, const float *w, int R, int C, int n_blocks, float *u, float *v,
+                             int iters) {
     if (iters <= 0) return;
     int cb = C / n_blocks;
     lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena);
@@ -269,7 +269,7 @@ lipt_tensor *lipt_spectral_norm(lipt_ctx *ctx, lipt_tensor *w, float *u, float *
     lipt_tensor *out = lipt_tensor_1d(ctx, n_blocks);
     lipt_node *node = lipt_record(ctx, LIPT_OP_SPECTRAL_NORM, out, 1, (lipt_tensor *[]){w});
 
-    power_all(ctx, w->data, R, C, n_blocks, u, v, iters);
+    lipt_spectral_power_all(ctx, w->data, R, C, n_blocks, u, v, iters);
 #pragma omp parallel for schedule(static) if (n_blocks > 1 && (size_t)R * C >= LIPT_SPECTRAL_PAR_WORK)
     for (int b = 0; b < n_blocks; b++)
         out->data[b] = (float)block_sigma(w->data, R, C, b * cb, cb, u + (size_t)b * R, v + (size_t)b * cb);
@@ -327,30 +327,6 @@ void lipt_spectral_steer_block(const float *w, int R, int C, int b, int cb, doub
         }
     }
     power_block(w, R, C, b, cb, u, v, 1, x, x + R, 0);
-}
-/* iarg, saved, saved2: as spectral_norm (lipt_spectral_save_uv). */
-lipt_tensor *lipt_spectral_norm_ub(lipt_ctx *ctx, lipt_tensor *w, float *u, float *v, int n_blocks, int power_iters,
-                                   int gram_iters) {
-    lipt_spectral_check_args("spectral_norm_ub", w, u, v, n_blocks, power_iters);
-    LIPT_CHECK(gram_iters >= 0, "spectral_norm_ub: gram_iters %d < 0", gram_iters);
-    power_all(ctx, w->data, w->shape[0], w->shape[1], n_blocks, u, v, power_iters);
-    lipt_tensor *out;
-    lipt_spectral_norm_ub_batch(ctx, 1, &(lipt_spectral_req){w, u, v, n_blocks, gram_iters, 0}, &out);
-    return out;
-}
-
-void lipt_spectral_norm_ub_many(lipt_ctx *ctx, int n, lipt_tensor *const *w, float *const *u, float *const *v,
-                                int power_iters, int gram_iters, lipt_tensor **out) {
-    LIPT_CHECK(n >= 0 && n <= LIPT_SPECTRAL_MANY_MAX, "spectral_norm_ub_many: %d matrices (at most %d)", n,
-               LIPT_SPECTRAL_MANY_MAX);
-    LIPT_CHECK(gram_iters >= 0, "spectral_norm_ub_many: gram_iters %d < 0", gram_iters);
-    lipt_spectral_req req[LIPT_SPECTRAL_MANY_MAX];
-    for (int i = 0; i < n; i++) {
-        lipt_spectral_check_args("spectral_norm_ub_many", w[i], u[i], v[i], 1, power_iters);
-        power_all(ctx, w[i]->data, w[i]->shape[0], w[i]->shape[1], 1, u[i], v[i], power_iters);
-        req[i] = (lipt_spectral_req){w[i], u[i], v[i], 1, gram_iters, 0};
-    }
-    lipt_spectral_norm_ub_batch(ctx, n, req, out);
 }
 
 /* The gradient of sigma_b with the power vectors held fixed (u_bᵀ W_b v_b -> sigma_b), not of the bound itself. */

@@ -1,8 +1,8 @@
 /* Many certified spectral norms in one parallel batch (lipt_spectral_norm_ub_batch): one block's certificate per
- * thread, largest first, each the bound lipt_spectral_ub returns for its block (spectral_gram.c). */
+ * thread, largest first, each the bound lipt_spectral_ub returns for its block (spectral_gram.c); and the ops that
+ * go through it (lipt_spectral_norm_ub, _many: here rather than in spectral.c, whose steering this file calls). */
 #include "lipt/ops.h"
 
-#include <cblas.h>
 #include <float.h>
 #include <math.h>
 #include <omp.h>
@@ -97,3 +97,27 @@ void lipt_spectral_norm_ub_batch(lipt_ctx *ctx, int n, const lipt_spectral_req *
                                   req[k].w->shape[1]);
 }
 
+/* iarg, saved, saved2: as spectral_norm (lipt_spectral_save_uv). */
+lipt_tensor *lipt_spectral_norm_ub(lipt_ctx *ctx, lipt_tensor *w, float *u, float *v, int n_blocks, int power_iters,
+                                   int gram_iters) {
+    lipt_spectral_check_args("spectral_norm_ub", w, u, v, n_blocks, power_iters);
+    LIPT_CHECK(gram_iters >= 0, "spectral_norm_ub: gram_iters %d < 0", gram_iters);
+    lipt_spectral_power_all(ctx, w->data, w->shape[0], w->shape[1], n_blocks, u, v, power_iters);
+    lipt_tensor *out;
+    lipt_spectral_norm_ub_batch(ctx, 1, &(lipt_spectral_req){w, u, v, n_blocks, gram_iters, 0}, &out);
+    return out;
+}
+
+void lipt_spectral_norm_ub_many(lipt_ctx *ctx, int n, lipt_tensor *const *w, float *const *u, float *const *v,
+                                int power_iters, int gram_iters, lipt_tensor **out) {
+    LIPT_CHECK(n >= 0 && n <= LIPT_SPECTRAL_MANY_MAX, "spectral_norm_ub_many: %d matrices (at most %d)", n,
+               LIPT_SPECTRAL_MANY_MAX);
+    LIPT_CHECK(gram_iters >= 0, "spectral_norm_ub_many: gram_iters %d < 0", gram_iters);
+    lipt_spectral_req req[LIPT_SPECTRAL_MANY_MAX];
+    for (int i = 0; i < n; i++) {
+        lipt_spectral_check_args("spectral_norm_ub_many", w[i], u[i], v[i], 1, power_iters);
+        lipt_spectral_power_all(ctx, w[i]->data, w[i]->shape[0], w[i]->shape[1], 1, u[i], v[i], power_iters);
+        req[i] = (lipt_spectral_req){w[i], u[i], v[i], 1, gram_iters, 0};
+    }
+    lipt_spectral_norm_ub_batch(ctx, n, req, out);
+}

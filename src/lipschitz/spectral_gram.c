@@ -3,7 +3,6 @@
  * Cholesky-verified bound (spectral_verify.c) tried first when asked for. */
 #include "lipt/ops.h"
 
-#include <cblas.h>
 #include <float.h>
 #include <math.h>
 #include <omp.h>
@@ -277,18 +276,13 @@ void lipt_spectral_gram(int trans, int n, int m, const float *w, int lda, double
 #define GRAM_SPLIT_MIN 128
 
 /* C (upper triangle) = op(A) op(A)ᵀ, op(A) [n, m]; and C [h, n-h] = op(A_1) op(A_2)ᵀ, in float, beta 0. Each on
- * the calling thread alone (lipt_blas_serial): OpenBLAS would split ssyrk from n = 65 on by the thread count, and how
- * it splits can change an entry's sum on some kernel sets. */
-static void syrk_up(CBLAS_TRANSPOSE op, int n, int m, const float *a, int lda, float *c, int ldc) {
-    const int saved = lipt_blas_serial_begin();
-    cblas_ssyrk(CblasRowMajor, CblasUpper, op, n, m, 1.0f, a, lda, 0.0f, c, ldc);
-    lipt_blas_serial_end(saved);
+ * the calling thread alone (the kernels' serial BLAS calls): OpenBLAS would split ssyrk from n = 65 on by the thread
+ * count, and how it splits can change an entry's sum on some kernel sets. */
+static void syrk_up(int trans, int n, int m, const float *a, int lda, float *c, int ldc) {
+    lipt_ssyrk_upper_serial(trans, n, m, a, lda, c, ldc);
 }
 static void gemm_abt(int trans, int M, int N, int K, const float *a1, const float *a2, int lda, float *c, int ldc) {
-    const CBLAS_TRANSPOSE ta = trans ? CblasTrans : CblasNoTrans, tb = trans ? CblasNoTrans : CblasTrans;
-    const int saved = lipt_blas_serial_begin();
-    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a1, lda, a2, lda, 0.0f, c, ldc);
-    lipt_blas_serial_end(saved);
+    lipt_sgemm_serial(trans, !trans, M, N, K, 1.0f, a1, lda, a2, lda, 0.0f, c, ldc);
 }
 
 /* The upper triangle of the n×n row-major float C = op(A) op(A)ᵀ, op(A) = A [n×m] (trans 0) or Aᵀ with A [m×n]
@@ -303,7 +297,7 @@ static void gemm_abt(int trans, int M, int N, int K, const float *a1, const floa
  * what it writes first: beta = 0 should make BLAS ignore C, and zeroing makes that independent of the
  * implementation. */
 static void gram_upper(int trans, int n, int m, const float *a, int lda, float *c) {
-    const CBLAS_TRANSPOSE op = trans ? CblasTrans : CblasNoTrans;
+    const int op = trans;
 #define GRAM_ZERO(i, j0, len) memset(c + (size_t)(i) * n + (size_t)(j0), 0, (size_t)(len) * sizeof(float))
     if (n < GRAM_SPLIT_MIN) {
         for (int i = 0; i < n; i++) GRAM_ZERO(i, i, n - i);

@@ -89,6 +89,10 @@ void lipt_spectral_check_args(const char *op, lipt_tensor *w, const float *u, co
 /* Backward state of both ops: the persistent vectors move on at the next call, and backward needs the ones used
  * here.  iarg: 0 n_blocks, 1 R, 2 C.  saved: u copy [n_blocks*R], saved2: v copy [C]. */
 void lipt_spectral_save_uv(lipt_ctx *ctx, lipt_node *node, const float *u, const float *v, int n_blocks, int R, int C);
+/* `iters` power rounds on every block of w (R x C, n_blocks column blocks) from its persistent vectors u, v
+ * (spectral.c), as the spectral norm ops run them before a certificate (spectral_cert.c). */
+void lipt_spectral_power_all(lipt_ctx *ctx, const float *w, int R, int C, int n_blocks, float *u, float *v,
+                             int iters);
 /* A steered block's pair (lipt_spectral_req.steer) from the Ritz vector y into the block's u_b and v_b (spectral.c);
  * x: scratch of the other side's length. */
 void lipt_spectral_steer_block(const float *w, int R, int C, int b, int cb, double *y, double *x, float *u, float *v);

@@ -1,5 +1,5 @@
 /* Incremental decoding with per-layer key/value caches (lipt_model_forward's blocks, one new row or block of rows at
- * a time, through the ops' row functions of src/ops/rows.h) and window sliding at seq_len. Every attention kind: dp
+ * a time, through the row kernels of src/kernels/rows.h) and window sliding at seq_len. Every attention kind: dp
  * (with the kind's logit map, if any), l2, l2-tied, contractive-l2, and clipped-dp (rows clipped to the ball of radius
  * R before the projections, relative position bias by window position), with the invertible model's optional ActNorm
  * after each block. The next-token sampler is in sample.c. */
@@ -10,8 +10,6 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "ops/attention_impl.h"
-#include "ops/rows.h"
 
 /* Work (B*H*T*d) above which the one-token attention runs its (sequence, head) loop in parallel. */
 #define DEC_ATTN_PAR_MIN 65536.0
@@ -48,7 +46,8 @@ struct lipt_decoder {
     float *logits;       /* [B, V] */
     void *slab;
     size_t bytes;
-    lipt_ctx gemm;       /* the model's precision for the products (only its low-precision scratch is used) */
+    lipt_arena scratch;  /* the kernels' scratch (bf16 products pack operands there) */
+    lipt_kctx kc;        /* the model's precision for the products, with its low-precision state and scratch */
     int lowp;            /* precision is not float32: the one-token attention rounds its operands to bf16 too */
 };
 
@@ -131,8 +130,9 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
     p.off = 0;
     layout(s, &p, cffn);
     s->bytes = sizeof *s + p.off;
-    lipt_ctx_init(&s->gemm, 4096, 0);
-    const lipt_status pst = lipt_ctx_set_precision(&s->gemm, c->precision, err);
+    lipt_arena_init(&s->scratch, 4096);
+    s->kc = (lipt_kctx){.precision = LIPT_PRECISION_FLOAT32, .arena = &s->scratch};
+    const lipt_status pst = lipt_kctx_set_precision(&s->kc, c->precision, err);
     if (pst != LIPT_OK) {
         lipt_decoder_free(s);
         return pst;
@@ -177,7 +177,7 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
         }
         if (L->an_scale) /* as lipt_exp */
             for (int j = 0; j < D; j++) L->an_scale[j] = expf(W->an_s->data[j]);
-        if (s->tied) lipt_attn_l2_tied_M(&s->gemm, W->wq->data, W->wv->data, D, H, L->M); /* as the forward's */
+        if (s->tied) lipt_attn_l2_tied_M(&s->kc, W->wq->data, W->wv->data, D, H, L->M); /* as the forward's */
         lipt_ctx_reset(&ctx);
     }
     lipt_no_grad_pop(&ctx);
@@ -188,7 +188,8 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
 
 void lipt_decoder_free(lipt_decoder *s) {
     if (!s) return;
-    lipt_ctx_free(&s->gemm);
+    lipt_lowp_free(s->kc.lowp);
+    lipt_arena_free(&s->scratch);
     free(s->slab);
     free(s);
 }
@@ -209,12 +210,12 @@ const int *lipt_decoder_window(const lipt_decoder *s, int b) {
 
 /* ---------------------------------------------------------------- one block of new rows */
 
-/* The model's maths, row by row, through the ops' own row functions (src/ops/rows.h). */
+/* The model's maths, row by row, through the ops' own row kernels (src/kernels/rows.h, attn.h). */
 
 /* y = x W (+ b) over rows, at the model's precision. */
 static void linear_rows(lipt_decoder *s, const float *x, int rows, int K, const float *w, int N, const float *b,
                         float *y) {
-    lipt_gemm_gemv_p(&s->gemm, 0, 0, rows, N, K, 1.0f, x, K, w, N, 0.0f, y, N);
+    lipt_gemm_gemv_p(&s->kc, 0, 0, rows, N, K, 1.0f, x, K, w, N, 0.0f, y, N);
     if (b)
         for (int r = 0; r < rows; r++)
             for (int j = 0; j < N; j++) y[(size_t)r * N + j] += b[j];
@@ -274,7 +275,7 @@ static void attend(lipt_decoder *s, const dec_layer *L, int n) {
         for (int h = 0; h < H; h++) {
             const lipt_attn_head hd = cached_head(s, L, b, h);
             const size_t o = (size_t)b * n * D + (size_t)h * d;
-            lipt_attn_rows(&s->gemm, &hd, s->q + o, NULL, len, nc, nc, s->P, T, NULL, s->att + o, D, 0);
+            lipt_attn_rows(&s->kc, &hd, s->q + o, NULL, len, nc, nc, s->P, T, NULL, s->att + o, D, 0);
         }
 }
 
@@ -288,10 +289,10 @@ static void project_rows(lipt_decoder *s, const lipt_layer *W, const dec_layer *
         float *kc = L->k + ((size_t)b * T + len) * D, *vc = L->v + ((size_t)b * T + len) * D;
         if (s->tied) { /* keys are the queries, values Q_h M_h */
             memcpy(kc, qb, (size_t)n * D * sizeof(float));
-            lipt_attn_l2_tied_values(&s->gemm, qb, NULL, n, D, H, L->M, vc, 1);
+            lipt_attn_l2_tied_values(&s->kc, qb, NULL, n, D, H, L->M, vc, 1);
         } else {
-            lipt_gemm_gemv_p(&s->gemm, 0, 0, n, D, D, 1.0f, inb, D, W->wk->data, D, 0.0f, kc, D);
-            lipt_gemm_gemv_p(&s->gemm, 0, 0, n, D, D, 1.0f, inb, D, W->wv->data, D, 0.0f, vc, D);
+            lipt_gemm_gemv_p(&s->kc, 0, 0, n, D, D, 1.0f, inb, D, W->wk->data, D, 0.0f, kc, D);
+            lipt_gemm_gemv_p(&s->kc, 0, 0, n, D, D, 1.0f, inb, D, W->wv->data, D, 0.0f, vc, D);
         }
         if (s->l2)
             for (int h = 0; h < H; h++)

@@ -1,4 +1,4 @@
-/* The Transformer's forward pass: embeddings, attention and feed-forward branches per variant, blocks, head, loss. */
+/* The Transformer's forward pass: embeddings, the blocks (the branches are in branch.c), head, loss. */
 #include "lipt/model.h"
 
 #include <string.h>
@@ -30,142 +30,6 @@ lipt_tensor *lipt_model_embed(lipt_ctx *ctx, const lipt_model *m, const int *ids
     /* coupling_grid: the residual stream starts on the grid its sums stay exact on */
     return m->cfg.coupling_grid ? lipt_round_grid(ctx, x, m->cfg.coupling_grid) : x;
 }
-
-/* The normaliser 1/max(1, s/c) as a one-element tensor, differentiated through s. */
-static lipt_tensor *contract(lipt_ctx *ctx, lipt_tensor *s, float c) { return lipt_contract_factor(ctx, s, c); }
-
-/* Multi-head attention of x (already layer-normed for the pre-LN variants), with its output projection; what
- * differs between the kinds comes from their lipt_attn_info row. */
-static lipt_tensor *attention(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x,
-                              const lipt_layer_certs *cc) {
-    const lipt_config *c = &m->cfg;
-    const lipt_attn_info *ai = lipt_attn_info_of(c->attention);
-    const lipt_layer *L = &m->layers[layer];
-    const int H = c->n_heads;
-    if (ai->clip_rows) x = lipt_clip_rows(ctx, x, lipt_config_clip_radius(c)); /* q, k, v from the clipped rows */
-    lipt_tensor *a;
-    if (ai->tied) {
-        a = lipt_attention_l2_tied(ctx, lipt_matmul(ctx, x, L->wq, 0, 0), L->wq, L->wv, H, 1);
-    } else {
-        /* q, k, v from one product with the weights side by side ([B,T,3D]), the attention reading its column
-         * blocks: one GEMM of N = 3D instead of three of N = D, in the forward and both backward products */
-        lipt_tensor *w = lipt_concat_cols(ctx, 3, (lipt_tensor *[]){L->wq, L->wk, L->wv});
-        lipt_tensor *qkv = lipt_matmul(ctx, x, w, 0, 0);
-        if (L->rel) /* DP logits plus the relative-position bias (registered only for kinds with rel_bias) */
-            a = lipt_attention_dp_rel_packed(ctx, qkv, lipt_scale(ctx, L->rel, LIPT_REL_BIAS_GAIN), H);
-        else if (ai->l2_logits) a = lipt_attention_l2_packed(ctx, qkv, H, 1);
-        else a = lipt_attention_dp_map_packed(ctx, qkv, ai->logit_map, ai->logit_map_param, H, 1); /* map: or none */
-    }
-    if (!ai->contractive) return linear(ctx, a, L->wo, L->bo);
-    /* contractive: F / max(1, UB/c), UB a certified bound at the current weights. The bias is a constant shift,
-     * outside the bounded map. */
-    lipt_tensor *fac = cc && cc->attn_fac ? cc->attn_fac : lipt_model_attn_factor(ctx, m, layer, 0, NULL);
-    /* the factor scales W^O (D² floats), not the product ([B,T,D]: a pass forward and two backward), as the
-     * feed-forward's factors scale their weights */
-    return linear(ctx, a, lipt_mul(ctx, L->wo, fac), L->bo);
-}
-
-static lipt_tensor *activation(lipt_ctx *ctx, const lipt_model *m, const lipt_layer *L, lipt_tensor *x) {
-    switch (m->cfg.activation) {
-    case LIPT_ACT_RELU: return lipt_relu(ctx, x);
-    case LIPT_ACT_ELU: return lipt_elu(ctx, x);
-    case LIPT_ACT_LIPSWISH: return lipt_lipswish(ctx, x, L->beta);
-    case LIPT_ACT_MAXMIN: return lipt_maxmin(ctx, x);
-    case LIPT_ACT_GELU:
-    default: return lipt_gelu(ctx, x);
-    }
-}
-
-/* W2 act(W1 x + b1) + b2 per token; contractive: each W / max(1, sigma(W)/c), sigma a certified upper bound
- * (Gram iteration, cfg.gram_iters squarings) at the current weights, gradient u vᵀ from the persistent
- * power-iteration vectors (no rounds here: lipt_model_refresh_norms runs them). */
-static lipt_tensor *feed_forward(lipt_ctx *ctx, const lipt_model *m, const lipt_layer *L, lipt_tensor *x,
-                                 const lipt_layer_certs *cc) {
-    lipt_tensor *w1 = L->w1, *w2 = L->w2;
-    if (m->cfg.ffn == LIPT_FFN_CONTRACTIVE) {
-        const float c = m->cfg.c;
-        const int g = lipt_config_gram_arg(&m->cfg);
-        /* full budget: W1 to 1, W2 to c, so Lip <= c (else both to c: c²) */
-        const float c1 = m->cfg.ffn_full_budget ? 1.0f : c;
-        lipt_tensor *sigma[2];
-        if (cc && cc->ffn_sigma[0])
-            sigma[0] = cc->ffn_sigma[0], sigma[1] = cc->ffn_sigma[1];
-        else
-            lipt_spectral_norm_ub_many(ctx, 2, (lipt_tensor *[]){L->w1, L->w2},
-                                       (float *[]){L->sn1_u->data, L->sn2_u->data},
-                                       (float *[]){L->sn1_v->data, L->sn2_v->data}, 0, g, sigma);
-        w1 = lipt_mul(ctx, w1, contract(ctx, sigma[0], c1));
-        w2 = lipt_mul(ctx, w2, contract(ctx, sigma[1], c));
-    }
-    /* GELU or MaxMin after a biased W1: one op (the same values; its backward sums the bias gradient in the
-     * activation's backward pass) */
-    lipt_tensor *h = !L->b1                                ? activation(ctx, m, L, linear(ctx, x, w1, L->b1))
-                     : m->cfg.activation == LIPT_ACT_GELU   ? lipt_linear_gelu(ctx, x, w1, L->b1)
-                     : m->cfg.activation == LIPT_ACT_MAXMIN ? lipt_linear_maxmin(ctx, x, w1, L->b1)
-                                                            : activation(ctx, m, L, lipt_linear(ctx, x, w1, L->b1));
-    return linear(ctx, h, w2, L->b2);
-}
-
-/* Coupling blocks: the channel mask of half `second` (0: channels [0, D/2), 1: [D/2, D)), a constant. */
-static lipt_tensor *half_mask(lipt_ctx *ctx, int D, int second) {
-    lipt_tensor *mk = lipt_tensor_1d(ctx, D);
-    for (int j = 0; j < D; j++) mk->data[j] = (j >= D / 2) == (second != 0) ? 1.0f : 0.0f;
-    return mk;
-}
-
-static lipt_tensor *plain_branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x,
-                                 const lipt_layer_certs *cc);
-
-/* lipt_model_branch with the block's certificates (NULL: computed here) */
-static lipt_tensor *branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x,
-                           const lipt_layer_certs *cc) {
-    if (!m->cfg.coupling || which == LIPT_BRANCH_MHA) return plain_branch(ctx, m, layer, which, x, cc);
-    /* additive coupling: the attention reads the second half and writes the first, the feed-forward reads the first
-     * and writes the second, so each residual map is inverted exactly by one subtraction */
-    const int D = m->cfg.d_model, attn = which == LIPT_BRANCH_ATTN;
-    lipt_tensor *in = lipt_mul(ctx, x, half_mask(ctx, D, attn));
-    return lipt_mul(ctx, plain_branch(ctx, m, layer, which, in, cc), half_mask(ctx, D, !attn));
-}
-
-lipt_tensor *lipt_model_branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x) {
-    return branch(ctx, m, layer, which, x, NULL);
-}
-
-static lipt_tensor *plain_branch(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x,
-                                 const lipt_layer_certs *cc) {
-    LIPT_CHECK(layer >= 0 && layer < m->cfg.n_layers, "model branch: layer %d of %d", layer, m->cfg.n_layers);
-    LIPT_CHECK(which == LIPT_BRANCH_ATTN || which == LIPT_BRANCH_FFN || which == LIPT_BRANCH_MHA, "model branch: which = %d", which);
-    LIPT_CHECK(x->ndim == 3 && x->shape[2] == m->cfg.d_model && x->shape[1] <= m->cfg.seq_len,
-               "model branch: x must be [B,T<=%d,%d]", m->cfg.seq_len, m->cfg.d_model);
-    const lipt_layer *L = &m->layers[layer];
-    const float eps = m->cfg.ln_eps;
-    if (which == LIPT_BRANCH_MHA) return attention(ctx, m, layer, x, cc);
-    const int pre = !m->invertible && m->cfg.norm == LIPT_NORM_PRE; /* post-LN normalises after the sum instead */
-    if (which == LIPT_BRANCH_ATTN) {
-        lipt_tensor *in = pre ? lipt_layernorm(ctx, x, L->ln1_g, L->ln1_b, eps) : x;
-        return attention(ctx, m, layer, in, cc);
-    }
-    lipt_tensor *in = pre ? lipt_layernorm(ctx, x, L->ln2_g, L->ln2_b, eps) : x;
-    return feed_forward(ctx, m, L, in, cc);
-}
-
-lipt_tensor *lipt_model_branch_fn(lipt_ctx *ctx, lipt_tensor *x, void *branch_ref) {
-    const lipt_branch_ref *r = branch_ref;
-    return branch(ctx, r->model, r->layer, r->which, x, r->certs);
-}
-
-lipt_tensor *lipt_model_residual(lipt_ctx *ctx, const lipt_model *m, int layer, int which, lipt_tensor *x,
-                                 lipt_tensor *g) {
-    const lipt_layer *L = &m->layers[layer];
-    x = lipt_add(ctx, x, g);
-    if (m->cfg.norm == LIPT_NORM_POST) /* post-LN: LN1 after the attention's sum, LN2 after the feed-forward's */
-        x = which == LIPT_BRANCH_ATTN ? lipt_layernorm(ctx, x, L->ln1_g, L->ln1_b, m->cfg.ln_eps)
-                                      : lipt_layernorm(ctx, x, L->ln2_g, L->ln2_b, m->cfg.ln_eps);
-    if (which == LIPT_BRANCH_FFN && L->an_s) /* ActNorm closes the block: exact inverse */
-        x = lipt_add(ctx, lipt_mul(ctx, x, lipt_exp(ctx, L->an_s)), L->an_b);
-    return x;
-}
-
 lipt_status lipt_model_branch_inputs(lipt_ctx *ctx, const lipt_model *m, const int *ids, int T, float *x,
                                      lipt_error *err) {
     lipt_status st = lipt_model_check_ids(m, ids, 1, T, err);
@@ -177,29 +41,14 @@ lipt_status lipt_model_branch_inputs(lipt_ctx *ctx, const lipt_model *m, const i
     for (int l = 0; l < m->cfg.n_layers; l++) {
         memcpy(x + (size_t)(2 * l) * n, h->data, n * sizeof(float));
         lipt_tensor *mid =
-            lipt_model_residual(ctx, m, l, LIPT_BRANCH_ATTN, h, branch(ctx, m, l, LIPT_BRANCH_ATTN, h, NULL));
+            lipt_model_residual(ctx, m, l, LIPT_BRANCH_ATTN, h, lipt_model_branch(ctx, m, l, LIPT_BRANCH_ATTN, h));
         memcpy(x + (size_t)(2 * l + 1) * n, mid->data, n * sizeof(float));
-        h = lipt_model_residual(ctx, m, l, LIPT_BRANCH_FFN, mid, branch(ctx, m, l, LIPT_BRANCH_FFN, mid, NULL));
+        h = lipt_model_residual(ctx, m, l, LIPT_BRANCH_FFN, mid, lipt_model_branch(ctx, m, l, LIPT_BRANCH_FFN, mid));
     }
     lipt_arena_release(&ctx->arena, mark);
     lipt_no_grad_pop(ctx);
     return LIPT_OK;
 }
-
-lipt_tensor *lipt_model_branch_train(lipt_ctx *ctx, lipt_tensor *x, void *branch_ref) {
-    const lipt_branch_ref *r = branch_ref;
-    const lipt_model *m = r->model;
-    lipt_tensor *g = branch(ctx, m, r->layer, r->which, x, r->certs);
-    if (m->cfg.dropout > 0 && ctx->training) g = lipt_dropout(ctx, g, m->cfg.dropout);
-    /* coupling_grid: the branch on the residual stream's grid, so that the sum below is exact */
-    return m->cfg.coupling_grid ? lipt_round_grid(ctx, g, m->cfg.coupling_grid) : g;
-}
-
-lipt_tensor *lipt_model_half_block(lipt_ctx *ctx, lipt_tensor *x, void *branch_ref) {
-    const lipt_branch_ref *r = branch_ref;
-    return lipt_model_residual(ctx, r->model, r->layer, r->which, x, lipt_model_branch_train(ctx, x, branch_ref));
-}
-
 lipt_tensor *lipt_model_block_certified(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x,
                                         const lipt_layer_certs *certs) {
     for (int which = LIPT_BRANCH_ATTN; which <= LIPT_BRANCH_FFN; which++) {

@@ -6,54 +6,16 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/activation_impl.h"
+#include "autograd/kctx.h"
 #include "kernels/kernels.h"
-#include "ops/reduce_impl.h"
-#include "ops/rows.h"
-
-/* Below this many elements a loop runs on one thread (exp/erf make these loops heavier than add). */
-#define ACT_PAR_MIN ((size_t)1 << 14)
-
-/* The activations split their work in chunks of ACT_CHUNK floats (a multiple of the vector width), so the
- * result does not depend on the thread count. */
-#define ACT_CHUNK ((size_t)4096)
-
-/* Chunks of n floats, and the length of chunk c. */
-static inline size_t act_nchunk(size_t n) { return (n + ACT_CHUNK - 1) / ACT_CHUNK; }
-static inline size_t act_chunk_len(size_t n, size_t c) { return n - c * ACT_CHUNK < ACT_CHUNK ? n - c * ACT_CHUNK : ACT_CHUNK; }
-
-#define LIPSWISH_SCALE 1.1f                     /* max of d/dx x·sigmoid(x) is ~1.0998, so /1.1 makes it 1-Lipschitz */
-
-/* ---------------------------------------------------------------- the rows (one thread) */
-
-void lipt_act_row(lipt_act_kind act, float beta, const float *x, float *y, size_t n) {
-    switch (act) {
-    case LIPT_ACT_RELU:
-        for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
-        break;
-    case LIPT_ACT_ELU:
-        for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : expm1f(x[i]);
-        break;
-    case LIPT_ACT_LIPSWISH:
-        lipt_vlipswish(x, y, n, beta, LIPSWISH_SCALE);
-        break;
-    case LIPT_ACT_MAXMIN:
-        lipt_maxmin_row(x, y, n);
-        break;
-    case LIPT_ACT_GELU:
-    default:
-        lipt_vgelu(x, y, NULL, n);
-        break;
-    }
-}
 
 /* lipt_act_row over n floats on the context's threads, in the fixed chunks (the same bits on any thread count). */
 static void act_pass(lipt_act_kind act, float beta, const float *x, float *y, size_t n) {
-    const size_t nchunk = act_nchunk(n);
-#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
+    const size_t nchunk = lipt_act_nchunk(n);
+#pragma omp parallel for if (n >= LIPT_ACT_PAR_MIN) schedule(static)
     for (size_t c = 0; c < nchunk; c++) {
-        const size_t i = c * ACT_CHUNK;
-        lipt_act_row(act, beta, x + i, y + i, act_chunk_len(n, c));
+        const size_t i = c * LIPT_ACT_CHUNK;
+        lipt_act_row(act, beta, x + i, y + i, lipt_act_chunk_len(n, c));
     }
 }
 
@@ -73,7 +35,7 @@ void lipt_relu_backward(lipt_ctx *ctx, lipt_node *node) {
     if (!dx) return;
     const size_t n = node->in[0]->numel;
     const float *xi = node->in[0]->data, *g = node->out->grad;
-#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
+#pragma omp parallel for if (n >= LIPT_ACT_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++)
         if (xi[i] > 0) dx[i] += g[i];
 }
@@ -93,23 +55,11 @@ void lipt_elu_backward(lipt_ctx *ctx, lipt_node *node) {
     if (!dx) return;
     const size_t n = node->in[0]->numel;
     const float *xi = node->in[0]->data, *g = node->out->grad;
-#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
+#pragma omp parallel for if (n >= LIPT_ACT_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) dx[i] += xi[i] > 0 ? g[i] : g[i] * expf(xi[i]);
 }
 
 /* ---------------------------------------------------------------- GELU */
-
-void lipt_gelu_pass_pk(const lipt_ctx *ctx, const float *x, float *y, float *der, size_t n, void *pk) {
-    const size_t nchunk = act_nchunk(n);
-#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
-    for (size_t c = 0; c < nchunk; c++) {
-        const size_t i = c * ACT_CHUNK, len = act_chunk_len(n, c);
-        lipt_vgelu(x + i, y + i, der ? der + i : NULL, len);
-        if (pk) lipt_lowp_pack_span(ctx, y + i, len, pk, i);
-    }
-}
-
-void lipt_gelu_pass(const float *x, float *y, float *der, size_t n) { lipt_gelu_pass_pk(NULL, x, y, der, n, NULL); }
 
 /* The exact-erf GELU x Φ(x), with Φ from src/kernels/vmath.h (vectorised; a third of an evaluation step was the
  * scalar GELU and its expf). */
@@ -126,43 +76,17 @@ lipt_tensor *lipt_gelu(lipt_ctx *ctx, lipt_tensor *x) {
     return out;
 }
 
-/* dx = g GELU'(x) over n floats, one thread (+= unless fresh); der = GELU'(x) = Φ(x) + x φ(x) as the forward
- * saved it. */
-static inline void gelu_grad(const float *der, const float *g, float *dx, size_t n, int fresh) {
-    if (fresh)
-        for (size_t i = 0; i < n; i++) dx[i] = g[i] * der[i];
-    else
-        for (size_t i = 0; i < n; i++) dx[i] += g[i] * der[i];
-}
-
 void lipt_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
     int fresh;
     float *dx = lipt_grad_of_fresh(ctx, node->in[0], &fresh);
     if (!dx) return;
-    const size_t n = node->in[0]->numel, nchunk = act_nchunk(n);
+    const size_t n = node->in[0]->numel, nchunk = lipt_act_nchunk(n);
     const float *g = node->out->grad, *der = node->saved;
-#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
+#pragma omp parallel for if (n >= LIPT_ACT_PAR_MIN) schedule(static)
     for (size_t c = 0; c < nchunk; c++) {
-        const size_t i = c * ACT_CHUNK;
-        gelu_grad(der + i, g + i, dx + i, act_chunk_len(n, c), fresh);
+        const size_t i = c * LIPT_ACT_CHUNK;
+        lipt_gelu_grad(der + i, g + i, dx + i, lipt_act_chunk_len(n, c), fresh);
     }
-}
-
-/* GELU's backward rows and the bias's column sums in one pass (lipt_rows_colsum) */
-typedef struct {
-    const float *der, *g;
-    size_t P;
-} gelu_rows;
-
-static void gelu_grad_row(size_t r, void *arg, float *dst) {
-    const gelu_rows *a = arg;
-    gelu_grad(a->der + r * a->P, a->g + r * a->P, dst, a->P, 1);
-}
-
-void lipt_gelu_grad_colsum(lipt_ctx *ctx, const float *der, const float *g, float *dx, size_t rows, size_t P,
-                           float *db, void *pk) {
-    gelu_rows a = {der, g, P};
-    lipt_rows_colsum(ctx, dx, rows, P, db, ACT_PAR_MIN, gelu_grad_row, &a, pk);
 }
 
 /* ---------------------------------------------------------------- LipSwish */
@@ -186,20 +110,21 @@ void lipt_lipswish_backward(lipt_ctx *ctx, lipt_node *node) {
     float *dx = lipt_grad_of(ctx, x);
     float *dbeta = lipt_grad_of(ctx, beta);
     if (!dx && !dbeta) return;
-    const size_t n = x->numel, nchunk = act_nchunk(n);
+    const size_t n = x->numel, nchunk = lipt_act_nchunk(n);
     const float bt = node->farg[0];
     const float *xi = x->data, *g = node->out->grad;
     lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
     double *part = dbeta ? lipt_arena_alloc(&ctx->arena, nchunk * sizeof(double)) : NULL;
-#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
+#pragma omp parallel for if (n >= LIPT_ACT_PAR_MIN) schedule(static)
     for (size_t c = 0; c < nchunk; c++) {
-        const size_t end = c * ACT_CHUNK + act_chunk_len(n, c);
+        const size_t end = c * LIPT_ACT_CHUNK + lipt_act_chunk_len(n, c);
         lipt_vd acc = {0};
-        for (size_t i = c * ACT_CHUNK; i < end; i += LIPT_VW) {
+        for (size_t i = c * LIPT_ACT_CHUNK; i < end; i += LIPT_VW) {
             const size_t len = lipt_vlanes(i, end);
             const lipt_vf v = lipt_vload_n(xi + i, len), gv = lipt_vload_n(g + i, len);
             const lipt_vf sg = lipt_vsigmoid(v * bt), ds = sg * (1.0f - sg);
-            if (dx) lipt_vstore_n(dx + i, lipt_vload_n(dx + i, len) + gv * (sg + v * bt * ds) / LIPSWISH_SCALE, len);
+            if (dx)
+                lipt_vstore_n(dx + i, lipt_vload_n(dx + i, len) + gv * (sg + v * bt * ds) / LIPT_LIPSWISH_SCALE, len);
             if (part) acc += __builtin_convertvector(gv * (v * v * ds), lipt_vd); /* padding lanes have g = 0 */
         }
         if (part) part[c] = lipt_vd_sum(&acc);
@@ -208,7 +133,7 @@ void lipt_lipswish_backward(lipt_ctx *ctx, lipt_node *node) {
     if (dbeta) {
         double sb = 0;
         for (size_t c = 0; c < nchunk; c++) sb += part[c];
-        dbeta[0] += (float)(sb / LIPSWISH_SCALE);
+        dbeta[0] += (float)(sb / LIPT_LIPSWISH_SCALE);
     }
     lipt_arena_release(&ctx->arena, mark);
 }

@@ -1,29 +1,13 @@
-/* The multi-head attention kernel shared by every kind (per (batch, head): logits, causal softmax, P·V, and the
- * backward), the untied (q, k, v) op driver, and the DP ops. The L2 logits' own terms live in attention_l2.c. */
+/* The attention ops' driver shared by every kind (which kernel runs: materialising or tiled, src/kernels/attn_full.c
+ * and attn_tiled.c), the untied (q, k, v) op, and the DP ops. The L2 ops live in attention_l2.c. */
 #include "attention_impl.h"
 
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
+#include "autograd/kctx.h"
 #include "kernels/kernels.h"
-#include "ops/rows.h"
-
-/* Work (T*T*d summed over heads) above which the (batch, head) loop runs in parallel, and the
- * number of row elements above which a softmax block is split over threads in the serial case. */
-#define ATTN_PAR_MIN_WORK 65536.0
-#define ATTN_ROWS_PAR_MIN 16384
-
-/* Causal rows are processed in blocks so that a block of rows [i0, i1) only touches columns [0, i1):
- * roughly halves the GEMM work of the masked triangle for long sequences. 32 rows: at T = 128 (d = 64, the heads'
- * products of one layer on two threads) forward + backward took 7.3 ms against 8.2 with 64-row blocks and 11.5
- * with none; at T = 256 and 512 32 rows were also the faster (2-5 %); 16 rows were no faster than 32. */
-static int row_block(int T, int causal) { return (causal && T >= 64) ? 32 : (T > 0 ? T : 1); }
-
-int lipt_attn_use_par(const lipt_attn_job *j) {
-    const int BH = j->B * j->H, d = j->D / j->H;
-    return BH > 1 && (double)BH * j->T * j->T * d >= ATTN_PAR_MIN_WORK && lipt_blas_nests_safely();
-}
 
 static void check_qkv(const char *op, const lipt_tensor *q, const lipt_tensor *k, const lipt_tensor *v, int H) {
     char a[64], b[64], c[64];
@@ -34,343 +18,15 @@ static void check_qkv(const char *op, const lipt_tensor *q, const lipt_tensor *k
                q->shape[2], H);
 }
 
-/* At a low precision (--precision) the op's q, k, v (and in the backward dout) are packed once, whole, for every
- * head's products, instead of once per product: a head's k and v enter both row blocks of a causal head, dout and
- * the logit gradient two products each. NULL members: float32, or not packed. */
-typedef struct {
-    const void *q, *k, *v, *dout;
-} attn_packed;
+/* Auto: tiled from this T on. Measured (docs/PERFORMANCE.md, d = 64, one thread): forward + backward, the
+ * materialising kernel is 8-12% faster at T <= 512 (one recomputation of the logits and a second exp pass are not
+ * yet paid back) and 4-17% slower from 1024 on; forward alone, tiled wins from 512 (-5%) and by 25% at 1024. The
+ * saved P also costs B·H·T² floats per op, 16 MB per (batch, 4 heads) at T = 1024. */
+#define ATTN_TILED_MIN_T 1024
 
-static attn_packed pack_qkv(lipt_ctx *ctx, const lipt_attn_job *j) {
-    attn_packed pk = {NULL, NULL, NULL, NULL};
-    if (ctx->precision == LIPT_PRECISION_FLOAT32) return pk;
-    const int BT = j->B * j->T, ld = lipt_attn_ld(j);
-    /* Each packed copy keeps the job's row stride, so a head's operand sits at the same offset in both */
-    if (ld != j->D) { /* q, k, v side by side in rows of 3D: one copy of the rows */
-        LIPT_CHECK(ld == 3 * j->D && j->k == j->q + j->D && j->v == j->q + 2 * j->D,
-                   "attention: row stride %d with D = %d is not a packed q, k, v", ld, j->D);
-        pk.q = j->qkv_lowp ? j->qkv_lowp : lipt_lowp_pack_arena(ctx, j->q, BT, ld, ld);
-        pk.k = lipt_lowp_at(ctx, pk.q, (size_t)j->D);
-        pk.v = lipt_lowp_at(ctx, pk.q, 2 * (size_t)j->D);
-        return pk;
-    }
-    pk.q = j->q_lowp ? j->q_lowp : lipt_lowp_pack_arena(ctx, j->q, BT, ld, ld);
-    /* the tied kinds' keys are their queries */
-    pk.k = j->k == j->q ? pk.q : lipt_lowp_pack_arena(ctx, j->k, BT, ld, ld);
-    pk.v = j->v_lowp ? j->v_lowp : lipt_lowp_pack_arena(ctx, j->v, BT, ld, ld);
-    return pk;
-}
-
-/* lipt_gemm_p, with A or B taken pre-packed when apk / bpk is given (lda / ldb then its row stride). */
-static void attn_gemm(lipt_ctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, const void *apk,
-                      int lda, const float *B, const void *bpk, int ldb, float beta, float *C, int ldc) {
-    if (apk || bpk) lipt_gemm_lowp_pk(ctx, ta, tb, M, N, K, alpha, A, lda, apk, B, ldb, bpk, beta, C, ldc);
-    else lipt_gemm_p(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
-/* Whether a row loop of the attention runs on the context's threads: only outside the heads' parallel region and for
- * enough work. Inside it the loops below use no parallel construct at all: even one whose if clause is false sets up
- * and tears down a one-thread libgomp team, and every causal row block of every head met two (about 2,000 a step). */
-static int rows_par(int i0, int i1, int nc) {
-    return !omp_in_parallel() && (long)(i1 - i0) * nc >= ATTN_ROWS_PAR_MIN;
-}
-
-float lipt_attn_probs_row(float *row, int i, int n, int len, const float *kn, const float *rel,
-                          const lipt_logit_map *map, float mp, int want_spread) {
-    float spread = 0;
-    if (map) map->forward_row(row, n, mp);
-    if (rel)
-        for (int j = 0; j < n; j++) row[j] += rel[i - j];
-    if (want_spread) { /* max - min of the logits the softmax sees (invariant to its row constant) */
-        float lo = row[0] - (kn ? kn[0] : 0.0f), hi = lo;
-        for (int j = 1; j < n; j++) {
-            const float z = row[j] - (kn ? kn[j] : 0.0f);
-            lo = z < lo ? z : lo;
-            hi = z > hi ? z : hi;
-        }
-        spread = hi - lo;
-    }
-    lipt_vsoftmax_row(row, (size_t)n, kn);
-    if (n < len) memset(row + n, 0, (size_t)(len - n) * sizeof(float));
-    return spread;
-}
-
-/* Row i of softmax_rows; returns its logit spread when want_spread (else 0). */
-static inline float softmax_row(const lipt_ctx *ctx, const lipt_attn_head *h, float *P, int T, int i, int i0, int nc,
-                                int want_spread, void *ppk) {
-    float *row = P + (size_t)(i - i0) * T;
-    const float spread =
-        lipt_attn_probs_row(row, i, h->causal ? i + 1 : T, T, h->kn, h->rel, h->map, h->map_param, want_spread);
-    if (ppk) lipt_lowp_pack_span(ctx, row, (size_t)nc, ppk, (size_t)(i - i0) * nc); /* while in cache */
-    return spread;
-}
-
-/* Rows [i0, i1) of P (P at row i0, row stride T) hold logits in columns [0, nc); turn them into probabilities over
- * the unmasked columns (j <= i when h->causal) and write exact zeros to the rest of the row. h->map, if given, maps
- * them first; h->kn, if given, is subtracted per column (the |k_j|²/s term of L2); h->rel, if given (causal only),
- * adds rel[i - j] to logit (i, j). Returns the largest logit spread (NaN if any is), or 0. */
-static float softmax_rows(const lipt_ctx *ctx, const lipt_attn_head *h, float *P, int T, int i0, int i1, int nc,
-                          int want_spread, void *ppk) {
-    float spread = 0;
-    if (!rows_par(i0, i1, nc)) {
-        for (int i = i0; i < i1; i++) {
-            const float sp = softmax_row(ctx, h, P, T, i, i0, nc, want_spread, ppk);
-            if (sp > spread || sp != sp) spread = sp;
-        }
-        return spread;
-    }
-#pragma omp parallel for schedule(static) reduction(max : spread)
-    for (int i = i0; i < i1; i++) {
-        const float sp = softmax_row(ctx, h, P, T, i, i0, nc, want_spread, ppk);
-        if (sp > spread || sp != sp) spread = sp;
-    }
-    return spread;
-}
-
-/* Row i of softmax_grad_rows. */
-static inline void softmax_grad_row(const float *P, float *G, int T, int i, int nc, int causal) {
-    const float *p = P + (size_t)i * T;
-    float *g = G + (size_t)i * T;
-    const int n = causal ? i + 1 : T;
-    const float cf = (float)lipt_dot_f64(p, g, (size_t)n);
-    for (int j = 0; j < n; j += LIPT_VW) {
-        const size_t len = lipt_vlanes((size_t)j, (size_t)n);
-        lipt_vstore_n(g + j, lipt_vload_n(p + j, len) * (lipt_vload_n(g + j, len) - cf), len);
-    }
-    for (int j = n; j < nc; j++) g[j] = 0.0f;
-}
-
-/* G holds dP in rows [i0, i1), columns [0, nc); overwrite with dL = P ⊙ (dP − rowsum(dP ⊙ P)),
- * zero at masked entries. */
-static void softmax_grad_rows(const float *P, float *G, int T, int i0, int i1, int nc, int causal) {
-    if (!rows_par(i0, i1, nc)) {
-        for (int i = i0; i < i1; i++) softmax_grad_row(P, G, T, i, nc, causal);
-        return;
-    }
-#pragma omp parallel for schedule(static)
-    for (int i = i0; i < i1; i++) softmax_grad_row(P, G, T, i, nc, causal);
-}
-
-/* xt [d, T] (row stride T) = the head slice xh [T, d] (row stride ld) transposed. At float32 the products with kᵀ
- * and vᵀ take the transposed copy: OpenBLAS's small-matrix kernels run a row block's q kᵀ at about 145 GFLOP/s as
- * A Bᵀ and at about 215 as A B (32 × 128 × 64, one thread, Zen 4), and the copy is T·d floats per head against the
- * T²·d multiply-adds of the products it serves. */
-static void head_transpose(const float *xh, int T, int ld, int d, float *xt) {
-    /* tiles of 16 rows × LIPT_VW columns: the rows in by vector loads, each output row out as 16 contiguous floats
-     * (one float at a time, a quarter of the step's attention time went into this loop) */
-    float tile[16 * LIPT_VW];
-    for (int t0 = 0; t0 < T; t0 += 16) {
-        const int nt = T - t0 < 16 ? T - t0 : 16;
-        for (int c0 = 0; c0 < d; c0 += LIPT_VW) {
-            const int nc = d - c0 < LIPT_VW ? d - c0 : LIPT_VW;
-            for (int t = 0; t < nt; t++) {
-                const lipt_vf v = lipt_vload_n(xh + (size_t)(t0 + t) * ld + c0, (size_t)nc);
-                memcpy(tile + t * LIPT_VW, &v, sizeof v);
-            }
-            for (int c = 0; c < nc; c++) {
-                float *o = xt + (size_t)(c0 + c) * T + t0;
-                for (int t = 0; t < nt; t++) o[t] = tile[t * LIPT_VW + c];
-            }
-        }
-    }
-}
-
-float lipt_attn_rows(lipt_ctx *ctx, const lipt_attn_head *h, const float *q, const void *qpk, int i0, int i1, int nc,
-                     float *P, int ldp, void *ppk, float *o, int ldo, int want_spread) {
-    const int m = i1 - i0, d = h->d;
-    if (h->kt) lipt_gemm_p(ctx, 0, 0, m, nc, d, h->alpha, q, h->ld, h->kt, h->ldkt, 0.0f, P, ldp);
-    else attn_gemm(ctx, 0, 1, m, nc, d, h->alpha, q, qpk, h->ld, h->k, h->kpk, h->ld, 0.0f, P, ldp);
-    const float spread = softmax_rows(ctx, h, P, ldp, i0, i1, nc, want_spread, ppk);
-    attn_gemm(ctx, 0, 0, m, d, nc, 1.0f, P, ppk, ppk ? nc : ldp, h->v, h->vpk, h->ld, 0.0f, o, ldo);
-    return spread;
-}
-
-/* Returns the largest logit spread of the head's rows when want_spread (else 0). The products run at ctx's
- * precision (from any thread: lipt_gemm_p keeps per-thread scratch). kt: [d, T] scratch for kᵀ (float32), or NULL.
- * ppk: at a low precision, the head's probabilities converted as the softmax writes them (packed_P), else NULL. */
-static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_packed *pk, int bh, float *P, void *ppk,
-                          float *kn, float *kt, float *out, int want_spread) {
-    const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H, ld = lipt_attn_ld(j);
-    /* off: the output's offset (row stride D); offi: q, k, v's and their packed copies' (row stride ld) */
-    const size_t off = (size_t)b * T * D + (size_t)h * d, offi = (size_t)b * T * ld + (size_t)h * d;
-    const float *qh = j->q + offi, *kh = j->k + offi;
-    float *oh = out + off;
-    const double inv_s = 1.0 / sqrt((double)d);
-    if (j->l2) lipt_attn_l2_key_norms(kh, T, ld, d, inv_s, kn);
-    if (kt) head_transpose(kh, T, ld, d, kt);
-    const lipt_attn_head hd = {.k = kh, .v = j->v + offi, .kpk = lipt_lowp_at(ctx, pk->k, offi),
-                               .vpk = lipt_lowp_at(ctx, pk->v, offi), .kt = kt, .ldkt = T, .kn = j->l2 ? kn : NULL,
-                               .rel = j->rel ? j->rel + (size_t)h * j->rel_stride : NULL, .ld = ld, .d = d,
-                               .causal = j->causal, .alpha = lipt_attn_logit_scale(j->l2, d), .map = j->map,
-                               .map_param = j->map_param};
-    const int rb = row_block(T, j->causal);
-    float spread = 0;
-    for (int i0 = 0; i0 < T; i0 += rb) {
-        const int i1 = i0 + rb < T ? i0 + rb : T;
-        void *pb = ppk ? (void *)lipt_lowp_at(ctx, ppk, (size_t)i0 * T) : NULL;
-        const float sp = lipt_attn_rows(ctx, &hd, qh + (size_t)i0 * ld, lipt_lowp_at(ctx, pk->q, offi + (size_t)i0 * ld),
-                                        i0, i1, j->causal ? i1 : T, P + (size_t)i0 * T, T, pb, oh + (size_t)i0 * D, D,
-                                        want_spread);
-        if (sp > spread || sp != sp) spread = sp;
-    }
-    return spread;
-}
-
-/* The probabilities a forward keeps for the backward, P [B,H,T,T] floats (P_float_bytes, rounded up to a cache
- * line), followed at a low precision by their converted copy (packed_P): the forward's P v takes it, and the
- * backward's dv = Pᵀ dO, which converted P again. */
-static size_t P_float_bytes(const lipt_attn_job *j) {
-    return ((size_t)j->B * j->H * j->T * j->T * sizeof(float) + 63) & ~(size_t)63;
-}
-
-static size_t saved_P_bytes(const lipt_ctx *ctx, const lipt_attn_job *j) {
-    const int low = ctx->precision != LIPT_PRECISION_FLOAT32;
-    return P_float_bytes(j) + (low ? lipt_lowp_packed_bytes(ctx, j->B * j->H * j->T, j->T) : 0);
-}
-
-/* The converted copy behind kept probabilities P (NULL in float32). Each head's T·T elements hold its row blocks
- * (row_block) as the softmax converts them: the block of rows [i0, i1) and its nc columns at element i0·T of the
- * head, row stride nc. */
-static void *packed_P(const lipt_ctx *ctx, const lipt_attn_job *j, const float *P) {
-    return ctx->precision == LIPT_PRECISION_FLOAT32 ? NULL : (char *)P + P_float_bytes(j);
-}
-
-void lipt_attn_forward(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float *P_saved) {
-    const int BH = j->B * j->H;
-    const size_t TT = (size_t)j->T * j->T;
-    if (BH == 0 || j->T == 0) return;
-    lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
-    const int nthr = omp_get_max_threads();
-    /* Without a tape the probabilities are needed only while a head is computed: one buffer per thread. */
-    float *Pscr = P_saved ? NULL : lipt_arena_alloc(&ctx->arena, (size_t)nthr * TT * sizeof(float));
-    char *ppk = P_saved ? packed_P(ctx, j, P_saved) : lipt_lowp_arena_buf(ctx, nthr * j->T, j->T);
-    float *kn = lipt_arena_alloc(&ctx->arena, (size_t)nthr * j->T * sizeof(float));
-    const int want = ctx->attn_stats != 0, d = j->D / j->H;
-    const attn_packed pk = pack_qkv(ctx, j);
-    float *kt = pk.k ? NULL : lipt_arena_alloc(&ctx->arena, (size_t)nthr * d * j->T * sizeof(float));
-    float spread = 0;
-#pragma omp parallel for schedule(static) reduction(max : spread) if (lipt_attn_use_par(j))
-    for (int bh = 0; bh < BH; bh++) {
-        const int tid = omp_get_thread_num();
-        float *P = P_saved ? P_saved + (size_t)bh * TT : Pscr + (size_t)tid * TT;
-        void *pp = ppk ? (void *)lipt_lowp_at(ctx, ppk, (P_saved ? (size_t)bh : (size_t)tid) * TT) : NULL;
-        const float sp = head_forward(ctx, j, &pk, bh, P, pp, kn + (size_t)tid * j->T,
-                                      kt ? kt + (size_t)tid * d * j->T : NULL, out, want);
-        if (sp > spread || sp != sp) spread = sp;
-    }
-    if (want && (spread > ctx->attn_logit_spread || spread != spread)) ctx->attn_logit_spread = spread;
-    lipt_arena_release(&ctx->arena, mark);
-}
-
-/* A logit map's backward on the row block [i0, i0 + m) of a head (q, k and their packed copies at offset offi): the
- * logit gradient Gb (row stride T) times the map's derivative at the logits before the map, recomputed into Z [m, T]
- * (the kept P does not determine them: the softmax drops each row's constant). */
-static void map_grad_rows(lipt_ctx *ctx, const lipt_attn_job *j, const attn_packed *pk, size_t offi, int i0, int m,
-                          int nc, float alpha, float *Z, float *Gb) {
-    const int T = j->T, ld = lipt_attn_ld(j), d = j->D / j->H;
-    attn_gemm(ctx, 0, 1, m, nc, d, alpha, j->q + offi + (size_t)i0 * ld,
-              lipt_lowp_at(ctx, pk->q, offi + (size_t)i0 * ld), ld, j->k + offi, lipt_lowp_at(ctx, pk->k, offi), ld,
-              0.0f, Z, T);
-    for (int r = 0; r < m; r++)
-        j->map->grad_row(Z + (size_t)r * T, Gb + (size_t)r * T, j->causal ? i0 + r + 1 : T, j->map_param);
-}
-
-/* One (batch, head): with G = dL the logit gradient,
- *   dv = Pᵀ dO,  dP = dO vᵀ,  dq = a G k,  dk = a Gᵀ q  (a = 1/s for DP, 2/s for L2),
- *   and for L2 also dk_j -= a k_j Σ_i G_ij (from the -|k_j|² term); with a logit map, G times the map's derivative
- *   first (Z: scratch for a row block's logits). */
-static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, const attn_packed *pk, int bh, const float *P,
-                          const void *ppk, const float *dout, float *G, void *gpk, double *cs, float *vt, float *Z,
-                          float *dq, float *dk, float *dv, double *drel_bh) {
-    const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H, ld = lipt_attn_ld(j);
-    /* off: dout's and its packed copy's offset (row stride D); offi: q, k, v's, their packed copies' and their
-     * gradients' (row stride ld) */
-    const size_t off = (size_t)b * T * D + (size_t)h * d, offi = (size_t)b * T * ld + (size_t)h * d;
-    const float *qh = j->q + offi, *kh = j->k + offi, *vh = j->v + offi, *dOh = dout + off;
-    float *dqh = dq ? dq + offi : NULL, *dkh = dk ? dk + offi : NULL, *dvh = dv ? dv + offi : NULL;
-    const double a = (j->l2 ? 2.0 : 1.0) / sqrt((double)d);
-    const float alpha = (float)a;
-    const int need_g = dqh || dkh || drel_bh, need_cs = j->l2 && dkh;
-    if (need_cs) memset(cs, 0, (size_t)T * sizeof(double));
-    if (vt && need_g) head_transpose(vh, T, ld, d, vt); /* vt: as kt in head_forward */
-    const int rb = row_block(T, j->causal);
-    for (int i0 = 0; i0 < T; i0 += rb) {
-        const int i1 = i0 + rb < T ? i0 + rb : T, m = i1 - i0, nc = j->causal ? i1 : T;
-        const float *Pb = P + (size_t)i0 * T;
-        const float *dOb = dOh + (size_t)i0 * D;
-        const void *dOpk = lipt_lowp_at(ctx, pk->dout, off + (size_t)i0 * D);
-        const void *pb = lipt_lowp_at(ctx, ppk, (size_t)i0 * T); /* as the forward's softmax converted it */
-        if (dvh) attn_gemm(ctx, 1, 0, nc, d, m, 1.0f, Pb, pb, pb ? nc : T, dOb, dOpk, D, 1.0f, dvh, ld);
-        if (!need_g) continue;
-        float *Gb = G + (size_t)i0 * T;
-        if (vt) lipt_gemm_p(ctx, 0, 0, m, nc, d, 1.0f, dOb, D, vt, T, 0.0f, Gb, T);
-        else attn_gemm(ctx, 0, 1, m, nc, d, 1.0f, dOb, dOpk, D, vh, lipt_lowp_at(ctx, pk->v, offi), ld, 0.0f, Gb, T);
-        softmax_grad_rows(P, G, T, i0, i1, nc, j->causal);
-        if (j->map) map_grad_rows(ctx, j, pk, offi, i0, m, nc, alpha, Z, Gb);
-        if (drel_bh) /* causal only: logit (i, j) got rel[i - j] */
-            for (int i = i0; i < i1; i++) {
-                const float *g = G + (size_t)i * T;
-                for (int c = 0; c <= i; c++) drel_bh[i - c] += g[c];
-            }
-        /* the logit gradient packed once for its two products (stride nc) */
-        const void *Gpk = gpk && dqh && dkh ? gpk : NULL;
-        if (Gpk) lipt_lowp_pack_p(ctx, Gb, m, nc, T, gpk);
-        const int ldg = Gpk ? nc : T;
-        if (dqh)
-            attn_gemm(ctx, 0, 0, m, d, nc, alpha, Gb, Gpk, ldg, kh, lipt_lowp_at(ctx, pk->k, offi), ld, 1.0f,
-                      dqh + (size_t)i0 * ld, ld);
-        if (dkh)
-            attn_gemm(ctx, 1, 0, nc, d, m, alpha, Gb, Gpk, ldg, qh + (size_t)i0 * ld,
-                      lipt_lowp_at(ctx, pk->q, offi + (size_t)i0 * ld), ld, 1.0f, dkh, ld);
-        if (need_cs) lipt_attn_l2_colsum(G, T, i0, i1, j->causal, cs);
-    }
-    if (need_cs) lipt_attn_l2_key_norm_grad(kh, T, ld, d, a, cs, dkh);
-}
-
-void lipt_attn_backward_rel(lipt_ctx *ctx, const lipt_attn_job *j, const float *P, const float *dout, float *dq,
-                            float *dk, float *dv, float *drel) {
-    const int BH = j->B * j->H;
-    const size_t TT = (size_t)j->T * j->T;
-    if (!j->rel) drel = NULL;
-    if ((!dq && !dk && !dv && !drel) || BH == 0 || j->T == 0) return;
-    lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
-    const int nthr = omp_get_max_threads();
-    float *G = (dq || dk || drel) ? lipt_arena_alloc(&ctx->arena, (size_t)nthr * TT * sizeof(float)) : NULL;
-    double *cs = lipt_arena_alloc(&ctx->arena, (size_t)nthr * j->T * sizeof(double));
-    /* one partial sum per (batch, head), reduced in batch order below: the same bits on any thread count */
-    double *pr = drel ? lipt_arena_alloc(&ctx->arena, (size_t)BH * j->T * sizeof(double)) : NULL;
-    if (pr) memset(pr, 0, (size_t)BH * j->T * sizeof(double));
-    attn_packed pk = pack_qkv(ctx, j);
-    const void *ppk = packed_P(ctx, j, P);
-    float *vt = pk.v ? NULL : lipt_arena_alloc(&ctx->arena, (size_t)nthr * (j->D / j->H) * j->T * sizeof(float));
-    const size_t zn = (size_t)row_block(j->T, j->causal) * j->T; /* a row block's logits, for a logit map */
-    float *Z = j->map && G ? lipt_arena_alloc(&ctx->arena, (size_t)nthr * zn * sizeof(float)) : NULL;
-    size_t gpk_bytes = 0;
-    char *gpk = NULL;
-    if (ctx->precision != LIPT_PRECISION_FLOAT32) {
-        pk.dout = lipt_lowp_pack_arena(ctx, dout, j->B * j->T, j->D, j->D);
-        gpk_bytes = lipt_lowp_packed_bytes(ctx, row_block(j->T, j->causal), j->T);
-        if (dq && dk) gpk = lipt_arena_alloc(&ctx->arena, (size_t)nthr * gpk_bytes);
-    }
-#pragma omp parallel for schedule(static) if (lipt_attn_use_par(j))
-    for (int bh = 0; bh < BH; bh++) {
-        const int tid = omp_get_thread_num();
-        head_backward(ctx, j, &pk, bh, P + (size_t)bh * TT, lipt_lowp_at(ctx, ppk, (size_t)bh * TT), dout,
-                      G ? G + (size_t)tid * TT : NULL, gpk ? gpk + (size_t)tid * gpk_bytes : NULL,
-                      cs + (size_t)tid * j->T, vt ? vt + (size_t)tid * (j->D / j->H) * j->T : NULL,
-                      Z ? Z + (size_t)tid * zn : NULL, dq, dk, dv, pr ? pr + (size_t)bh * j->T : NULL);
-    }
-    if (pr) lipt_attn_rel_grad_reduce(j, pr, drel);
-    lipt_arena_release(&ctx->arena, mark);
-}
-
-void lipt_attn_rel_grad_reduce(const lipt_attn_job *j, const double *pr, float *drel) {
-    for (int h = 0; h < j->H; h++)
-        for (int t = 0; t < j->T; t++) {
-            double s = 0;
-            for (int b = 0; b < j->B; b++) s += pr[((size_t)b * j->H + h) * j->T + t];
-            drel[(size_t)h * j->rel_stride + t] += (float)s;
-        }
+int lipt_attn_use_tiled(const lipt_ctx *ctx, int T) {
+    if (ctx->attn_tiled >= 0) return ctx->attn_tiled != 0;
+    return T >= ATTN_TILED_MIN_T;
 }
 
 float *lipt_attn_forward_op(lipt_ctx *ctx, const lipt_attn_job *j, float *out, int keep, int *tiled) {
@@ -378,16 +34,17 @@ float *lipt_attn_forward_op(lipt_ctx *ctx, const lipt_attn_job *j, float *out, i
     /* tiled: the row stats [2,B,H,T]; else P [B,H,T,T] */
     float *saved = !keep ? NULL
                    : *tiled ? lipt_arena_alloc(&ctx->arena, (size_t)j->B * j->H * j->T * 2 * sizeof(float))
-                            : lipt_arena_alloc(&ctx->arena, saved_P_bytes(ctx, j));
-    if (*tiled) lipt_attn_forward_tiled(ctx, j, out, saved);
-    else lipt_attn_forward(ctx, j, out, saved);
+                            : lipt_arena_alloc(&ctx->arena, lipt_attn_saved_P_bytes(LIPT_KC_READ(ctx), j));
+    if (*tiled) lipt_attn_forward_tiled(LIPT_KC(ctx), j, out, saved);
+    else lipt_attn_forward(LIPT_KC(ctx), j, out, saved);
     return saved;
 }
 
 void lipt_attn_backward_op(lipt_ctx *ctx, const lipt_attn_job *j, const lipt_node *node, float *dq, float *dk,
                            float *dv, float *drel) {
-    if (node->iarg[2]) lipt_attn_backward_tiled(ctx, j, node->saved, node->out->data, node->out->grad, dq, dk, dv, drel);
-    else lipt_attn_backward_rel(ctx, j, node->saved, node->out->grad, dq, dk, dv, drel);
+    lipt_kctx *kc = LIPT_KC(ctx);
+    if (node->iarg[2]) lipt_attn_backward_tiled(kc, j, node->saved, node->out->data, node->out->grad, dq, dk, dv, drel);
+    else lipt_attn_backward_rel(kc, j, node->saved, node->out->grad, dq, dk, dv, drel);
 }
 
 /* ---------------------------------------------------------------- the untied ops
@@ -433,7 +90,7 @@ static lipt_tensor *untied_op(lipt_ctx *ctx, lipt_op_id op, int l2, lipt_tensor 
      * backward's products (which converted it again) */
     if (n_qkv == 1 && ctx->precision != LIPT_PRECISION_FLOAT32 && !qkv[0]->lowp && qkv[0]->numel > 0 &&
         lipt_should_record(ctx, n_in, in))
-        qkv[0]->lowp = lipt_lowp_pack_arena(ctx, qkv[0]->data, (int)lipt_rows(qkv[0]), lipt_last_dim(qkv[0]),
+        qkv[0]->lowp = lipt_lowp_pack_arena(LIPT_KC(ctx), qkv[0]->data, (int)lipt_rows(qkv[0]), lipt_last_dim(qkv[0]),
                                             lipt_last_dim(qkv[0]));
     const lipt_attn_job job = untied_job(qkv, n_qkv == 1, H, causal, l2, rel, map, mp);
     lipt_tensor *out = lipt_tensor_3d(ctx, job.B, job.T, job.D);

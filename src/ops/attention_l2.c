@@ -1,63 +1,13 @@
-/* L2 multi-head attention: the kernels of the L2 logits (the |k_j|²/s term and its gradient, used by the shared
- * kernel in attention_dp.c), the tied values Q_h M_h, and the ops: untied (q, k, v) and tied (the Lipschitz one). */
+/* L2 multi-head attention ops: untied (q, k, v) and tied (the Lipschitz one). Their kernels (the |k_j|²/s term, the
+ * tied values Q_h M_h) are in src/kernels/attn_l2.c. */
 #include "attention_impl.h"
 
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
+#include "autograd/kctx.h"
 #include "kernels/kernels.h"
-
-/* ---------------------------------------------------------------- L2 logit kernels */
-
-/* Four rows at a time, each row's sum in column order (the bits of one running sum per row, without waiting on one
- * addition per element). */
-void lipt_attn_l2_key_norms(const float *kh, int T, int ld, int d, double inv_s, float *kn) {
-    int t = 0;
-    for (; t + 4 <= T; t += 4) {
-        const float *r0 = kh + (size_t)t * ld, *r1 = r0 + ld, *r2 = r1 + ld, *r3 = r2 + ld;
-        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-        for (int c = 0; c < d; c++) {
-            a0 += (double)r0[c] * r0[c];
-            a1 += (double)r1[c] * r1[c];
-            a2 += (double)r2[c] * r2[c];
-            a3 += (double)r3[c] * r3[c];
-        }
-        kn[t] = (float)(a0 * inv_s), kn[t + 1] = (float)(a1 * inv_s);
-        kn[t + 2] = (float)(a2 * inv_s), kn[t + 3] = (float)(a3 * inv_s);
-    }
-    for (; t < T; t++) {
-        const float *r = kh + (size_t)t * ld;
-        double acc = 0;
-        for (int c = 0; c < d; c++) acc += (double)r[c] * r[c];
-        kn[t] = (float)(acc * inv_s);
-    }
-}
-
-void lipt_attn_l2_colsum(const float *G, int T, int i0, int i1, int causal, double *cs) {
-    for (int i = i0; i < i1; i++) {
-        const float *g = G + (size_t)i * T;
-        const int n = causal ? i + 1 : T;
-        for (int c = 0; c < n; c++) cs[c] += g[c];
-    }
-}
-
-void lipt_attn_l2_key_norm_grad(const float *kh, int T, int ld, int d, double a, const double *cs, float *dkh) {
-    for (int t = 0; t < T; t++) {
-        const float f = (float)(a * cs[t]);
-        const float *kr = kh + (size_t)t * ld;
-        float *dr = dkh + (size_t)t * ld;
-        for (int c = 0; c < d; c++) dr[c] -= f * kr[c];
-    }
-}
-
-void lipt_attn_l2_tied_M(lipt_ctx *ctx, const float *wq, const float *wv, int D, int H, float *M) {
-    const int d = D / H;
-    const float inv_s = (float)(1.0 / sqrt((double)d));
-    for (int h = 0; h < H; h++)
-        lipt_gemm_small_p(ctx, 1, 0, d, d, D, inv_s, wq + (size_t)h * d, D, wv + (size_t)h * d, D, 0.0f,
-                          M + (size_t)h * d * d, d);
-}
 
 /* ---------------------------------------------------------------- ops */
 
@@ -72,42 +22,6 @@ lipt_tensor *lipt_attention_l2_packed(lipt_ctx *ctx, lipt_tensor *qkv, int H, in
 
 void lipt_attention_l2_backward(lipt_ctx *ctx, lipt_node *node) { lipt_attn_qkv_backward(ctx, node, 1); }
 
-/* The heads' products below side by side, one head per thread with a one-threaded product: [B*T, d] x [d, d] with
- * d = 64 ran at about 70 GFLOP/s on two threads through OpenBLAS's own threading (its threads synchronise around a
- * product this thin), 4 % of a tied-L2 training step. Each head's product is the same call either way. At float32
- * they go through lipt_gemm_small (no packing, prefetched strided head blocks) when d fits its tile. */
-static int heads_par(int H) {
-    return H > 1 && !omp_in_parallel() && omp_get_max_threads() > 1 && lipt_blas_nests_safely();
-}
-
-/* Work (multiply-adds) below which the heads' value products run on the calling thread: the decoder's one new row. */
-#define TIED_PAR_MIN 65536.0
-
-/* Head h of lipt_attn_l2_tied_values. */
-static void tied_values_head(lipt_ctx *ctx, const float *q, const void *qpk, int rows, int D, int d, const float *M,
-                             float *V, int gemv, int h) {
-    const float *qh = q + (size_t)h * d, *Mh = M + (size_t)h * d * d;
-    if (qpk)
-        lipt_gemm_lowp_pk(ctx, 0, 0, rows, d, d, 1.0f, NULL, D, lipt_lowp_at(ctx, qpk, (size_t)h * d), Mh, d, NULL,
-                          0.0f, V + (size_t)h * d, D);
-    else if (gemv) lipt_gemm_gemv_p(ctx, 0, 0, rows, d, d, 1.0f, qh, D, Mh, d, 0.0f, V + (size_t)h * d, D);
-    else lipt_gemm_small_p(ctx, 0, 0, rows, d, d, 1.0f, qh, D, Mh, d, 0.0f, V + (size_t)h * d, D);
-}
-
-void lipt_attn_l2_tied_values(lipt_ctx *ctx, const float *q, const void *qpk, int rows, int D, int H, const float *M,
-                              float *V, int gemv) {
-    const int d = D / H;
-    gemv = gemv && !(ctx->precision == LIPT_PRECISION_FLOAT32 && lipt_gemm_small_ok(0, 0, rows, d, d));
-    /* a parallel construct only when it runs in parallel: even an if(false) one sets up a libgomp team (allocations
-     * included), which the decoder would pay per token */
-    if (heads_par(H) && (double)rows * D * d >= TIED_PAR_MIN) {
-#pragma omp parallel for schedule(static)
-        for (int h = 0; h < H; h++) tied_values_head(ctx, q, qpk, rows, D, d, M, V, gemv, h);
-    } else {
-        for (int h = 0; h < H; h++) tied_values_head(ctx, q, qpk, rows, D, d, M, V, gemv, h);
-    }
-}
-
 /* Tied: keys are the queries, and values V_h = Q_h M_h (lipt_attn_l2_tied_M). VM holds V [B,T,D] (same layout
  * as q), M [H,d,d] and, at a low precision, q and V packed (tied_layout). */
 typedef struct {
@@ -119,7 +33,7 @@ static tied_layout tied_layout_of(const lipt_ctx *ctx, int BT, int D, int H) {
     tied_layout l;
     l.m = (size_t)BT * D * sizeof(float);
     const size_t end_m = (l.m + (size_t)H * d * d * sizeof(float) + 63) & ~(size_t)63;
-    const size_t pk = lipt_lowp_packed_bytes(ctx, BT, D);
+    const size_t pk = lipt_lowp_packed_bytes(LIPT_KC_READ(ctx), BT, D);
     const int low = ctx->precision != LIPT_PRECISION_FLOAT32;
     l.qpk = end_m;
     l.vpk = end_m + (low ? pk : 0);
@@ -131,16 +45,17 @@ static tied_layout tied_layout_of(const lipt_ctx *ctx, int BT, int D, int H) {
  * take V's converted copy): before, each of them converted its operands again, per head. */
 static void tied_values(lipt_ctx *ctx, const lipt_tensor *q, const lipt_tensor *wq, const lipt_tensor *wv, int H,
                         char *VM, tied_layout l) {
+    lipt_kctx *kc = LIPT_KC(ctx);
     const int BT = q->shape[0] * q->shape[1], D = q->shape[2];
     float *V = (float *)VM, *M = (float *)(VM + l.m);
-    lipt_attn_l2_tied_M(ctx, wq->data, wv->data, D, H, M);
+    lipt_attn_l2_tied_M(kc, wq->data, wv->data, D, H, M);
     void *qpk = NULL;
     if (ctx->precision != LIPT_PRECISION_FLOAT32) {
         qpk = VM + l.qpk;
-        lipt_lowp_pack_p(ctx, q->data, BT, D, D, qpk);
+        lipt_lowp_pack_p(kc, q->data, BT, D, D, qpk);
     }
-    lipt_attn_l2_tied_values(ctx, q->data, qpk, BT, D, H, M, V, 0);
-    if (qpk) lipt_lowp_pack_p(ctx, V, BT, D, D, VM + l.vpk);
+    lipt_attn_l2_tied_values(kc, q->data, qpk, BT, D, H, M, V, 0);
+    if (qpk) lipt_lowp_pack_p(kc, V, BT, D, D, VM + l.vpk);
 }
 
 /* The attention job of the tied op: k = q, values V, q and V's converted copies at a low precision. */
@@ -190,6 +105,7 @@ lipt_tensor *lipt_attention_l2_tied(lipt_ctx *ctx, lipt_tensor *q, lipt_tensor *
  *   dq += dV M_hᵀ (values) and the logit part (kernel with k = q, so dq gets both the query and key roles);
  *   dM_h = Q_hᵀ dV_h summed over the batch;  dW^{Q,h} += W^{V,h} dM_hᵀ / s;  dW^{V,h} += W^{Q,h} dM_h / s. */
 void lipt_attention_l2_tied_backward(lipt_ctx *ctx, lipt_node *node) {
+    lipt_kctx *kc = LIPT_KC(ctx);
     lipt_tensor *q = node->in[0], *wq = node->in[1], *wv = node->in[2];
     float *dq = lipt_grad_of(ctx, q), *dwq = lipt_grad_of(ctx, wq), *dwv = lipt_grad_of(ctx, wv);
     if (!dq && !dwq && !dwv) return;
@@ -203,27 +119,27 @@ void lipt_attention_l2_tied_backward(lipt_ctx *ctx, lipt_node *node) {
     const lipt_attn_job job = tied_job(ctx, q, H, node->iarg[1], VM, l);
     lipt_attn_backward_op(ctx, &job, node, dq, dq, dV, NULL);
     /* at a low precision dV converted once for its two products per head, q as the forward converted it */
-    const void *qpk = job.q_lowp, *dvpk = qpk ? lipt_lowp_pack_arena(ctx, dV, BT, D, D) : NULL;
-    /* heads side by side (heads_par): each writes its own columns of dq, dwq, dwv and its own dM */
+    const void *qpk = job.q_lowp, *dvpk = qpk ? lipt_lowp_pack_arena(kc, dV, BT, D, D) : NULL;
+    /* heads side by side (lipt_attn_heads_par): each writes its own columns of dq, dwq, dwv and its own dM */
     float *dMs = (dwq || dwv) ? lipt_arena_alloc(&ctx->arena, (size_t)H * d * d * sizeof(float)) : NULL;
-#pragma omp parallel for schedule(static) if (heads_par(H))
+#pragma omp parallel for schedule(static) if (lipt_attn_heads_par(H))
     for (int h = 0; h < H; h++) {
         const float *Mh = M + (size_t)h * d * d, *dVh = dV + (size_t)h * d;
-        const void *dVhpk = lipt_lowp_at(ctx, dvpk, (size_t)h * d), *Qhpk = lipt_lowp_at(ctx, qpk, (size_t)h * d);
+        const void *dVhpk = lipt_lowp_at(kc, dvpk, (size_t)h * d), *Qhpk = lipt_lowp_at(kc, qpk, (size_t)h * d);
         if (dq) {
             if (dVhpk)
-                lipt_gemm_lowp_pk(ctx, 0, 1, BT, d, d, 1.0f, NULL, D, dVhpk, Mh, d, NULL, 1.0f, dq + (size_t)h * d, D);
-            else lipt_gemm_small_p(ctx, 0, 1, BT, d, d, 1.0f, dVh, D, Mh, d, 1.0f, dq + (size_t)h * d, D);
+                lipt_gemm_lowp_pk(kc, 0, 1, BT, d, d, 1.0f, NULL, D, dVhpk, Mh, d, NULL, 1.0f, dq + (size_t)h * d, D);
+            else lipt_gemm_small_p(kc, 0, 1, BT, d, d, 1.0f, dVh, D, Mh, d, 1.0f, dq + (size_t)h * d, D);
         }
         if (!dMs) continue;
         float *dM = dMs + (size_t)h * d * d;
-        if (dVhpk) lipt_gemm_lowp_pk(ctx, 1, 0, d, d, BT, 1.0f, NULL, D, Qhpk, NULL, D, dVhpk, 0.0f, dM, d);
-        else lipt_gemm_small_p(ctx, 1, 0, d, d, BT, 1.0f, q->data + (size_t)h * d, D, dVh, D, 0.0f, dM, d);
+        if (dVhpk) lipt_gemm_lowp_pk(kc, 1, 0, d, d, BT, 1.0f, NULL, D, Qhpk, NULL, D, dVhpk, 0.0f, dM, d);
+        else lipt_gemm_small_p(kc, 1, 0, d, d, BT, 1.0f, q->data + (size_t)h * d, D, dVh, D, 0.0f, dM, d);
         if (dwq)
-            lipt_gemm_small_p(ctx, 0, 1, D, d, d, inv_s, wv->data + (size_t)h * d, D, dM, d, 1.0f,
+            lipt_gemm_small_p(kc, 0, 1, D, d, d, inv_s, wv->data + (size_t)h * d, D, dM, d, 1.0f,
                               dwq + (size_t)h * d, D);
         if (dwv)
-            lipt_gemm_small_p(ctx, 0, 0, D, d, d, inv_s, wq->data + (size_t)h * d, D, dM, d, 1.0f,
+            lipt_gemm_small_p(kc, 0, 0, D, d, d, inv_s, wq->data + (size_t)h * d, D, dM, d, 1.0f,
                               dwv + (size_t)h * d, D);
     }
     lipt_arena_release(&ctx->arena, mark);

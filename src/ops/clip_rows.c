@@ -5,20 +5,8 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "ops/rows.h"
 
 #define CLIP_PAR_WORK ((size_t)1 << 15)
-
-float lipt_clip_row(const float *xr, float *yr, int D, float R) {
-    const double nrm = sqrt(lipt_dot_f64(xr, NULL, (size_t)D));
-    if (nrm > R) {
-        const float f = (float)(R / nrm);
-        for (int c = 0; c < D; c++) yr[c] = xr[c] * f;
-        return f;
-    }
-    if (yr != xr) memcpy(yr, xr, (size_t)D * sizeof(float));
-    return 0.0f;
-}
 
 /* Row norms in double: the scale of a clipped row is R/‖x‖, stored per row for backward (0 marks "not clipped"). */
 lipt_tensor *lipt_clip_rows(lipt_ctx *ctx, lipt_tensor *x, float R) {

@@ -5,9 +5,8 @@
 
 #include <string.h>
 
-#include "ops/activation_impl.h"
+#include "autograd/kctx.h"
 #include "kernels/kernels.h"
-#include "ops/reduce_impl.h"
 
 /* At a low precision, x [M,K] packed for the product x w and kept for the backward's dw = xᵀ G when w trains and the
  * op is recorded (NULL otherwise): each operand of a projection is then converted once per step. */
@@ -17,7 +16,7 @@ static void *pack_input(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, int M, in
     if (ctx->precision == LIPT_PRECISION_FLOAT32 || M <= 0 || K <= 0 || !w->requires_grad ||
         !lipt_should_record(ctx, n_in, in))
         return NULL;
-    return lipt_lowp_pack_arena(ctx, x->data, M, K, K);
+    return lipt_lowp_pack_arena(LIPT_KC(ctx), x->data, M, K, K);
 }
 
 /* The gradient buffer of a product's operand t, all of which the product (M x N, sum over K) writes; *beta: 1 to
@@ -38,15 +37,17 @@ static float *product_grad(lipt_ctx *ctx, lipt_tensor *t, int M, int N, int K, f
  * packed here), x as the forward packed it (xpk, or NULL: packed here). */
 static void projection_grads_lowp(lipt_ctx *ctx, int M, int N, int K, const float *G, const void *gpk,
                                   const float *x, const void *xpk, const float *w, float *dx, float beta_x, float *dw) {
+    lipt_kctx *kc = LIPT_KC(ctx);
     const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena); /* gpk lives for these two products only */
-    if (!gpk) gpk = lipt_lowp_pack_arena(ctx, G, M, N, N);
-    if (dx) lipt_gemm_lowp_pk(ctx, 0, 1, M, K, N, 1.0f, NULL, N, gpk, w, N, NULL, beta_x, dx, K);
-    if (dw) lipt_gemm_lowp_pk(ctx, 1, 0, K, N, M, 1.0f, x, K, xpk, NULL, N, gpk, 1.0f, dw, N);
+    if (!gpk) gpk = lipt_lowp_pack_arena(kc, G, M, N, N);
+    if (dx) lipt_gemm_lowp_pk(kc, 0, 1, M, K, N, 1.0f, NULL, N, gpk, w, N, NULL, beta_x, dx, K);
+    if (dw) lipt_gemm_lowp_pk(kc, 1, 0, K, N, M, 1.0f, x, K, xpk, NULL, N, gpk, 1.0f, dw, N);
     lipt_arena_release(&ctx->arena, mk);
 }
 
 /* iarg: 0 ta, 1 tb, 2 batch count, 3 M, 4 N, 5 K; saved: a packed (pack_input) for the projection case */
 lipt_tensor *lipt_matmul(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b, int ta, int tb) {
+    lipt_kctx *kc = LIPT_KC(ctx);
     int batch, M, N, K, out_shape[LIPT_MAX_DIMS], out_nd;
     char sa[64], sb[64];
     if (b->ndim == 2 && a->ndim >= 2 && !(a->ndim == 2 && ta)) {
@@ -94,10 +95,10 @@ lipt_tensor *lipt_matmul(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b, int ta, 
     /* a projection x w (the attention's q, k, v): at a low precision x is converted once for the forward and dw */
     void *apk = batch == 1 && !ta && !tb && N > 0 ? pack_input(ctx, a, b, M, K, 2, in) : NULL;
     if (apk)
-        lipt_gemm_lowp_pk(ctx, 0, 0, M, N, K, 1.0f, NULL, K, apk, b->data, N, NULL, 0.0f, out->data, N);
+        lipt_gemm_lowp_pk(kc, 0, 0, M, N, K, 1.0f, NULL, K, apk, b->data, N, NULL, 0.0f, out->data, N);
     else
         for (int i = 0; i < batch; i++)
-            lipt_gemm_packed_p(ctx, ta, tb, M, N, K, a->data + i * sa_, b->data + (b->ndim == 3 ? i * sb_ : 0),
+            lipt_gemm_packed_p(kc, ta, tb, M, N, K, a->data + i * sa_, b->data + (b->ndim == 3 ? i * sb_ : 0),
                                out->data + i * so, 0.0f);
     lipt_node *node = lipt_record(ctx, LIPT_OP_MATMUL, out, 2, in);
     if (node) {
@@ -109,6 +110,7 @@ lipt_tensor *lipt_matmul(lipt_ctx *ctx, lipt_tensor *a, lipt_tensor *b, int ta, 
 }
 
 void lipt_matmul_backward(lipt_ctx *ctx, lipt_node *node) {
+    lipt_kctx *kc = LIPT_KC(ctx);
     lipt_tensor *a = node->in[0], *b = node->in[1], *out = node->out;
     int ta = node->iarg[0], tb = node->iarg[1], batch = node->iarg[2];
     int M = node->iarg[3], N = node->iarg[4], K = node->iarg[5];
@@ -126,13 +128,13 @@ void lipt_matmul_backward(lipt_ctx *ctx, lipt_node *node) {
         const float *A = a->data + i * sa, *B = b->data + (b_batched ? i * sb : 0), *G = out->grad + i * so;
         /* C = op(A) op(B), G = dC.  d op(A) = G op(B)ᵀ;  d op(B) = op(A)ᵀ G. */
         if (da) {
-            if (!ta) lipt_gemm_packed_p(ctx, 0, !tb, M, K, N, G, B, da + i * sa, 1.0f);   /* dA[M,K] += G[M,N] op(B)ᵀ */
-            else lipt_gemm_packed_p(ctx, tb, 1, K, M, N, B, G, da + i * sa, 1.0f);         /* dA[K,M] += op(B) Gᵀ */
+            if (!ta) lipt_gemm_packed_p(kc, 0, !tb, M, K, N, G, B, da + i * sa, 1.0f);   /* dA[M,K] += G[M,N] op(B)ᵀ */
+            else lipt_gemm_packed_p(kc, tb, 1, K, M, N, B, G, da + i * sa, 1.0f);         /* dA[K,M] += op(B) Gᵀ */
         }
         if (db) {
             float *DB = db + (b_batched ? i * sb : 0);
-            if (!tb) lipt_gemm_packed_p(ctx, !ta, 0, K, N, M, A, G, DB, 1.0f);             /* dB[K,N] += op(A)ᵀ G */
-            else lipt_gemm_packed_p(ctx, 1, ta, N, K, M, G, A, DB, 1.0f);                  /* dB[N,K] += Gᵀ op(A) */
+            if (!tb) lipt_gemm_packed_p(kc, !ta, 0, K, N, M, A, G, DB, 1.0f);             /* dB[K,N] += op(A)ᵀ G */
+            else lipt_gemm_packed_p(kc, 1, ta, N, K, M, G, A, DB, 1.0f);                  /* dB[N,K] += Gᵀ op(A) */
         }
     }
 }
@@ -180,13 +182,14 @@ static void linear_rows(void *arg, int r0, int r1) {
  * for the backward, or NULL. Returns x packed for the backward's dw at a low precision (pack_input), else NULL. */
 static void *linear_product(lipt_ctx *ctx, lipt_tensor *const *in, int M, int N, int K, float *y, int gelu,
                             float *der, int *gelu_done) {
+    lipt_kctx *kc = LIPT_KC(ctx);
     const lipt_tensor *x = in[0], *w = in[1], *b = in[2];
     void *xpk = NULL; /* at a low precision, x packed for this product and kept for the backward's dw = xᵀ G */
     if (gelu_done) *gelu_done = 0;
     if (ctx->precision != LIPT_PRECISION_FLOAT32) {
         /* the bias inside the product (oneDNN adds it as it writes the output; emulated: as float32 below) */
         if (N > 0) xpk = pack_input(ctx, in[0], in[1], M, K, 3, in);
-        lipt_gemm_lowp_bias(ctx, 0, 0, M, N, K, x->data, K, xpk, w->data, N, NULL, b->data, 0.0f, y, N);
+        lipt_gemm_lowp_bias(kc, 0, 0, M, N, K, x->data, K, xpk, w->data, N, NULL, b->data, 0.0f, y, N);
     } else if (M > 0 && N > 0 && K > 0 && lipt_gemm_on_dnnl(M, N, K)) {
         linear_rows_arg a = {y, der, b->data, N, gelu};
         lipt_gemm_rows(0, 0, M, N, K, 1.0f, x->data, K, w->data, N, 0.0f, y, N, linear_rows, &a);
@@ -196,7 +199,7 @@ static void *linear_product(lipt_ctx *ctx, lipt_tensor *const *in, int M, int N,
          * add (its beta = 0 is a zeroing pass over C, then the same C += x w) */
 #pragma omp parallel for if ((size_t)M * N >= LINEAR_PAR_MIN) schedule(static)
         for (int r = 0; r < M; r++) memcpy(y + (size_t)r * N, b->data, (size_t)N * sizeof(float));
-        if (M > 0 && N > 0 && K > 0) lipt_gemm_packed_p(ctx, 0, 0, M, N, K, x->data, w->data, y, 1.0f);
+        if (M > 0 && N > 0 && K > 0) lipt_gemm_packed_p(kc, 0, 0, M, N, K, x->data, w->data, y, 1.0f);
     }
     return xpk;
 }
@@ -228,6 +231,7 @@ lipt_tensor *lipt_linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_ten
  * the forward left it (xpk, low precisions), G too when gpk is given; beta_x from product_grad. */
 static void linear_grads(lipt_ctx *ctx, const lipt_node *node, const float *G, const void *gpk, float *dx,
                          float beta_x, float *dw) {
+    lipt_kctx *kc = LIPT_KC(ctx);
     const int M = node->iarg[0], N = node->iarg[1], K = node->iarg[2];
     const float *x = node->in[0]->data, *w = node->in[1]->data;
     if (K <= 0 || (!dx && !dw)) return;
@@ -235,8 +239,8 @@ static void linear_grads(lipt_ctx *ctx, const lipt_node *node, const float *G, c
         /* G packed once for both products, x as the forward packed it: each operand converted once per step */
         projection_grads_lowp(ctx, M, N, K, G, gpk, x, node->saved, w, dx, beta_x, dw);
     } else {
-        if (dx) lipt_gemm_packed_p(ctx, 0, 1, M, K, N, G, w, dx, beta_x); /* dx[M,K] (+)= G[M,N] wᵀ */
-        if (dw) lipt_gemm_packed_p(ctx, 1, 0, K, N, M, x, G, dw, 1.0f); /* dw[K,N] += xᵀ G */
+        if (dx) lipt_gemm_packed_p(kc, 0, 1, M, K, N, G, w, dx, beta_x); /* dx[M,K] (+)= G[M,N] wᵀ */
+        if (dw) lipt_gemm_packed_p(kc, 1, 0, K, N, M, x, G, dw, 1.0f); /* dw[K,N] += xᵀ G */
     }
 }
 
@@ -263,8 +267,8 @@ lipt_tensor *lipt_linear_gelu(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lip
     int done;
     void *xpk = linear_product(ctx, in, M, N, K, out->data, 1, der, &done);
     /* at a low precision the output is also written converted, for the next product (the feed-forward's W2) */
-    void *ypk = lipt_lowp_arena_buf(ctx, M, N);
-    if (!done) lipt_gelu_pass_pk(ctx, out->data, out->data, der, n, ypk);
+    void *ypk = lipt_lowp_arena_buf(LIPT_KC(ctx), M, N);
+    if (!done) lipt_gelu_pass_pk(LIPT_KC(ctx), out->data, out->data, der, n, ypk);
     out->lowp = ypk;
     lipt_node *node = record_linear(ctx, LIPT_OP_LINEAR_GELU, out, in, xpk, M, N, K);
     if (node) node->saved2 = der;
@@ -275,7 +279,7 @@ lipt_tensor *lipt_linear_gelu(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lip
  * sums in the same pass (act_colsum: lipt_gelu_grad_colsum or lipt_maxmin_grad_colsum, from the node's saved2), at a
  * low precision also G converted for the two products, then the products of lipt_linear's backward from G. */
 static void linear_act_backward(lipt_ctx *ctx, lipt_node *node,
-                                void (*act_colsum)(lipt_ctx *, const float *, const float *, float *, size_t, size_t,
+                                void (*act_colsum)(lipt_kctx *, const float *, const float *, float *, size_t, size_t,
                                                    float *, void *)) {
     const int M = node->iarg[0], N = node->iarg[1];
     if (M == 0 || N == 0) return;
@@ -289,8 +293,8 @@ static void linear_act_backward(lipt_ctx *ctx, lipt_node *node,
     const int low = ctx->precision != LIPT_PRECISION_FLOAT32; /* then the products read G's converted copy only */
     float *G = low ? NULL : lipt_arena_alloc(&ctx->arena, (size_t)M * N * sizeof(float));
     const lipt_arena_mark mk = lipt_arena_get_mark(&ctx->arena); /* gpk: for the two products only */
-    void *gpk = (dx || dw) && node->iarg[2] > 0 ? lipt_lowp_arena_buf(ctx, M, N) : NULL;
-    act_colsum(ctx, node->saved2, node->out->grad, G, (size_t)M, (size_t)N, db, gpk);
+    void *gpk = (dx || dw) && node->iarg[2] > 0 ? lipt_lowp_arena_buf(LIPT_KC(ctx), M, N) : NULL;
+    act_colsum(LIPT_KC(ctx), node->saved2, node->out->grad, G, (size_t)M, (size_t)N, db, gpk);
     linear_grads(ctx, node, G, gpk, dx, beta_x, dw);
     lipt_arena_release(&ctx->arena, mk);
 }

@@ -6,7 +6,7 @@
 
 #include "lipt/autograd.h"
 
-/* C = A B, all row-major N x N, by library lib: 0 OpenBLAS's cblas_sgemm, 1 oneDNN's dnnl_sgemm, each on all threads
+/* C = A B, all row-major N x N, by library lib: 0 OpenBLAS's sgemm, 1 oneDNN's sgemm, each on all threads
  * with its own partition. Returns 0, or -1 when the build has no such library (1 without oneDNN). */
 int gemm_ref_lib(int lib, int N, const float *A, const float *B, float *C);
 

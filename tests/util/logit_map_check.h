@@ -12,7 +12,8 @@
 #define LIPT_TEST_LOGIT_MAP_CHECK_H
 
 #include "attention_ref.h"
-#include "ops/rows.h"
+#include "autograd/kctx.h"
+#include "kernels/kernels.h"
 
 typedef double (*lm_ref_fn)(double z, double p);
 
@@ -118,7 +119,7 @@ static inline void lm_check_decoder_rows(const lipt_logit_map *map, float p) {
     for (int h = 0; h < H; h++) {
         const lipt_attn_head hd = {.k = k->data + h * d, .v = v->data + h * d, .ld = D, .d = d, .causal = 1,
                                    .alpha = lipt_attn_logit_scale(0, d), .map = map, .map_param = p};
-        lipt_attn_rows(&ctx, &hd, q->data + (size_t)i0 * D + h * d, NULL, i0, T, T, P, T, NULL, o, D, 0);
+        lipt_attn_rows(LIPT_KC(&ctx), &hd, q->data + (size_t)i0 * D + h * d, NULL, i0, T, T, P, T, NULL, o, D, 0);
         for (int i = i0; i < T; i++)
             for (int c = 0; c < d; c++) {
                 const double a = o[(size_t)(i - i0) * D + c], b = want->data[(size_t)i * D + h * d + c];

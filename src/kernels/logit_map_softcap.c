@@ -1,5 +1,6 @@
 /* The logit soft cap (Gemma 2): f(z) = p tanh(z / p), which keeps every logit in (-p, p) and leaves small ones nearly
- * unchanged; f'(z) = 1 - tanh²(z / p). A logit map (include/lipt/logit_map.h), run by the DP attention kernels. */
+ * unchanged; f'(z) = 1 - tanh²(z / p). A logit map (include/lipt/logit_map.h), run by the DP attention kernels
+ * (src/kernels/attn_*.c), so it lives beside them. */
 #include <math.h>
 
 #include "lipt/logit_map.h"

@@ -2,14 +2,13 @@
  * tile by tile (rows [i0, i0 + TILE_R) × columns [j0, j0 + TILE_C)) with an online softmax. The forward keeps per
  * row only the final logit max and 1 / Σ e^(z - max); the backward recomputes each logit tile from q, k (+ rel,
  * key norms) and those two numbers. Memory per thread: two tiles, TILE_R × d accumulators and O(T) vectors. */
-#include "attention_impl.h"
+#include "kernels/attn.h"
 
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "ops/rows.h"
 
 /* TILE_C is a multiple of TILE_R: then a causal column block that starts before a row block's end starts at or
  * before its first row, so every row of a tile has at least one unmasked column. 64 × 512 was the fastest of
@@ -18,17 +17,6 @@
 #define TILE_R 64
 #define TILE_C 512
 _Static_assert(TILE_C % TILE_R == 0, "TILE_C must be a multiple of TILE_R");
-
-/* Auto: tiled from this T on. Measured (docs/PERFORMANCE.md, d = 64, one thread): forward + backward, the
- * materialising kernel is 8-12% faster at T <= 512 (one recomputation of the logits and a second exp pass are not
- * yet paid back) and 4-17% slower from 1024 on; forward alone, tiled wins from 512 (-5%) and by 25% at 1024. The
- * saved P also costs B·H·T² floats per op, 16 MB per (batch, 4 heads) at T = 1024. */
-#define ATTN_TILED_MIN_T 1024
-
-int lipt_attn_use_tiled(const lipt_ctx *ctx, int T) {
-    if (ctx->attn_tiled >= 0) return ctx->attn_tiled != 0;
-    return T >= ATTN_TILED_MIN_T;
-}
 
 /* Unmasked columns of row i in the column block starting at j0 with nc columns. */
 static inline int n_valid(int i, int j0, int nc, int causal) {
@@ -48,20 +36,20 @@ typedef struct {
     double *cs;         /* [T]: L2 column sums of the logit gradient */
 } tile_scratch;
 
-static tile_scratch *scratch_alloc(lipt_ctx *ctx, int nthr, int T, int d, int keep_z) {
-    tile_scratch *w = lipt_arena_alloc(&ctx->arena, (size_t)nthr * sizeof *w);
+static tile_scratch *scratch_alloc(lipt_kctx *ctx, int nthr, int T, int d, int keep_z) {
+    tile_scratch *w = lipt_arena_alloc(ctx->arena, (size_t)nthr * sizeof *w);
     for (int t = 0; t < nthr; t++) {
-        w[t].S = lipt_arena_alloc(&ctx->arena, (size_t)TILE_R * TILE_C * sizeof(float));
-        w[t].G = lipt_arena_alloc(&ctx->arena, (size_t)TILE_R * TILE_C * sizeof(float));
-        w[t].Z = keep_z ? lipt_arena_alloc(&ctx->arena, (size_t)TILE_R * TILE_C * sizeof(float)) : NULL;
-        w[t].acc = lipt_arena_alloc(&ctx->arena, (size_t)TILE_R * d * sizeof(float));
-        w[t].mx = lipt_arena_alloc(&ctx->arena, (size_t)4 * TILE_R * sizeof(float));
+        w[t].S = lipt_arena_alloc(ctx->arena, (size_t)TILE_R * TILE_C * sizeof(float));
+        w[t].G = lipt_arena_alloc(ctx->arena, (size_t)TILE_R * TILE_C * sizeof(float));
+        w[t].Z = keep_z ? lipt_arena_alloc(ctx->arena, (size_t)TILE_R * TILE_C * sizeof(float)) : NULL;
+        w[t].acc = lipt_arena_alloc(ctx->arena, (size_t)TILE_R * d * sizeof(float));
+        w[t].mx = lipt_arena_alloc(ctx->arena, (size_t)4 * TILE_R * sizeof(float));
         w[t].lo = w[t].mx + TILE_R;
         w[t].hi = w[t].lo + TILE_R;
         w[t].dr = w[t].hi + TILE_R;
-        w[t].l = lipt_arena_alloc(&ctx->arena, (size_t)TILE_R * sizeof(double));
-        w[t].kn = lipt_arena_alloc(&ctx->arena, (size_t)(T > 0 ? T : 1) * sizeof(float));
-        w[t].cs = lipt_arena_alloc(&ctx->arena, (size_t)(T > 0 ? T : 1) * sizeof(double));
+        w[t].l = lipt_arena_alloc(ctx->arena, (size_t)TILE_R * sizeof(double));
+        w[t].kn = lipt_arena_alloc(ctx->arena, (size_t)(T > 0 ? T : 1) * sizeof(float));
+        w[t].cs = lipt_arena_alloc(ctx->arena, (size_t)(T > 0 ? T : 1) * sizeof(double));
     }
     return w;
 }
@@ -70,10 +58,11 @@ static tile_scratch *scratch_alloc(lipt_ctx *ctx, int nthr, int T, int d, int ke
  * ld) of job j: alpha q·k, then through j's logit map, + rel[i - j] and - kn[j] on the unmasked entries, in the order
  * of the materialising kernel (same bits per entry as long as the GEMM rounds each dot product the same way). Masked
  * entries are left as they are. Z, if given, receives alpha q·k before the map (the map's backward needs it). */
-static void logits_tile(lipt_ctx *ctx, const lipt_attn_job *j, const float *qh, const float *kh, float alpha, int i0,
+static void logits_tile(lipt_kctx *ctx, const lipt_attn_job *j, const float *qh, const float *kh, float alpha, int i0,
                         int m, int j0, int nc, const float *relh, const float *kn, float *S, float *Z) {
     const int ld = lipt_attn_ld(j), d = j->D / j->H;
-    lipt_gemm_p(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * ld, ld, kh + (size_t)j0 * ld, ld, 0.0f, S, TILE_C);
+    lipt_gemm_p(ctx, 0, 1, m, nc, d, alpha, qh + (size_t)i0 * ld, ld, kh + (size_t)j0 * ld, ld, 0.0f, S,
+                TILE_C);
     if (!relh && !kn && !j->map) return;
     if (Z) memcpy(Z, S, (size_t)m * TILE_C * sizeof(float));
     for (int r = 0; r < m; r++) {
@@ -124,7 +113,7 @@ static void prob_row(float *z, int n, int nc, float mx, float il) {
 
 /* One (batch, head) forward: out rows and, if st_m / st_il are given, each row's logit max and 1 / Σ e^(z - max).
  * Returns the largest logit spread of the head's rows when want_spread (else 0). */
-static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, float *out, float *st_m, float *st_il,
+static float head_forward(lipt_kctx *ctx, const lipt_attn_job *j, int bh, float *out, float *st_m, float *st_il,
                           tile_scratch *w, int want_spread) {
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H, ld = lipt_attn_ld(j);
     /* off: the output's offset (row stride D); offi: q, k, v's (row stride ld) */
@@ -196,13 +185,13 @@ static float head_forward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, float *
     return spread;
 }
 
-void lipt_attn_forward_tiled(lipt_ctx *ctx, const lipt_attn_job *j, float *out, float *stats) {
+void lipt_attn_forward_tiled(lipt_kctx *ctx, const lipt_attn_job *j, float *out, float *stats) {
     const int BH = j->B * j->H, T = j->T;
     if (BH == 0 || T == 0) return;
-    lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
+    lipt_arena_mark mark = lipt_arena_get_mark(ctx->arena);
     const int nthr = omp_get_max_threads();
     tile_scratch *w = scratch_alloc(ctx, nthr, T, j->D / j->H, 0);
-    const int want = ctx->attn_stats != 0;
+    const int want = ctx->attn_spread != NULL;
     float spread = 0;
 #pragma omp parallel for schedule(static) reduction(max : spread) if (lipt_attn_use_par(j))
     for (int bh = 0; bh < BH; bh++) {
@@ -210,8 +199,8 @@ void lipt_attn_forward_tiled(lipt_ctx *ctx, const lipt_attn_job *j, float *out, 
         const float sp = head_forward(ctx, j, bh, out, sm, si, w + omp_get_thread_num(), want);
         if (sp > spread || sp != sp) spread = sp;
     }
-    if (want && (spread > ctx->attn_logit_spread || spread != spread)) ctx->attn_logit_spread = spread;
-    lipt_arena_release(&ctx->arena, mark);
+    if (want && (spread > *ctx->attn_spread || spread != spread)) *ctx->attn_spread = spread;
+    lipt_arena_release(ctx->arena, mark);
 }
 
 /* One (batch, head) backward, tile by tile. With P recomputed as e^(z - max) / Σ and Dr_i = dO_i · O_i
@@ -219,7 +208,7 @@ void lipt_attn_forward_tiled(lipt_ctx *ctx, const lipt_attn_job *j, float *out, 
  * at the logits before it, kept in w->Z); then as the materialising kernel:
  *   dv += Pᵀ dO,  dq += a G k,  dk += a Gᵀ q,  drel[i - j] += G_ij,  L2: dk_j -= a k_j Σ_i G_ij.
  * dq, dk, dv may alias: they are only ever added to, never read. */
-static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, const float *st_m, const float *st_il,
+static void head_backward(lipt_kctx *ctx, const lipt_attn_job *j, int bh, const float *st_m, const float *st_il,
                           const float *out, const float *dout, tile_scratch *w, float *dq, float *dk, float *dv,
                           double *drel_bh) {
     const int T = j->T, D = j->D, d = D / j->H, b = bh / j->H, h = bh % j->H, ld = lipt_attn_ld(j);
@@ -275,20 +264,20 @@ static void head_backward(lipt_ctx *ctx, const lipt_attn_job *j, int bh, const f
     if (need_cs) lipt_attn_l2_key_norm_grad(kh, T, ld, d, a, w->cs, dkh);
 }
 
-void lipt_attn_backward_tiled(lipt_ctx *ctx, const lipt_attn_job *j, const float *stats, const float *out,
+void lipt_attn_backward_tiled(lipt_kctx *ctx, const lipt_attn_job *j, const float *stats, const float *out,
                               const float *dout, float *dq, float *dk, float *dv, float *drel) {
     const int BH = j->B * j->H, T = j->T;
     if (!j->rel) drel = NULL;
     if ((!dq && !dk && !dv && !drel) || BH == 0 || T == 0) return;
-    lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
+    lipt_arena_mark mark = lipt_arena_get_mark(ctx->arena);
     const int nthr = omp_get_max_threads();
     tile_scratch *w = scratch_alloc(ctx, nthr, T, j->D / j->H, j->map && (dq || dk));
     /* one partial sum per (batch, head), reduced in batch order below: the same bits on any thread count */
-    double *pr = drel ? lipt_arena_calloc(&ctx->arena, (size_t)BH * T * sizeof(double)) : NULL;
+    double *pr = drel ? lipt_arena_calloc(ctx->arena, (size_t)BH * T * sizeof(double)) : NULL;
 #pragma omp parallel for schedule(static) if (lipt_attn_use_par(j))
     for (int bh = 0; bh < BH; bh++)
         head_backward(ctx, j, bh, stats + (size_t)bh * T, stats + ((size_t)BH + bh) * T, out, dout,
                       w + omp_get_thread_num(), dq, dk, dv, pr ? pr + (size_t)bh * T : NULL);
     if (pr) lipt_attn_rel_grad_reduce(j, pr, drel);
-    lipt_arena_release(&ctx->arena, mark);
+    lipt_arena_release(ctx->arena, mark);
 }
