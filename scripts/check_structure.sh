@@ -59,8 +59,6 @@ PUBLIC_HEADERS = {
     "autograd/kctx.h": "LIPT_KC: a tape context's kernel context, for the floors that hold a lipt_ctx",
     "core/outward.h": "outward rounding of the certificates, shared by the ops' and lipschitz' bounds",
     "lipschitz/spectral_impl.h": "the spectral norms' warm-started iterations, which the model (nn) drives",
-    "ops/reduce_impl.h": "transitional: src/optim/clip.c (another owner's file) still includes it; it only includes "
-                         "kernels/kernels.h, which new code includes instead",
 }
 BLAS_IDENT = re.compile(r"(?<![\w.])(?<!->)(?:(?:cblas|dnnl|openblas)_\w*|Cblas[A-Z]\w*|CBLAS_\w+)")
 BLAS_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"](?:[\w/]*/)?(?:cblas|dnnl|openblas\w*)\.h[>\"]")

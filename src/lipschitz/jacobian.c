@@ -9,7 +9,6 @@
 #include "kernels/kernels.h"
 
 size_t lipt_jac_numel(const lipt_jac_map *m) { return lipt_shape_numel(m->ndim, m->shape); }
-
 /* ------------------------------------------------------------------------------------------- session */
 
 static int cmp_ptr(const void *a, const void *b) {

@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-#include "ops/reduce_impl.h"
+#include "kernels/kernels.h"
 
 /* Elements from which the clipping's scaling runs on the thread team. */
 #define NORM_PAR_MIN 65536
