@@ -90,6 +90,7 @@ lipt_status bench_grad_check(bench *b, lipt_error *err) {
     lipt_reversible rev; /* the bench's knobs, statistics of its own */
     lipt_reversible_defaults(&rev);
     rev.tol = b->rev.tol;
+    rev.tol_lowp = b->rev.tol_lowp;
     rev.accel = b->rev.accel;
     rev.max_iter = b->rev.max_iter;
     rev.keep_every = b->rev.keep_every;

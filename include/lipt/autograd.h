@@ -222,6 +222,8 @@ typedef lipt_status (*lipt_segment_inv)(lipt_ctx *ctx, lipt_tensor *y, float *x_
 /* Options and statistics of reversible chains; ctx->rev points to one while a caller trains with --memory invert. */
 typedef struct lipt_reversible {
     double tol;         /* iterative inverses: the relative a-posteriori bound to reach (lipt_reversible_defaults) */
+    double tol_lowp;    /* the same with low-precision products (bf16): their rounding sets a floor on the residual
+                         * (about 6e-4 of the stream), so the bound to reach is max(tol, tol_lowp) */
     int max_iter;       /* iterative inverses: evaluations per segment at most */
     int accel;          /* iterative inverses: Anderson's history (0: plain iteration) */
     int keep_every;     /* also keep the true input of every k-th segment (k > 0) and restart the reconstruction from
@@ -240,8 +242,10 @@ typedef struct lipt_reversible {
     lipt_error err;
 } lipt_reversible;
 
-/* The defaults: tol 1e-5, max_iter 100, accel LIPT_REV_ACCEL, keep_every 0, nothing recorded. */
+/* The defaults: tol 1e-5 (1e-3 with bf16 products), max_iter 100, accel LIPT_REV_ACCEL, keep_every 0, nothing
+ * recorded. */
 #define LIPT_REV_TOL 1e-5
+#define LIPT_REV_TOL_LOWP 1e-3
 #define LIPT_REV_MAX_ITER 100
 #define LIPT_REV_ACCEL 5
 void lipt_reversible_defaults(lipt_reversible *rev);

@@ -23,6 +23,7 @@ typedef struct {
 void lipt_reversible_defaults(lipt_reversible *rev) {
     memset(rev, 0, sizeof *rev);
     rev->tol = LIPT_REV_TOL;
+    rev->tol_lowp = LIPT_REV_TOL_LOWP;
     rev->max_iter = LIPT_REV_MAX_ITER;
     rev->accel = LIPT_REV_ACCEL;
 }

@@ -72,7 +72,9 @@ static lipt_status half_inverse(lipt_ctx *ctx, lipt_tensor *y, float *x, void *a
     /* the feed-forward is token-wise: each token its own problem (mixed and stopped alone); the attention mixes the
      * tokens of a sequence. Without a dropout mask over the whole tensor, only the unfinished ones are evaluated. */
     const int ffn = ref->which == LIPT_BRANCH_FFN, masked = ctx->training && m->cfg.dropout > 0;
-    const lipt_fp_accel_opts o = {rev ? rev->tol : LIPT_REV_TOL, rev ? rev->max_iter : LIPT_REV_MAX_ITER,
+    const double tol = rev ? rev->tol : LIPT_REV_TOL, tol_lowp = rev ? rev->tol_lowp : LIPT_REV_TOL_LOWP;
+    const lipt_fp_accel_opts o = {ctx->precision == LIPT_PRECISION_FLOAT32 ? tol : fmax(tol, tol_lowp),
+                                  rev ? rev->max_iter : LIPT_REV_MAX_ITER,
                                   m->cfg.lip_norm == LIPT_LIPNORM_INF2 ? m->cfg.d_model : 0,
                                   ffn ? y->shape[0] * y->shape[1] : y->shape[0], rev ? rev->accel : LIPT_REV_ACCEL,
                                   m->cfg.lip_norm == LIPT_LIPNORM_INF2 ? lipt_config_reversible_lip(&m->cfg) : 0,

@@ -107,7 +107,8 @@ int cli_apply_precision(const cli_args *a, const char *cmd, lipt_precision *prec
      "not grow with depth; invertible and coupling models only)", "store"},                                         \
     {"recompute", CLI_FLAG, NULL, "the same as --memory recompute", NULL},                                          \
     {"invert-tol", CLI_FLOAT, "TOL", "--memory invert on a fixed-point model: rebuild each block input until the "  \
-     "certificate's a-posteriori bound on its error, relative, is at most TOL", "1e-5"},                          \
+     "certificate's a-posteriori bound on its error, relative, is at most TOL (default 1e-5; with bf16 products "  \
+     "1e-3, their rounding being a floor the iteration cannot go below)", NULL},                                     \
     {"invert-accel", CLI_INT, "M", "--memory invert: Anderson mixing of the last M iterates (0: plain fixed-point " \
      "iteration)", "5"},                                                                                           \
     {"keep-every", CLI_INT, "K", "--memory invert: also keep the true input of every K-th half-block, so that "   \

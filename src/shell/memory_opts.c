@@ -25,6 +25,7 @@ int cli_apply_memory(const cli_args *a, const char *cmd, int *mode, lipt_reversi
     long accel = 0, every = 0;
     if (cli_float(a, "invert-tol", &tol) || cli_int(a, "invert-accel", &accel) || cli_int(a, "keep-every", &every))
         return 2;
+    if (!cli_has(a, "invert-tol")) tol = LIPT_REV_TOL;
     if (!(tol > 0 && tol < 1)) return cli_error(cmd, "--invert-tol must be in (0, 1), got %g", tol);
     if (accel < 0 || accel > 16) return cli_error(cmd, "--invert-accel must be in [0, 16], got %ld", accel);
     if (every < 0 || every > 1000000) return cli_error(cmd, "--keep-every must be >= 0, got %ld", every);
@@ -32,6 +33,7 @@ int cli_apply_memory(const cli_args *a, const char *cmd, int *mode, lipt_reversi
         return cli_error(cmd, "--invert-tol, --invert-accel and --keep-every tune --memory invert (this run: --memory %s)",
                          names[*mode]);
     rev->tol = tol;
+    if (cli_has(a, "invert-tol")) rev->tol_lowp = tol; /* the user's bound, whatever the precision */
     rev->accel = (int)accel;
     rev->keep_every = (int)every;
     return 0;
