@@ -66,6 +66,19 @@ void lipt_half_undo_after(const lipt_layer *L, const lipt_half_desc *h, const fl
 /* A half with steps after its residual sum (then its inverse starts with lipt_half_undo_after). */
 static inline int lipt_half_has_after(const lipt_half_desc *h) { return h->add < h->n_steps - 1; }
 
+/* Whether h has a step of kind k; the LayerNorm h uses (an LIPT_STEP_LN's arg: 1 ln1, 2 ln2), 0 for none. The
+ * parameters a layer registers follow from these. */
+static inline int lipt_half_has(const lipt_half_desc *h, lipt_step_kind k) {
+    for (int i = 0; i < h->n_steps; i++)
+        if (h->step[i].kind == k) return 1;
+    return 0;
+}
+static inline int lipt_half_ln(const lipt_half_desc *h) {
+    for (int i = 0; i < h->n_steps; i++)
+        if (h->step[i].kind == LIPT_STEP_LN) return h->step[i].arg;
+    return 0;
+}
+
 /* The LayerNorm parameters that an LIPT_STEP_LN step names (arg 1: ln1, 2: ln2). */
 static inline void lipt_step_ln(const lipt_layer *L, int arg, lipt_tensor **g, lipt_tensor **b) {
     *g = arg == 1 ? L->ln1_g : L->ln2_g;

@@ -78,7 +78,7 @@ static void layout(lipt_decoder *s, planner *p) {
         L->kn = s->l2 ? TAKEF(p, B * H * T) : NULL;
         L->M = s->tied ? TAKEF(p, H * d * d) : NULL;
         L->rel = s->m->layers[l].rel ? TAKEF(p, H * T) : NULL;
-        L->an_scale = s->m->layers[l].an_s ? TAKEF(p, D) : NULL;
+        L->an_scale = lipt_half_has(&hd[1], LIPT_STEP_ACTNORM) ? TAKEF(p, D) : NULL;
         if (hd[0].scale == LIPT_SCALE_WO) L->wo = TAKEF(p, D * D);
         if (hd[1].scale == LIPT_SCALE_W1W2) {
             L->w1 = TAKEF(p, D * F);
