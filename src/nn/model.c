@@ -58,7 +58,7 @@ static void register_params(lipt_model *m) {
         L->w2 = add_param(p, l, "ffn.w2", 2, (int[]){F, D}, 0);
         L->b2 = add_param(p, l, "ffn.b2", 1, (int[]){D}, ND);
         if (c->activation == LIPT_ACT_LIPSWISH) L->beta = add_param(p, l, "ffn.beta", 1, (int[]){1}, ND);
-        if (c->ffn == LIPT_FFN_CONTRACTIVE) {
+        if (hd[1].scale == LIPT_SCALE_W1W2) { /* the power-iteration vectors of the factors' sigmas */
             L->sn1_u = add_param(p, l, "ffn.sn1.u", 1, (int[]){D}, BUF);
             L->sn1_v = add_param(p, l, "ffn.sn1.v", 1, (int[]){F}, BUF);
             L->sn2_u = add_param(p, l, "ffn.sn2.u", 1, (int[]){F}, BUF);

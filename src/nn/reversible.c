@@ -27,8 +27,10 @@ lipt_status lipt_config_reversible_check(const lipt_config *c, lipt_error *err) 
                          "coupling blocks (coupling = 1); this one has attention = %s, ffn = %s, coupling = 0: use "
                          "--memory recompute to trade compute for memory on it", lipt_attn_name(c->attention),
                          lipt_ffn_name(c->ffn));
-    /* coupling blocks (certified or not) undo each half by one subtraction, whatever the dropout */
-    if (!c->coupling && lipt_config_invertible(c) && !(lipt_config_reversible_lip(c) < 1))
+    /* coupling blocks (certified or not) undo each half by one subtraction, whatever the dropout; fixed-point halves
+     * need a contraction */
+    if (lipt_block_half(c, 0, LIPT_BRANCH_ATTN).inverse == LIPT_INVERSE_FIXED_POINT &&
+        !(lipt_config_reversible_lip(c) < 1))
         return lipt_fail(err, LIPT_ERR_ARG, "--memory invert undoes each block x + dropout(g(x)) by fixed-point "
                          "iteration, which converges only when the dropped-out branch is a contraction: Lip <= c / "
                          "(1 - dropout) = %g / (1 - %g) = %.4g, not below 1 (dropout scales the kept units by "
@@ -71,7 +73,7 @@ static lipt_status half_inverse(lipt_ctx *ctx, lipt_tensor *y, float *x, void *a
     const lipt_reversible *rev = ctx->rev;
     /* the feed-forward is token-wise: each token its own problem (mixed and stopped alone); the attention mixes the
      * tokens of a sequence. Without a dropout mask over the whole tensor, only the unfinished ones are evaluated. */
-    const int ffn = hd.token_wise, masked = ctx->training && m->cfg.dropout > 0;
+    const int ffn = hd.token_wise, masked = ctx->training && lipt_half_has(&hd, LIPT_STEP_DROPOUT);
     const lipt_fp_accel_opts o = {rev ? rev->tol : LIPT_REV_TOL, rev ? rev->max_iter : LIPT_REV_MAX_ITER,
                                   m->cfg.lip_norm == LIPT_LIPNORM_INF2 ? m->cfg.d_model : 0,
                                   ffn ? y->shape[0] * y->shape[1] : y->shape[0], rev ? rev->accel : LIPT_REV_ACCEL,
