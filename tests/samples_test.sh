@@ -2,7 +2,8 @@
 # Samples (issue 51, item 6.5): lipt train --sample-every N shows a generated text with the progress and records it in
 # metrics.jsonl ("event":"sample"), without changing the training (the same losses, bit for bit, as without);
 # lipt sample --num-samples K gives K texts with seeds S..S+K-1 (each the text of its seed alone) and --prompt-file FILE
-# starts from a file's bytes (the same text as --prompt with them).   Usage: samples_test.sh LIPT_BINARY
+# starts from a file's bytes (the same text as --prompt with them); coupling blocks sample with the cache (the same
+# text as --no-cache).   Usage: samples_test.sh LIPT_BINARY
 set -u
 LIPT=${1:?usage: samples_test.sh path/to/lipt}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -61,6 +62,17 @@ for bad in "--prompt x --prompt-file $TMP/prompt.txt" "--prompt-file $TMP/missin
   elif [ "$(wc -l < "$TMP/err")" -eq 1 ]; then pass "sample $bad: $(cat "$TMP/err")"
   else fail "sample $bad: $(cat "$TMP/err")"; fi
 done
+
+# ---- coupling blocks decode with the cache (the decoder walks the block description, issue 50 item 2): the same
+# text as the full forward (--no-cache), across window slides; certified coupling on its grid with ActNorm
+if timeout 60 "$LIPT" train "${COMMON[@]}" --coupling 1 --coupling_grid 16 --actnorm 1 --out "$TMP/cp" --quiet \
+     2> "$TMP/err" > /dev/null; then
+  a=$(timeout 60 "$LIPT" sample --ckpt "$TMP/cp/last.ckpt" --length 80 --seed 5 2> "$TMP/err.a")
+  b=$(timeout 60 "$LIPT" sample --ckpt "$TMP/cp/last.ckpt" --length 80 --seed 5 --no-cache 2> /dev/null)
+  if [ -n "$a" ] && [ "$a" = "$b" ] && grep -q '(cached,' "$TMP/err.a" && grep -q ' slides)' "$TMP/err.a"; then
+    pass "sample, coupling blocks: cached, the same text as --no-cache ($(cat "$TMP/err.a"))"
+  else fail "sample, coupling blocks: $(head -c 300 "$TMP/err.a") / cached and --no-cache differ"; fi
+else fail "train coupling: $(cat "$TMP/err")"; fi
 
 [ $fails -eq 0 ] && echo "samples: all passed" || echo "samples: $fails failed"
 exit $((fails > 0))

@@ -1,8 +1,9 @@
 /* Incremental decoding with per-layer key/value caches (lipt_model_forward's blocks, one new row or block of rows at
  * a time, through the row kernels of src/kernels/rows.h) and window sliding at seq_len. Every attention kind: dp
  * (with the kind's logit map, if any), l2, l2-tied, contractive-l2, and clipped-dp (rows clipped to the ball of radius
- * R before the projections, relative position bias by window position), with the invertible model's optional ActNorm
- * after each block. The next-token sampler is in sample.c. */
+ * R before the projections, relative position bias by window position), pre- and post-LN, coupling blocks (with their
+ * grid) and the invertible model's optional ActNorm: each block as its description says (block_plan.h). The
+ * next-token sampler is in sample.c. */
 #include "lipt/decode.h"
 
 #include <math.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "nn/block_plan.h"
 
 /* Work (B*H*T*d) above which the one-token attention runs its (sequence, head) loop in parallel. */
 #define DEC_ATTN_PAR_MIN 65536.0
@@ -31,7 +33,6 @@ struct lipt_decoder {
     int l2, tied;        /* logits -|q-k|²/s (l2 and tied); keys are the queries, values Q_h M_h (tied) */
     const lipt_attn_info *ai; /* the kind's row: its logit map goes to every head (cached_head) */
     int clip;            /* clipped-dp: queries, keys and values from the rows clipped to radius R */
-    int contractive;     /* the attention's W^O is multiplied by its factor 1/max(1, UB/c) */
     float R;
     int len;             /* tokens in every window */
     long slides;
@@ -63,21 +64,23 @@ static void *take(planner *p, size_t bytes) {
 }
 #define TAKEF(p, n) ((float *)take((p), (size_t)(n) * sizeof(float)))
 
-static void layout(lipt_decoder *s, planner *p, int contractive_ffn) {
+static void layout(lipt_decoder *s, planner *p) {
     const size_t B = (size_t)s->B, T = (size_t)s->T, D = (size_t)s->D, H = (size_t)s->H, d = (size_t)s->d,
                  F = (size_t)s->F, V = (size_t)s->V, R = B * T;
     const int nl = s->m->cfg.n_layers;
     s->layers = take(p, (size_t)(nl > 0 ? nl : 1) * sizeof(dec_layer));
     for (int l = 0; l < nl; l++) {
         dec_layer tmp, *L = p->base ? &s->layers[l] : &tmp;
+        lipt_half_desc hd[2];
+        lipt_block_halves(&s->m->cfg, l, hd);
         L->k = TAKEF(p, R * D);
         L->v = TAKEF(p, R * D);
         L->kn = s->l2 ? TAKEF(p, B * H * T) : NULL;
         L->M = s->tied ? TAKEF(p, H * d * d) : NULL;
         L->rel = s->m->layers[l].rel ? TAKEF(p, H * T) : NULL;
-        L->an_scale = s->m->layers[l].an_s ? TAKEF(p, D) : NULL;
-        if (s->contractive) L->wo = TAKEF(p, D * D);
-        if (contractive_ffn) {
+        L->an_scale = lipt_half_has(&hd[1], LIPT_STEP_ACTNORM) ? TAKEF(p, D) : NULL;
+        if (hd[0].scale == LIPT_SCALE_WO) L->wo = TAKEF(p, D * D);
+        if (hd[1].scale == LIPT_SCALE_W1W2) {
             L->w1 = TAKEF(p, D * F);
             L->w2 = TAKEF(p, F * D);
         }
@@ -102,9 +105,6 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
     *out = NULL;
     const lipt_config *c = &m->cfg;
     if (batch < 1 || batch > 65536) return lipt_fail(err, LIPT_ERR_ARG, "decoder: batch %d outside [1, 65536]", batch);
-    if (c->coupling)
-        return lipt_fail(err, LIPT_ERR_ARG, "incremental decoding does not support coupling = 1 (coupling blocks): "
-                                             "sample with --no-cache");
     lipt_decoder *s = lipt_xcalloc(1, sizeof *s);
     s->m = m;
     s->B = batch;
@@ -120,15 +120,13 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
     s->clip = ai->clip_rows;
     s->R = s->clip ? lipt_config_clip_radius(c) : 0.0f;
     s->tied = ai->tied;
-    s->contractive = ai->contractive;
-    const int cffn = c->ffn == LIPT_FFN_CONTRACTIVE;
     planner p = {NULL, 0};
-    layout(s, &p, cffn);
+    layout(s, &p);
     s->slab = lipt_xaligned(p.off);
     memset(s->slab, 0, p.off);
     p.base = s->slab;
     p.off = 0;
-    layout(s, &p, cffn);
+    layout(s, &p);
     s->bytes = sizeof *s + p.off;
     lipt_arena_init(&s->scratch, 4096);
     s->kc = (lipt_kctx){.precision = LIPT_PRECISION_FLOAT32, .arena = &s->scratch};
@@ -147,21 +145,24 @@ lipt_status lipt_decoder_create(const lipt_model *m, int batch, lipt_decoder **o
     for (int l = 0; l < c->n_layers; l++) {
         const lipt_layer *W = &m->layers[l];
         dec_layer *L = &s->layers[l];
-        if (s->contractive) {
+        lipt_half_desc hd[2];
+        lipt_block_halves(c, l, hd);
+        if (hd[0].scale == LIPT_SCALE_WO) {
             const float fa = lipt_model_attn_factor(&ctx, m, l, 0, NULL)->data[0];
             float *wo = (float *)L->wo; /* the forward scales W^O by the factor (lipt_mul): the same rounding */
             for (size_t i = 0; i < (size_t)D * D; i++) wo[i] = W->wo->data[i] * fa;
         } else {
             L->wo = W->wo->data;
         }
-        if (cffn) {
+        if (hd[1].scale == LIPT_SCALE_W1W2) {
             const int g = lipt_config_gram_arg(c);
             const float f1 = lipt_contract_factor(
                                  &ctx, lipt_spectral_norm_ub(&ctx, W->w1, W->sn1_u->data, W->sn1_v->data, 1, 0, g),
-                                 c->ffn_full_budget ? 1.0f : c->c)
+                                 hd[1].scale_c[0])
                                  ->data[0];
             const float f2 = lipt_contract_factor(
-                                 &ctx, lipt_spectral_norm_ub(&ctx, W->w2, W->sn2_u->data, W->sn2_v->data, 1, 0, g), c->c)
+                                 &ctx, lipt_spectral_norm_ub(&ctx, W->w2, W->sn2_u->data, W->sn2_v->data, 1, 0, g),
+                                 hd[1].scale_c[1])
                                  ->data[0];
             /* the forward multiplies the weights (not the products) by the factor: same rounding here */
             float *w1 = (float *)L->w1, *w2 = (float *)L->w2;
@@ -301,55 +302,88 @@ static void project_rows(lipt_decoder *s, const lipt_layer *W, const dec_layer *
     }
 }
 
-/* The attention half-block of layer l on the R = B*n rows of s->x (x + attention, then post-LN). */
-static void attention_half(lipt_decoder *s, int l, int n) {
-    const lipt_model *m = s->m;
-    const lipt_layer *W = &m->layers[l];
+/* The attention branch of layer l on the R = B*n rows in -> s->g: the clip (clipped-dp), the queries and the cache's
+ * keys and values, the attention, W^O (scaled at creation when the description says so). */
+static void attention_rows(lipt_decoder *s, int l, const float *in, int n) {
+    const lipt_layer *W = &s->m->layers[l];
     const dec_layer *L = &s->layers[l];
     const int R = s->B * n, D = s->D;
-    const float *in = s->x;
-    if (!m->invertible && m->cfg.norm == LIPT_NORM_PRE) {
-        layernorm_rows(s->x, s->u, R, D, W->ln1_g, W->ln1_b, m->cfg.ln_eps);
-        in = s->u;
-    }
-    if (s->clip) { /* clipped-dp (invertible: no LayerNorm before) */
+    if (s->clip) { /* clipped-dp: q, k, v from the clipped rows (in place when in is s->u) */
         for (int r = 0; r < R; r++) lipt_clip_row(in + (size_t)r * D, s->u + (size_t)r * D, D, s->R);
         in = s->u;
     }
     project_rows(s, W, L, in, n);
     attend(s, L, n);
     linear_rows(s, s->att, R, D, L->wo, D, W->bo->data, s->g);
-    add_rows(s->x, s->g, (size_t)R * D);
-    if (m->cfg.norm == LIPT_NORM_POST) post_norm(s->x, s->u, R, D, W->ln1_g, W->ln1_b, m->cfg.ln_eps);
 }
 
-/* The feed-forward half-block of layer l (then post-LN, then ActNorm). */
-static void feed_forward_half(lipt_decoder *s, int l, int n) {
-    const lipt_model *m = s->m;
-    const lipt_config *c = &m->cfg;
-    const lipt_layer *W = &m->layers[l];
+/* The feed-forward branch of layer l on the R = B*n rows in -> s->g. */
+static void feed_forward_rows(lipt_decoder *s, int l, const float *in, int n) {
+    const lipt_config *c = &s->m->cfg;
+    const lipt_layer *W = &s->m->layers[l];
     const dec_layer *L = &s->layers[l];
     const int R = s->B * n, D = s->D, F = s->F;
-    const float *in = s->x;
-    if (!m->invertible && c->norm == LIPT_NORM_PRE) {
-        layernorm_rows(s->x, s->u, R, D, W->ln2_g, W->ln2_b, c->ln_eps);
-        in = s->u;
-    }
     linear_rows(s, in, R, D, L->w1, F, W->b1->data, s->h);
     for (int r = 0; r < R; r++) /* row by row: MaxMin's pairs start at each row (d_ff is even) */
         lipt_act_row(c->activation, W->beta ? W->beta->data[0] : 1.0f, s->h + (size_t)r * F, s->h + (size_t)r * F,
                      (size_t)F);
     linear_rows(s, s->h, R, F, L->w2, D, W->b2->data, s->g);
-    add_rows(s->x, s->g, (size_t)R * D);
-    if (c->norm == LIPT_NORM_POST) post_norm(s->x, s->u, R, D, W->ln2_g, W->ln2_b, c->ln_eps);
-    if (L->an_scale) { /* ActNorm: lipt_mul by exp(log_scale), then lipt_add of the bias */
-        const float *as = L->an_scale, *ab = W->an_b->data;
-        for (int r = 0; r < R; r++) {
-            float *xr = s->x + (size_t)r * D;
-            for (int j = 0; j < D; j++) {
-                const float t = xr[j] * as[j];
-                xr[j] = t + ab[j];
+}
+
+/* The half-block hd of layer l on the R = B*n rows of s->x: the block description's steps through the row kernels,
+ * each with the rounding of the forward's op. Before the residual sum the branch moves between the scratch rows
+ * (s->u, s->att: free until the attention writes s->att, after its input is read) and s->g; after it, s->x. */
+static void half_rows(lipt_decoder *s, int l, const lipt_half_desc *hd, int n) {
+    const lipt_model *m = s->m;
+    const lipt_layer *W = &m->layers[l];
+    const dec_layer *L = &s->layers[l];
+    const int R = s->B * n, D = s->D;
+    const float *g = s->x; /* the branch so far: the half's input */
+    for (int i = 0; i < hd->n_steps; i++) {
+        const lipt_step st = hd->step[i];
+        float *out = g == s->u ? s->att : s->u;
+        switch (st.kind) {
+        case LIPT_STEP_KEEP_HALF: /* as lipt_mul by the 0/1 channel mask */
+            for (int r = 0; r < R; r++)
+                for (int j = 0; j < D; j++)
+                    out[(size_t)r * D + j] = g[(size_t)r * D + j] * ((j >= D / 2) == (st.arg != 0) ? 1.0f : 0.0f);
+            g = out;
+            break;
+        case LIPT_STEP_LN: {
+            lipt_tensor *lg, *lb;
+            lipt_step_ln(W, st.arg, &lg, &lb);
+            if (i < hd->add) {
+                layernorm_rows(g, out, R, D, lg, lb, m->cfg.ln_eps);
+                g = out;
+            } else {
+                post_norm(s->x, s->u, R, D, lg, lb, m->cfg.ln_eps);
             }
+            break;
+        }
+        case LIPT_STEP_BRANCH:
+            if (hd->which == LIPT_BRANCH_ATTN) attention_rows(s, l, g, n);
+            else feed_forward_rows(s, l, g, n);
+            g = s->g;
+            break;
+        case LIPT_STEP_DROPOUT: break; /* inference */
+        case LIPT_STEP_GRID: {         /* as lipt_round_grid */
+            const float up = ldexpf(1.0f, st.arg), down = ldexpf(1.0f, -st.arg);
+            for (size_t k = 0; k < (size_t)R * D; k++) out[k] = rintf(g[k] * up) * down;
+            g = out;
+            break;
+        }
+        case LIPT_STEP_ADD: add_rows(s->x, g, (size_t)R * D); break;
+        case LIPT_STEP_ACTNORM: { /* lipt_mul by exp(log_scale), then lipt_add of the bias */
+            const float *as = L->an_scale, *ab = W->an_b->data;
+            for (int r = 0; r < R; r++) {
+                float *xr = s->x + (size_t)r * D;
+                for (int j = 0; j < D; j++) {
+                    const float t = xr[j] * as[j];
+                    xr[j] = t + ab[j];
+                }
+            }
+            break;
+        }
         }
     }
 }
@@ -385,10 +419,15 @@ static void run_block(lipt_decoder *s, const int *ids, int ld, int n, int want_l
             const float *te = m->tok_emb->data + (size_t)id * D, *pe = m->pos_emb->data + (size_t)(len + i) * D;
             float *xr = s->x + ((size_t)b * n + i) * D;
             for (int j = 0; j < D; j++) xr[j] = te[j] + pe[j];
+            if (m->cfg.coupling_grid) { /* as lipt_model_embed: the stream starts on the grid */
+                const float up = ldexpf(1.0f, m->cfg.coupling_grid), down = ldexpf(1.0f, -m->cfg.coupling_grid);
+                for (int j = 0; j < D; j++) xr[j] = rintf(xr[j] * up) * down;
+            }
         }
     for (int l = 0; l < m->cfg.n_layers; l++) {
-        attention_half(s, l, n);
-        feed_forward_half(s, l, n);
+        lipt_half_desc hd[2];
+        lipt_block_halves(&m->cfg, l, hd);
+        for (int k = 0; k < 2; k++) half_rows(s, l, &hd[k], n);
     }
     s->len = len + n;
     if (want_logits) head_logits(s, n);

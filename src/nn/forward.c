@@ -1,5 +1,6 @@
 /* The Transformer's forward pass: embeddings, the blocks (the branches are in branch.c), head, loss. */
 #include "lipt/model.h"
+#include "nn/block_plan.h"
 
 #include <string.h>
 
@@ -39,11 +40,12 @@ lipt_status lipt_model_branch_inputs(lipt_ctx *ctx, const lipt_model *m, const i
     lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
     lipt_tensor *h = lipt_model_embed(ctx, m, ids, 1, T);
     for (int l = 0; l < m->cfg.n_layers; l++) {
-        memcpy(x + (size_t)(2 * l) * n, h->data, n * sizeof(float));
-        lipt_tensor *mid =
-            lipt_model_residual(ctx, m, l, LIPT_BRANCH_ATTN, h, lipt_model_branch(ctx, m, l, LIPT_BRANCH_ATTN, h));
-        memcpy(x + (size_t)(2 * l + 1) * n, mid->data, n * sizeof(float));
-        h = lipt_model_residual(ctx, m, l, LIPT_BRANCH_FFN, mid, lipt_model_branch(ctx, m, l, LIPT_BRANCH_FFN, mid));
+        lipt_half_desc hd[2];
+        lipt_block_halves(&m->cfg, l, hd);
+        for (int k = 0; k < 2; k++) {
+            memcpy(x + (size_t)(2 * l + hd[k].which) * n, h->data, n * sizeof(float));
+            h = lipt_model_residual(ctx, m, l, hd[k].which, h, lipt_model_branch(ctx, m, l, hd[k].which, h));
+        }
     }
     lipt_arena_release(&ctx->arena, mark);
     lipt_no_grad_pop(ctx);
@@ -51,16 +53,19 @@ lipt_status lipt_model_branch_inputs(lipt_ctx *ctx, const lipt_model *m, const i
 }
 lipt_tensor *lipt_model_block_certified(lipt_ctx *ctx, const lipt_model *m, int layer, lipt_tensor *x,
                                         const lipt_layer_certs *certs) {
-    for (int which = LIPT_BRANCH_ATTN; which <= LIPT_BRANCH_FFN; which++) {
+    lipt_half_desc hd[2];
+    lipt_block_halves(&m->cfg, layer, hd);
+    for (int k = 0; k < 2; k++) {
+        lipt_branch_ref ref = {m, layer, hd[k].which, certs};
         if (ctx->recompute) { /* keep only the half-block's output; its inside is rerun in the backward */
             lipt_branch_ref *r = lipt_arena_alloc(&ctx->arena, sizeof *r);
-            *r = (lipt_branch_ref){m, layer, which, certs};
-            /* the feed-forward half is token-wise: it runs in pieces, so its d_ff-wide insides are bounded too */
+            *r = ref;
+            /* a token-wise half (the feed-forward) runs in pieces, so its d_ff-wide insides are bounded too */
             const int rows = ctx->recompute_rows > 0 ? ctx->recompute_rows : LIPT_RECOMPUTE_ROWS;
-            x = which == LIPT_BRANCH_FFN ? lipt_recompute_rows(ctx, lipt_model_half_block, x, r, rows)
-                                         : lipt_recompute(ctx, lipt_model_half_block, x, r);
+            x = hd[k].token_wise ? lipt_recompute_rows(ctx, lipt_model_half_block, x, r, rows)
+                                 : lipt_recompute(ctx, lipt_model_half_block, x, r);
         } else {
-            x = lipt_model_half_block(ctx, x, &(lipt_branch_ref){m, layer, which, certs});
+            x = lipt_model_half_block(ctx, x, &ref);
         }
     }
     return x;

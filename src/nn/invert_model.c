@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lipt/model.h"
+#include "nn/block_plan.h"
 
 void lipt_invert_trace_free(lipt_invert_trace *trace) {
     if (!trace) return;
@@ -35,9 +36,12 @@ lipt_fp_opts lipt_model_invert_opts(const lipt_model *m, const lipt_fp_opts *opt
 
 static const char *branch_name(int which) { return which == LIPT_BRANCH_ATTN ? "attention" : "feed-forward"; }
 
-/* The checks every model inversion starts with: an invertible (or coupling) model, the options o. */
+/* The checks every model inversion starts with: a model whose half-blocks invert (block_plan.h: the invertible model,
+ * coupling blocks), the options o. */
 static lipt_status invert_check(const lipt_model *m, const lipt_fp_opts *o, lipt_error *err) {
-    if (!m->invertible && !m->cfg.coupling)
+    lipt_half_desc hd[2];
+    lipt_block_halves(&m->cfg, 0, hd);
+    if (hd[0].inverse == LIPT_INVERSE_NONE || hd[1].inverse == LIPT_INVERSE_NONE)
         return lipt_fail(err, LIPT_ERR_ARG,
                          "model inversion needs the invertible model (attention = clipped-dp or contractive-l2, ffn = "
                          "contractive); "
@@ -57,25 +61,23 @@ static lipt_status invert_blocks(lipt_ctx *ctx, const lipt_model *m, int T, cons
     float *y = *py, *x = *px;
     lipt_status st = LIPT_OK;
     for (int l = L - 1; l >= 0 && st == LIPT_OK; l--) {
-        const lipt_layer *Ly = &m->layers[l];
-        if (Ly->an_s) /* ActNorm y = x exp(s) + b, undone exactly */
-            for (size_t i = 0; i < n; i++) {
-                const size_t c = i % (size_t)D;
-                y[i] = (float)(((double)y[i] - Ly->an_b->data[c]) * exp(-(double)Ly->an_s->data[c]));
-            }
-        /* the block is x -> x + g_attn(x) -> . + g_ffn(.): undo the feed-forward map first */
-        for (int which = LIPT_BRANCH_FFN; which >= LIPT_BRANCH_ATTN; which--) {
-            const int k = 2 * l + which;
+        lipt_half_desc hd[2];
+        lipt_block_halves(&m->cfg, l, hd);
+        /* the block's halves undone from the last: each its steps after the sum (ActNorm), then x + g(x) = y */
+        for (int h = 1; h >= 0; h--) {
+            const int which = hd[h].which, k = 2 * l + which;
+            lipt_half_undo_after(&m->layers[l], &hd[h], y, y, n, D);
             lipt_branch_ref ref = {m, l, which, NULL};
             lipt_fp_result fr = {0, 0, tr ? tr->err + (size_t)k * o->max_iter : NULL, 0};
             lipt_arena_mark mark = lipt_arena_get_mark(&ctx->arena);
             lipt_tensor *yt = lipt_tensor_wrap(ctx, y, 3, (int[]){1, T, D});
             lipt_error inner = {LIPT_OK, ""};
-            /* the branch as the forward adds it: on coupling_grid's grid, so that y - g(x) undoes the exact sum */
-            const lipt_branch_fn gfn = m->cfg.coupling_grid ? lipt_model_branch_train : lipt_model_branch_fn;
+            /* the branch as the forward adds it (not training: no dropout): on coupling_grid's grid, so that
+             * y - g(x) undoes the exact sum */
+            const lipt_branch_fn gfn = lipt_model_branch_train;
             if (o->accel) { /* the reversible-training solver: Anderson, the certificate's stopping rule */
                 const int inf2 = m->cfg.lip_norm == LIPT_LIPNORM_INF2;
-                const lipt_fp_accel_opts ao = {o->tol, o->max_iter, o->row_width, which == LIPT_BRANCH_FFN ? T : 1,
+                const lipt_fp_accel_opts ao = {o->tol, o->max_iter, o->row_width, hd[h].token_wise ? T : 1,
                                                o->memory, inf2 ? lipt_config_reversible_lip(&m->cfg) : 0, 1};
                 lipt_inv_info info;
                 st = lipt_fixed_point_invert_accel(ctx, gfn, &ref, yt, x, &ao, &info, &inner);

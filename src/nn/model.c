@@ -8,12 +8,24 @@
 
 #include "lipt/bounds.h"
 #include "lipschitz/spectral_impl.h"
+#include "nn/block_plan.h"
 
 static lipt_tensor *add_param(lipt_params *p, int layer, const char *field, int ndim, const int *shape, int flags) {
     char name[96];
     if (layer >= 0) snprintf(name, sizeof name, "layers.%d.%s", layer, field);
     else snprintf(name, sizeof name, "%s", field);
     return lipt_param_add(p, name, ndim, shape, flags);
+}
+
+/* The LayerNorm `ln` (1 or 2) of layer l, as the block description names it. */
+static void add_ln(lipt_params *p, lipt_layer *L, int l, int ln, int D) {
+    char g[16], b[16];
+    snprintf(g, sizeof g, "ln%d.gamma", ln);
+    snprintf(b, sizeof b, "ln%d.beta", ln);
+    lipt_tensor *tg = add_param(p, l, g, 1, (int[]){D}, LIPT_PARAM_NO_DECAY);
+    lipt_tensor *tb = add_param(p, l, b, 1, (int[]){D}, LIPT_PARAM_NO_DECAY);
+    if (ln == 1) L->ln1_g = tg, L->ln1_b = tb;
+    else L->ln2_g = tg, L->ln2_b = tb;
 }
 
 static const char *const bound_vec_names[8] = {"attn.bound.uq", "attn.bound.vq", "attn.bound.uv", "attn.bound.vv",
@@ -30,10 +42,9 @@ static void register_params(lipt_model *m) {
     m->pos_emb = add_param(p, -1, "pos_emb", 2, (int[]){c->seq_len, D}, ND);
     for (int l = 0; l < c->n_layers; l++) {
         lipt_layer *L = &m->layers[l];
-        if (!m->invertible) {
-            L->ln1_g = add_param(p, l, "ln1.gamma", 1, (int[]){D}, ND);
-            L->ln1_b = add_param(p, l, "ln1.beta", 1, (int[]){D}, ND);
-        }
+        lipt_half_desc hd[2]; /* the norms and the ActNorm the block description uses */
+        lipt_block_halves(c, l, hd);
+        if (lipt_half_ln(&hd[0])) add_ln(p, L, l, lipt_half_ln(&hd[0]), D);
         L->wq = add_param(p, l, "attn.wq", 2, (int[]){D, D}, 0);
         if (ai->has_wk) L->wk = add_param(p, l, "attn.wk", 2, (int[]){D, D}, 0);
         L->wv = add_param(p, l, "attn.wv", 2, (int[]){D, D}, 0);
@@ -41,22 +52,19 @@ static void register_params(lipt_model *m) {
         L->bo = add_param(p, l, "attn.bo", 1, (int[]){D}, ND);
         if (ai->rel_bias && c->rel_bias)
             L->rel = add_param(p, l, "attn.rel_bias", 2, (int[]){H, c->seq_len}, ND);
-        if (!m->invertible) {
-            L->ln2_g = add_param(p, l, "ln2.gamma", 1, (int[]){D}, ND);
-            L->ln2_b = add_param(p, l, "ln2.beta", 1, (int[]){D}, ND);
-        }
+        if (lipt_half_ln(&hd[1])) add_ln(p, L, l, lipt_half_ln(&hd[1]), D);
         L->w1 = add_param(p, l, "ffn.w1", 2, (int[]){D, F}, 0);
         L->b1 = add_param(p, l, "ffn.b1", 1, (int[]){F}, ND);
         L->w2 = add_param(p, l, "ffn.w2", 2, (int[]){F, D}, 0);
         L->b2 = add_param(p, l, "ffn.b2", 1, (int[]){D}, ND);
         if (c->activation == LIPT_ACT_LIPSWISH) L->beta = add_param(p, l, "ffn.beta", 1, (int[]){1}, ND);
-        if (c->ffn == LIPT_FFN_CONTRACTIVE) {
+        if (hd[1].scale == LIPT_SCALE_W1W2) { /* the power-iteration vectors of the factors' sigmas */
             L->sn1_u = add_param(p, l, "ffn.sn1.u", 1, (int[]){D}, BUF);
             L->sn1_v = add_param(p, l, "ffn.sn1.v", 1, (int[]){F}, BUF);
             L->sn2_u = add_param(p, l, "ffn.sn2.u", 1, (int[]){F}, BUF);
             L->sn2_v = add_param(p, l, "ffn.sn2.v", 1, (int[]){D}, BUF);
         }
-        if (c->actnorm) {
+        if (lipt_half_has(&hd[1], LIPT_STEP_ACTNORM)) {
             L->an_s = add_param(p, l, "actnorm.log_scale", 1, (int[]){D}, ND);
             L->an_b = add_param(p, l, "actnorm.bias", 1, (int[]){D}, ND);
         }

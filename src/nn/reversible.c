@@ -2,13 +2,18 @@
  * (lipt_reversible_chain), each undone from its output in the backward: coupling halves exactly, with one branch
  * evaluation; fixed-point halves by accelerated iteration stopped by the certificate's a-posteriori bound. The
  * half-block the chain runs and reruns is the training forward's own (lipt_model_half_block). */
-#include <math.h>
 #include <string.h>
 
 #include "lipt/invert.h"
 #include "lipt/model.h"
+#include "nn/block_plan.h"
 
-int lipt_config_reversible(const lipt_config *c) { return lipt_config_invertible(c) || c->coupling; }
+/* every half-block inverts (block_plan.h: the invertible model, coupling blocks) */
+int lipt_config_reversible(const lipt_config *c) {
+    lipt_half_desc hd[2];
+    lipt_block_halves(c, 0, hd);
+    return hd[0].inverse != LIPT_INVERSE_NONE && hd[1].inverse != LIPT_INVERSE_NONE;
+}
 
 double lipt_config_reversible_lip(const lipt_config *c) {
     if (!lipt_config_invertible(c)) return 0;
@@ -22,8 +27,10 @@ lipt_status lipt_config_reversible_check(const lipt_config *c, lipt_error *err) 
                          "coupling blocks (coupling = 1); this one has attention = %s, ffn = %s, coupling = 0: use "
                          "--memory recompute to trade compute for memory on it", lipt_attn_name(c->attention),
                          lipt_ffn_name(c->ffn));
-    /* coupling blocks (certified or not) undo each half by one subtraction, whatever the dropout */
-    if (!c->coupling && lipt_config_invertible(c) && !(lipt_config_reversible_lip(c) < 1))
+    /* coupling blocks (certified or not) undo each half by one subtraction, whatever the dropout; fixed-point halves
+     * need a contraction */
+    if (lipt_block_half(c, 0, LIPT_BRANCH_ATTN).inverse == LIPT_INVERSE_FIXED_POINT &&
+        !(lipt_config_reversible_lip(c) < 1))
         return lipt_fail(err, LIPT_ERR_ARG, "--memory invert undoes each block x + dropout(g(x)) by fixed-point "
                          "iteration, which converges only when the dropped-out branch is a contraction: Lip <= c / "
                          "(1 - dropout) = %g / (1 - %g) = %.4g, not below 1 (dropout scales the kept units by "
@@ -44,23 +51,18 @@ static lipt_tensor *branch_replayed(lipt_ctx *ctx, lipt_tensor *x, void *user) {
     return lipt_model_branch_train(ctx, x, &r->ref);
 }
 
-/* ActNorm closes the feed-forward half: undone first, in double as the model inversion does. */
-static lipt_tensor *undo_actnorm(lipt_ctx *ctx, const lipt_layer *L, lipt_tensor *y) {
-    lipt_tensor *z = lipt_tensor_like(ctx, y);
-    const size_t D = (size_t)y->shape[y->ndim - 1];
-    for (size_t i = 0; i < y->numel; i++)
-        z->data[i] = (float)(((double)y->data[i] - L->an_b->data[i % D]) * exp(-(double)L->an_s->data[i % D]));
-    return z;
-}
-
 static lipt_status half_inverse(lipt_ctx *ctx, lipt_tensor *y, float *x, void *arg, lipt_inv_info *info,
                                 lipt_error *err) {
     const lipt_branch_ref *ref = arg;
     const lipt_model *m = ref->model;
-    const lipt_layer *L = &m->layers[ref->layer];
-    if (ref->which == LIPT_BRANCH_FFN && L->an_s) y = undo_actnorm(ctx, L, y);
+    const lipt_half_desc hd = lipt_block_half(&m->cfg, ref->layer, ref->which);
+    if (lipt_half_has_after(&hd)) { /* the steps after the sum (ActNorm) undone first, into a copy: y is the chain's */
+        lipt_tensor *z = lipt_tensor_like(ctx, y);
+        lipt_half_undo_after(&m->layers[ref->layer], &hd, y->data, z->data, y->numel, y->shape[y->ndim - 1]);
+        y = z;
+    }
     replay r = {*ref, ctx->rng};
-    if (m->cfg.coupling) {
+    if (hd.inverse == LIPT_INVERSE_SUBTRACT) {
         /* the branch reads the half it does not write, where y is x: x = y − g(y), one evaluation; with
          * coupling_grid the forward's sum was exact, so this difference is too */
         const lipt_tensor *g = branch_replayed(ctx, y, &r);
@@ -71,7 +73,7 @@ static lipt_status half_inverse(lipt_ctx *ctx, lipt_tensor *y, float *x, void *a
     const lipt_reversible *rev = ctx->rev;
     /* the feed-forward is token-wise: each token its own problem (mixed and stopped alone); the attention mixes the
      * tokens of a sequence. Without a dropout mask over the whole tensor, only the unfinished ones are evaluated. */
-    const int ffn = ref->which == LIPT_BRANCH_FFN, masked = ctx->training && m->cfg.dropout > 0;
+    const int ffn = hd.token_wise, masked = ctx->training && lipt_half_has(&hd, LIPT_STEP_DROPOUT);
     const double tol = rev ? rev->tol : LIPT_REV_TOL, tol_lowp = rev ? rev->tol_lowp : LIPT_REV_TOL_LOWP;
     const lipt_fp_accel_opts o = {ctx->precision == LIPT_PRECISION_FLOAT32 ? tol : fmax(tol, tol_lowp),
                                   rev ? rev->max_iter : LIPT_REV_MAX_ITER,
@@ -96,7 +98,8 @@ static lipt_tensor *coupling_inverse_taped(lipt_ctx *ctx, lipt_tensor *y, float 
                                            int *n_in) {
     const lipt_branch_ref *ref = arg;
     const lipt_model *m = ref->model;
-    if (!m->cfg.coupling || (ref->which == LIPT_BRANCH_FFN && m->layers[ref->layer].an_s)) return NULL;
+    const lipt_half_desc hd = lipt_block_half(&m->cfg, ref->layer, ref->which);
+    if (hd.inverse != LIPT_INVERSE_SUBTRACT || lipt_half_has_after(&hd)) return NULL;
     lipt_tensor *z = lipt_tensor_wrap(ctx, y->data, y->ndim, y->shape);
     z->requires_grad = 1;
     lipt_tensor *g = lipt_model_branch_train(ctx, z, arg);
@@ -117,10 +120,12 @@ lipt_tensor *lipt_model_blocks_reversible(lipt_ctx *ctx, const lipt_model *m, li
     int n_out = 0;
     for (int l = 0; l < L; l++) {
         const lipt_layer_certs *c = cc ? &cc[l] : NULL;
-        for (int which = LIPT_BRANCH_ATTN; which <= LIPT_BRANCH_FFN; which++) {
+        lipt_half_desc hd[2];
+        lipt_block_halves(&m->cfg, l, hd);
+        for (int k = 0; k < 2; k++) {
             lipt_branch_ref *r = lipt_arena_alloc(&ctx->arena, sizeof *r);
-            *r = (lipt_branch_ref){m, l, which, c};
-            args[2 * l + which] = r;
+            *r = (lipt_branch_ref){m, l, hd[k].which, c};
+            args[2 * l + k] = r;
         }
         /* the certificates are made once, before the chain: their gradients gather over the walk */
         if (c && c->attn_fac && c->attn_fac->requires_grad) outside[n_out++] = c->attn_fac;
