@@ -2,6 +2,7 @@
  * (lipt_reversible_chain), each undone from its output in the backward: coupling halves exactly, with one branch
  * evaluation; fixed-point halves by accelerated iteration stopped by the certificate's a-posteriori bound. The
  * half-block the chain runs and reruns is the training forward's own (lipt_model_half_block). */
+#include <math.h>
 #include <string.h>
 
 #include "lipt/invert.h"
