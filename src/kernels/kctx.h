@@ -1,7 +1,8 @@
 /* Private: the kernels' own context (issue 50), as small as what the kernels truly read: the precision of the
- * products, the low-precision products' per-thread state, a scratch arena, and where the attention reports its logit
- * spread. Tape, RNG, no-grad and profiling stay in lipt_ctx (the autograd floor); an op passes LIPT_KC(ctx)
- * (src/autograd/kctx.h), the decoder a lipt_kctx of its own. */
+ * products, the low-precision products' per-thread state, a scratch arena, where the attention reports its logit
+ * spread, and where the products' time is summed (lipt bench --profile). Tape, RNG, no-grad and the ops' profile stay
+ * in lipt_ctx (the autograd floor); an op passes LIPT_KC(ctx) (src/autograd/kctx.h), the decoder a lipt_kctx of its
+ * own. */
 #ifndef LIPT_KERNELS_KCTX_H
 #define LIPT_KERNELS_KCTX_H
 
