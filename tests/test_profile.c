@@ -2,12 +2,20 @@
  * after AdamW steps); the phases add up to no more than the steps' wall time and cover most of it; the ops' forward
  * times fit inside the forward phase and their backward times inside the backward phase; every op the model runs is
  * counted once per call (the loss once a step) and its backward timed; with --recompute the ops a backward reruns are
- * not counted as forward calls. For the DP model and the invertible model (certificates in the forward). */
+ * not counted as forward calls. For the DP model and the invertible model (certificates in the forward).
+ * The products' time (lipt_profile.products, lipt_profile_split_of: lipt bench --profile's products and outside): more
+ * than nothing and less than the step on the DP, tied L2 and invertible models, the attention kernels' part of it
+ * above nothing and within it, products + outside = the step, the fraction outside in (0, 1); and at the kernels
+ * (src/kernels/kctx.h), a product nested in a timed one is not timed again (the sum stays within the wall time of
+ * the outer calls), a product inside a parallel region is not timed, and no kernel context is left changed. */
 #include "testutil.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "kernels/kernels.h"
 
 
 enum { STEPS = 3 };
@@ -91,11 +99,97 @@ START_TEST(test_profile_step) {
 }
 END_TEST
 
+START_TEST(test_profile_products) {
+    static const char *const cfgs[] = {"models/ptb-dp.cfg", "models/ptb-l2-tied.cfg", "models/ptb-contractive.cfg"};
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+        lipt_config cfg;
+        small(&cfg, cfgs[ci]);
+        run_out timed;
+        lipt_profile prof;
+        memset(&prof, 0, sizeof prof);
+        run_steps(&cfg, &prof, 0, &timed);
+        free(timed.slab);
+        const lipt_profile_split sp = lipt_profile_split_of(&prof);
+        double phases = 0;
+        for (int k = 0; k < LIPT_PHASE_COUNT; k++) phases += prof.phase[k];
+        ck_assert_double_eq_tol(sp.step_ms, 1e3 * phases / STEPS, 1e-9 * sp.step_ms);
+        ck_assert_msg(sp.products_ms > 0 && sp.products_ms < sp.step_ms, "%s: products %.4f ms of a %.4f ms step",
+                      cfgs[ci], sp.products_ms, sp.step_ms);
+        ck_assert_msg(sp.attention_ms > 0 && sp.attention_ms <= sp.products_ms, "%s: attention kernels %.4f ms, "
+                      "products %.4f ms", cfgs[ci], sp.attention_ms, sp.products_ms);
+        ck_assert_msg(fabs(sp.products_ms + sp.outside_ms - sp.step_ms) <= 1e-9 * sp.step_ms,
+                      "%s: products %.6f + outside %.6f != step %.6f", cfgs[ci], sp.products_ms, sp.outside_ms,
+                      sp.step_ms);
+        ck_assert_msg(sp.outside_fraction > 0 && sp.outside_fraction < 1 &&
+                          fabs(sp.outside_fraction - sp.outside_ms / sp.step_ms) < 1e-12,
+                      "%s: outside fraction %g", cfgs[ci], sp.outside_fraction);
+        printf("%s (small): step %.3f ms, products %.3f ms (attention kernels %.3f), outside %.1f%%\n", cfgs[ci],
+               sp.step_ms, sp.products_ms, sp.attention_ms, 100 * sp.outside_fraction);
+    }
+    lipt_profile none;
+    memset(&none, 0, sizeof none);
+    ck_assert(isnan(lipt_profile_split_of(&none).outside_fraction) && isnan(lipt_profile_split_of(NULL).outside_fraction));
+}
+END_TEST
+
+/* The kernels' products clock: n products of [M,K] x [K,N] through lipt_gemm_small_p on k, whose shape (N not a
+ * multiple of the vector width) it passes to lipt_gemm_p: the nested call must not add its time again. Returns the
+ * wall time of the n calls. */
+static double small_p_calls(lipt_kctx *k, int n, int M, int N, int K, const float *A, const float *B, float *C) {
+    const double t0 = lipt_kprof_now();
+    for (int i = 0; i < n; i++) lipt_gemm_small_p(k, 0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+    return lipt_kprof_now() - t0;
+}
+
+START_TEST(test_profile_kernels) {
+    enum { M = 160, N = 100, K = 96, CALLS = 40 };
+    ck_assert(!lipt_gemm_small_ok(0, 0, M, N, K));
+    lipt_rng r;
+    lipt_rng_seed(&r, 3);
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N), *C = malloc(sizeof(float) * 2 * M * N);
+    lipt_rng_fill_normal(&r, A, (size_t)M * K, 1.0f);
+    lipt_rng_fill_normal(&r, B, (size_t)K * N, 1.0f);
+    lipt_arena arena;
+    lipt_arena_init(&arena, 1 << 16);
+    double ps = 0, as = 0;
+    lipt_kctx k = {.precision = LIPT_PRECISION_FLOAT32, .arena = &arena, .products_s = &ps, .attention_s = &as};
+    small_p_calls(&k, 2, M, N, K, A, B, C); /* warm-up */
+    ps = 0;
+    const double wall = small_p_calls(&k, CALLS, M, N, K, A, B, C);
+    /* counted once: at most the calls' wall time (twice it if the nested lipt_gemm_p added its time again), and
+     * most of it (the loop adds nothing but calls) */
+    ck_assert_msg(ps > 0.5 * wall && ps <= wall, "products %.6f s in %.6f s of calls", ps, wall);
+    ck_assert(k.products_s == &ps && as == 0);
+    ps = 0;
+    lipt_kctx kn = k; /* without a profile: nothing timed, nothing written */
+    kn.products_s = kn.attention_s = NULL;
+    small_p_calls(&kn, 2, M, N, K, A, B, C);
+    ck_assert(ps == 0 && kn.products_s == NULL);
+    /* inside an active parallel region: not timed (two threads would add to one sum) */
+    int team = 0;
+#pragma omp parallel num_threads(2) reduction(max : team)
+    {
+        team = omp_get_num_threads();
+        lipt_gemm_p(&k, 0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C + (size_t)omp_get_thread_num() % 2 * M * N, N);
+    }
+    if (team > 1) ck_assert_msg(ps == 0, "products %.6f s timed inside a parallel region", ps);
+    ck_assert(k.products_s == &ps);
+    lipt_arena_free(&arena);
+    free(A);
+    free(B);
+    free(C);
+    printf("kernel products clock: counted once (%d calls nested in lipt_gemm_small_p), none inside a parallel "
+           "region (team of %d)\n", CALLS, team);
+}
+END_TEST
+
 int main(void) {
     lipt_set_threads(2);
     Suite *s = suite_create("profile");
     TCase *tc = tcase_create("profile");
     tcase_add_test(tc, test_profile_step);
+    tcase_add_test(tc, test_profile_products);
+    tcase_add_test(tc, test_profile_kernels);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -62,6 +62,12 @@ static void json_profile(json_w *j, const bench *b) {
     json_obj_open(j, "phase_ms");
     for (int k = 0; k < LIPT_PHASE_COUNT; k++) json_num(j, phase_key[k], per * pr->phase[k]);
     json_obj_close(j);
+    const lipt_profile_split sp = lipt_profile_split_of(pr); /* the step: the sum of the phases */
+    json_num(j, "step_ms", sp.step_ms);
+    json_num(j, "products_ms", sp.products_ms);
+    json_num(j, "attention_ms", sp.attention_ms);
+    json_num(j, "outside_products_ms", sp.outside_ms);
+    json_num(j, "outside_products_fraction", sp.outside_fraction);
     int order[LIPT_OP_COUNT];
     const int n = profile_order(pr, order);
     json_arr_open(j, "ops");
@@ -82,12 +88,14 @@ static void print_profile(const bench *b) {
     const lipt_profile *pr = &b->prof;
     if (!b->profile || pr->steps == 0) return;
     const double per = 1e3 / (double)pr->steps;
-    double step = 0;
-    for (int k = 0; k < LIPT_PHASE_COUNT; k++) step += per * pr->phase[k];
+    const lipt_profile_split sp = lipt_profile_split_of(pr);
+    const double step = sp.step_ms;
     printf("profile: %ld training steps after the timed runs, ms per step (%.2f in all):\n ", pr->steps, step);
     for (int k = 0; k < LIPT_PHASE_COUNT; k++)
         printf(" %s %.2f (%.1f%%)%s", phase_key[k], per * pr->phase[k], 100.0 * per * pr->phase[k] / step,
                k + 1 < LIPT_PHASE_COUNT ? "," : "\n");
+    printf("  products %.2f ms (%.1f%%; the attention kernels' whole calls %.2f ms of it), outside %.2f ms (%.1f%%)\n",
+           sp.products_ms, 100.0 * sp.products_ms / step, sp.attention_ms, sp.outside_ms, 100.0 * sp.outside_fraction);
     printf("  %-24s %9s %11s %11s %9s\n", "op", "calls", "forward ms", "backward ms", "share");
     int order[LIPT_OP_COUNT];
     const int n = profile_order(pr, order);

@@ -90,6 +90,10 @@ typedef struct lipt_profile {
     double phase[LIPT_PHASE_COUNT];                /* seconds: lipt_train_step's forward (to the loss), backward (the
                                                     * tape, gradient zeroing and averaging included), gradient clipping,
                                                     * optimizer, refresh after the step (norms, certificates) */
+    double products, attention;                    /* seconds in the model's matrix products (the kernels' own
+                                                    * account, src/kernels/kctx.h: each top-level product call on the
+                                                    * context, the attention kernels' whole calls included), and the
+                                                    * attention kernels' part of it */
     long steps;                                    /* lipt_train_step calls */
     double mark;                                   /* when the last op recorded */
     int in_backward;
@@ -102,6 +106,13 @@ static inline void lipt_profile_mark(lipt_profile *p) {
 }
 /* The forward of an op that recorded (lipt_record) before computing: the rest of its time, charged at its end. */
 void lipt_profile_op_end(lipt_ctx *ctx, int op);
+/* A profile's step in milliseconds per step: step, the sum of the phases; products, the time in the matrix products
+ * (attention, the attention kernels' part of it); outside = step - products, and its fraction of the step (NaN when
+ * no step was profiled). lipt bench --profile reports these. */
+typedef struct lipt_profile_split {
+    double step_ms, products_ms, attention_ms, outside_ms, outside_fraction;
+} lipt_profile_split;
+lipt_profile_split lipt_profile_split_of(const lipt_profile *p);
 
 typedef struct {
     const char *name;

@@ -1,6 +1,7 @@
 /* The tape: recording, gradient buffers, the reverse walk, arena tensors. */
 #include "lipt/autograd.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -102,6 +103,18 @@ void lipt_profile_op_end(lipt_ctx *ctx, int op) {
     const double t = lipt_profile_now();
     p->fwd[op] += t - p->mark;
     p->mark = t;
+}
+
+lipt_profile_split lipt_profile_split_of(const lipt_profile *p) {
+    lipt_profile_split s = {0, 0, 0, 0, NAN};
+    if (!p || p->steps <= 0) return s;
+    const double per = 1e3 / (double)p->steps; /* seconds summed -> ms per step */
+    for (int k = 0; k < LIPT_PHASE_COUNT; k++) s.step_ms += per * p->phase[k];
+    s.products_ms = per * p->products;
+    s.attention_ms = per * p->attention;
+    s.outside_ms = s.step_ms - s.products_ms;
+    if (s.step_ms > 0) s.outside_fraction = s.outside_ms / s.step_ms;
+    return s;
 }
 
 lipt_node *lipt_record(lipt_ctx *ctx, lipt_op_id op, lipt_tensor *out, int n, lipt_tensor *const *in) {

@@ -140,7 +140,7 @@ static void *packed_P(const lipt_kctx *ctx, const lipt_attn_job *j, const float 
     return ctx->precision == LIPT_PRECISION_FLOAT32 ? NULL : (char *)P + P_float_bytes(j);
 }
 
-void lipt_attn_forward(lipt_kctx *ctx, const lipt_attn_job *j, float *out, float *P_saved) {
+static void attn_forward(lipt_kctx *ctx, const lipt_attn_job *j, float *out, float *P_saved) {
     const int BH = j->B * j->H;
     const size_t TT = (size_t)j->T * j->T;
     if (BH == 0 || j->T == 0) return;
@@ -165,6 +165,13 @@ void lipt_attn_forward(lipt_kctx *ctx, const lipt_attn_job *j, float *out, float
     }
     if (want && (spread > *ctx->attn_spread || spread != spread)) *ctx->attn_spread = spread;
     lipt_arena_release(ctx->arena, mark);
+}
+
+void lipt_attn_forward(lipt_kctx *ctx, const lipt_attn_job *j, float *out, float *P_saved) {
+    /* the whole call: its per-head products run in its own parallel region (kernels/kctx.h) */
+    double t0, *acc = lipt_kprof_begin(ctx, &t0);
+    attn_forward(ctx, j, out, P_saved);
+    lipt_kprof_end(ctx, acc, t0, 1);
 }
 
 /* A logit map's backward on the row block [i0, i0 + m) of a head (q, k and their packed copies at offset offi): the
@@ -232,8 +239,8 @@ static void head_backward(lipt_kctx *ctx, const lipt_attn_job *j, const attn_pac
     if (need_cs) lipt_attn_l2_key_norm_grad(kh, T, ld, d, a, cs, dkh);
 }
 
-void lipt_attn_backward_rel(lipt_kctx *ctx, const lipt_attn_job *j, const float *P, const float *dout, float *dq,
-                            float *dk, float *dv, float *drel) {
+static void attn_backward_rel(lipt_kctx *ctx, const lipt_attn_job *j, const float *P, const float *dout, float *dq,
+                              float *dk, float *dv, float *drel) {
     const int BH = j->B * j->H;
     const size_t TT = (size_t)j->T * j->T;
     if (!j->rel) drel = NULL;
@@ -267,4 +274,12 @@ void lipt_attn_backward_rel(lipt_kctx *ctx, const lipt_attn_job *j, const float 
     }
     if (pr) lipt_attn_rel_grad_reduce(j, pr, drel);
     lipt_arena_release(ctx->arena, mark);
+}
+
+void lipt_attn_backward_rel(lipt_kctx *ctx, const lipt_attn_job *j, const float *P, const float *dout, float *dq,
+                            float *dk, float *dv, float *drel) {
+    /* the whole call: its per-head products run in its own parallel region (kernels/kctx.h) */
+    double t0, *acc = lipt_kprof_begin(ctx, &t0);
+    attn_backward_rel(ctx, j, P, dout, dq, dk, dv, drel);
+    lipt_kprof_end(ctx, acc, t0, 1);
 }

@@ -49,12 +49,18 @@ void lipt_attn_l2_key_norm_grad(const float *kh, int T, int ld, int d, double a,
     }
 }
 
-void lipt_attn_l2_tied_M(lipt_kctx *ctx, const float *wq, const float *wv, int D, int H, float *M) {
+static void tied_M(lipt_kctx *ctx, const float *wq, const float *wv, int D, int H, float *M) {
     const int d = D / H;
     const float inv_s = (float)(1.0 / sqrt((double)d));
     for (int h = 0; h < H; h++)
         lipt_gemm_small_p(ctx, 1, 0, d, d, D, inv_s, wq + (size_t)h * d, D, wv + (size_t)h * d, D, 0.0f,
                           M + (size_t)h * d * d, d);
+}
+
+void lipt_attn_l2_tied_M(lipt_kctx *ctx, const float *wq, const float *wv, int D, int H, float *M) {
+    double t0, *acc = lipt_kprof_begin(ctx, &t0); /* the heads' products as one (kernels/kctx.h) */
+    tied_M(ctx, wq, wv, D, H, M);
+    lipt_kprof_end(ctx, acc, t0, 0);
 }
 
 int lipt_attn_heads_par(int H) {
@@ -75,8 +81,8 @@ static void tied_values_head(lipt_kctx *ctx, const float *q, const void *qpk, in
     else lipt_gemm_small_p(ctx, 0, 0, rows, d, d, 1.0f, qh, D, Mh, d, 0.0f, V + (size_t)h * d, D);
 }
 
-void lipt_attn_l2_tied_values(lipt_kctx *ctx, const float *q, const void *qpk, int rows, int D, int H, const float *M,
-                              float *V, int gemv) {
+static void tied_values(lipt_kctx *ctx, const float *q, const void *qpk, int rows, int D, int H, const float *M,
+                        float *V, int gemv) {
     const int d = D / H;
     gemv = gemv && !(ctx->precision == LIPT_PRECISION_FLOAT32 && lipt_gemm_small_ok(0, 0, rows, d, d));
     /* a parallel construct only when it runs in parallel: even an if(false) one sets up a libgomp team (allocations
@@ -87,4 +93,11 @@ void lipt_attn_l2_tied_values(lipt_kctx *ctx, const float *q, const void *qpk, i
     } else {
         for (int h = 0; h < H; h++) tied_values_head(ctx, q, qpk, rows, D, d, M, V, gemv, h);
     }
+}
+
+void lipt_attn_l2_tied_values(lipt_kctx *ctx, const float *q, const void *qpk, int rows, int D, int H, const float *M,
+                              float *V, int gemv) {
+    double t0, *acc = lipt_kprof_begin(ctx, &t0); /* the heads' products as one (kernels/kctx.h) */
+    tied_values(ctx, q, qpk, rows, D, H, M, V, gemv);
+    lipt_kprof_end(ctx, acc, t0, 0);
 }

@@ -185,7 +185,7 @@ static float head_forward(lipt_kctx *ctx, const lipt_attn_job *j, int bh, float 
     return spread;
 }
 
-void lipt_attn_forward_tiled(lipt_kctx *ctx, const lipt_attn_job *j, float *out, float *stats) {
+static void attn_forward_tiled(lipt_kctx *ctx, const lipt_attn_job *j, float *out, float *stats) {
     const int BH = j->B * j->H, T = j->T;
     if (BH == 0 || T == 0) return;
     lipt_arena_mark mark = lipt_arena_get_mark(ctx->arena);
@@ -201,6 +201,13 @@ void lipt_attn_forward_tiled(lipt_kctx *ctx, const lipt_attn_job *j, float *out,
     }
     if (want && (spread > *ctx->attn_spread || spread != spread)) *ctx->attn_spread = spread;
     lipt_arena_release(ctx->arena, mark);
+}
+
+void lipt_attn_forward_tiled(lipt_kctx *ctx, const lipt_attn_job *j, float *out, float *stats) {
+    /* the whole call: its per-head products run in its own parallel region (kernels/kctx.h) */
+    double t0, *acc = lipt_kprof_begin(ctx, &t0);
+    attn_forward_tiled(ctx, j, out, stats);
+    lipt_kprof_end(ctx, acc, t0, 1);
 }
 
 /* One (batch, head) backward, tile by tile. With P recomputed as e^(z - max) / Σ and Dr_i = dO_i · O_i
@@ -264,8 +271,8 @@ static void head_backward(lipt_kctx *ctx, const lipt_attn_job *j, int bh, const 
     if (need_cs) lipt_attn_l2_key_norm_grad(kh, T, ld, d, a, w->cs, dkh);
 }
 
-void lipt_attn_backward_tiled(lipt_kctx *ctx, const lipt_attn_job *j, const float *stats, const float *out,
-                              const float *dout, float *dq, float *dk, float *dv, float *drel) {
+static void attn_backward_tiled(lipt_kctx *ctx, const lipt_attn_job *j, const float *stats, const float *out,
+                                const float *dout, float *dq, float *dk, float *dv, float *drel) {
     const int BH = j->B * j->H, T = j->T;
     if (!j->rel) drel = NULL;
     if ((!dq && !dk && !dv && !drel) || BH == 0 || T == 0) return;
@@ -280,4 +287,12 @@ void lipt_attn_backward_tiled(lipt_kctx *ctx, const lipt_attn_job *j, const floa
                       w + omp_get_thread_num(), dq, dk, dv, pr ? pr + (size_t)bh * T : NULL);
     if (pr) lipt_attn_rel_grad_reduce(j, pr, drel);
     lipt_arena_release(ctx->arena, mark);
+}
+
+void lipt_attn_backward_tiled(lipt_kctx *ctx, const lipt_attn_job *j, const float *stats, const float *out,
+                              const float *dout, float *dq, float *dk, float *dv, float *drel) {
+    /* the whole call: its per-head products run in its own parallel region (kernels/kctx.h) */
+    double t0, *acc = lipt_kprof_begin(ctx, &t0);
+    attn_backward_tiled(ctx, j, stats, out, dout, dq, dk, dv, drel);
+    lipt_kprof_end(ctx, acc, t0, 1);
 }

@@ -182,9 +182,22 @@ static void gemm_bf16_ksplit(lipt_kctx *ctx, int kc, int M, int N, int K, float 
     lipt_arena_release(ctx->arena, mk);
 }
 
+static void gemm_lowp_run(lipt_kctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                          const void *Apk, const float *B, int ldb, const void *Bpk, const float *bias, float beta,
+                          float *C, int ldc);
+
+/* lipt_gemm_lowp, _pk and _bias: gemm_lowp_run timed into ctx->products_s (kernels/kctx.h). */
 static void gemm_lowp(lipt_kctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                       const void *Apk, const float *B, int ldb, const void *Bpk, const float *bias, float beta, float *C,
                       int ldc) {
+    double t0, *acc = lipt_kprof_begin(ctx, &t0);
+    gemm_lowp_run(ctx, ta, tb, M, N, K, alpha, A, lda, Apk, B, ldb, Bpk, bias, beta, C, ldc);
+    lipt_kprof_end(ctx, acc, t0, 0);
+}
+
+static void gemm_lowp_run(lipt_kctx *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                          const void *Apk, const float *B, int ldb, const void *Bpk, const float *bias, float beta,
+                          float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     LIPT_CHECK(ctx->lowp, "internal: a %s product in a context without lipt_kctx_set_precision",
                lipt_precision_name((lipt_precision)ctx->precision));

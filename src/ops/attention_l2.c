@@ -122,6 +122,7 @@ void lipt_attention_l2_tied_backward(lipt_ctx *ctx, lipt_node *node) {
     const void *qpk = job.q_lowp, *dvpk = qpk ? lipt_lowp_pack_arena(kc, dV, BT, D, D) : NULL;
     /* heads side by side (lipt_attn_heads_par): each writes its own columns of dq, dwq, dwv and its own dM */
     float *dMs = (dwq || dwv) ? lipt_arena_alloc(&ctx->arena, (size_t)H * d * d * sizeof(float)) : NULL;
+    double t0, *acc = lipt_kprof_begin(kc, &t0); /* the heads' products, timed as one (kernels/kctx.h) */
 #pragma omp parallel for schedule(static) if (lipt_attn_heads_par(H))
     for (int h = 0; h < H; h++) {
         const float *Mh = M + (size_t)h * d * d, *dVh = dV + (size_t)h * d;
@@ -142,5 +143,6 @@ void lipt_attention_l2_tied_backward(lipt_ctx *ctx, lipt_node *node) {
             lipt_gemm_small_p(kc, 0, 0, D, d, d, inv_s, wq->data + (size_t)h * d, D, dM, d, 1.0f,
                               dwv + (size_t)h * d, D);
     }
+    lipt_kprof_end(kc, acc, t0, 0);
     lipt_arena_release(&ctx->arena, mark);
 }

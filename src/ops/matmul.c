@@ -192,7 +192,9 @@ static void *linear_product(lipt_ctx *ctx, lipt_tensor *const *in, int M, int N,
         lipt_gemm_lowp_bias(kc, 0, 0, M, N, K, x->data, K, xpk, w->data, N, NULL, b->data, 0.0f, y, N);
     } else if (M > 0 && N > 0 && K > 0 && lipt_gemm_on_dnnl(M, N, K)) {
         linear_rows_arg a = {y, der, b->data, N, gelu};
+        double t0, *acc = lipt_kprof_begin(kc, &t0); /* a product, its bias and GELU passes included */
         lipt_gemm_rows(0, 0, M, N, K, 1.0f, x->data, K, w->data, N, 0.0f, y, N, linear_rows, &a);
+        lipt_kprof_end(kc, acc, t0, 0);
         if (gelu_done) *gelu_done = gelu;
     } else {
         /* OpenBLAS: the bias rows, then C += x w: one pass over the output fewer than a zeroed GEMM followed by an
