@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzing: scripts/fuzz.sh TARGET SECONDS, or scripts/fuzz.sh all SECONDS (each target in turn, SECONDS each).
+# Fuzzing: scripts/fuzz.sh TARGET SECONDS, or scripts/fuzz.sh all SECONDS (every target, SECONDS each, JOBS at a time:
+# JOBS defaults to the number of cores).
 # Targets (tests/fuzz/fuzz_TARGET.c): checkpoint, config, corpus, cli, ckpt_opts, run_config, metrics.
 # Installs clang and its fuzzer/sanitizer runtimes when missing (apt-get, through sudo when not root), builds the
 # libFuzzer targets in build-fuzz/ (clang, ASan + UBSan), replays every regression input of the target
@@ -55,46 +56,60 @@ fi
 # lines past the readers' 4095-byte line buffer).
 max_len() { case "$1" in checkpoint) echo 65536 ;; corpus|metrics) echo 16384 ;; *) echo 4096 ;; esac; }
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-failed=()
-summary=()
-for t in "${run[@]}"; do
-  bin="$B/fuzz_$t"
+# One target: replay its regressions, then fuzz. Its messages go to $B/logs/$t.out (printed whole when it ends, so
+# that targets running side by side do not interleave) and its one-line summary to $B/logs/$t.summary; the exit code
+# says whether it failed.
+fuzz_one() {
+  local t=$1 bin="$B/fuzz_$1" reg
   reg=(tests/fuzz/regressions/"$t"/*)
   if [ -e "${reg[0]}" ]; then
     echo "== fuzz $t: replaying ${#reg[@]} regression input(s) from tests/fuzz/regressions/$t/"
     if ! "$bin" "${reg[@]}" >"$B/logs/$t.replay.log" 2>&1; then
       tail -n 60 "$B/logs/$t.replay.log"
-      echo "error: fuzz $t: a regression input fails again (log: $B/logs/$t.replay.log)" >&2
-      failed+=("$t (regression)")
-      summary+=("$t: regression replay FAILED")
-      continue
+      echo "error: fuzz $t: a regression input fails again (log: $B/logs/$t.replay.log)"
+      echo "$t: regression replay FAILED" >"$B/logs/$t.summary"
+      return 1
     fi
   fi
-  corpus="$B/corpus/$t" crashes="$B/crashes/$t"
+  local corpus="$B/corpus/$t" crashes="$B/crashes/$t"
   mkdir -p "$corpus" "$crashes"
   cp tests/fuzz/corpus/"$t"/* "$corpus"/
   echo "== fuzz $t: ${SECONDS_EACH} s from $(ls "$corpus" | wc -l) inputs ($corpus)"
   # -close_fd_mask=3: the parsers' own error messages would flood the log; libFuzzer keeps its output and the
   # sanitizer reports on a duplicate of stderr. -timeout: one input taking 25 s is a hang, reported as a failure.
-  log="$B/logs/$t.log"
-  set +e
+  local log="$B/logs/$t.log" rc=0 execs rate cov
   "$bin" -max_total_time="$SECONDS_EACH" -max_len="$(max_len "$t")" -timeout=25 -rss_limit_mb=2048 \
-    -close_fd_mask=3 -print_final_stats=1 -artifact_prefix="$crashes/" "$corpus" >"$log" 2>&1
-  rc=$?
-  set -e
+    -close_fd_mask=3 -print_final_stats=1 -artifact_prefix="$crashes/" "$corpus" >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   cov=$(grep -Eo 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+' "$log" | tail -1 || true)
   if [ "$rc" -ne 0 ]; then
     tail -n 80 "$log"
-    echo "error: fuzz $t: crash (exit $rc) after ${execs:-?} executions; input saved in $crashes/ (log: $log)." >&2
-    echo "       Replay: $bin $crashes/<file>; once fixed, add it to tests/fuzz/regressions/$t/" >&2
-    failed+=("$t")
-    summary+=("$t: CRASH after ${execs:-?} executions")
-  else
-    echo "   $t: ${execs:-?} executions (${rate:-?}/s), no crash; $cov"
-    summary+=("$t: ${execs:-?} executions in ${SECONDS_EACH} s (${rate:-?}/s), 0 crashes")
+    echo "error: fuzz $t: crash (exit $rc) after ${execs:-?} executions; input saved in $crashes/ (log: $log)."
+    echo "       Replay: $bin $crashes/<file>; once fixed, add it to tests/fuzz/regressions/$t/"
+    echo "$t: CRASH after ${execs:-?} executions" >"$B/logs/$t.summary"
+    return 1
   fi
+  echo "   $t: ${execs:-?} executions (${rate:-?}/s), no crash; $cov"
+  echo "$t: ${execs:-?} executions in ${SECONDS_EACH} s (${rate:-?}/s), 0 crashes" >"$B/logs/$t.summary"
+}
+
+# JOBS targets at a time (each fuzzer is one process on one core); reported in the order of TARGETS.
+declare -A pid_of
+for t in "${run[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+  rm -f "$B/logs/$t.summary"
+  fuzz_one "$t" >"$B/logs/$t.out" 2>&1 &
+  pid_of[$t]=$!
+done
+failed=()
+summary=()
+for t in "${run[@]}"; do
+  rc=0
+  wait "${pid_of[$t]}" || rc=$?
+  cat "$B/logs/$t.out"
+  [ "$rc" -eq 0 ] || failed+=("$t")
+  summary+=("$(cat "$B/logs/$t.summary" 2>/dev/null || echo "$t: ended without a summary (exit $rc)")")
 done
 
 echo "== fuzz summary"

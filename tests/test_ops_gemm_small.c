@@ -70,7 +70,7 @@ START_TEST(test_nn_nt) {
                     for (int bi = 0; bi < 3; bi++) {
                         const int d = ds[di], M = Ms[mi];
                         if (d % LIPT_VW || (M > 1000 && d != 64)) continue; /* the full B·T = 2048 at d = 64 only */
-                        if (tu_quick() && (di + mi + tb + ai + bi) % 2) continue; /* half the sweep: tu_quick() */
+                        if (tu_skip(di + mi + tb + ai + bi)) continue; /* 1 in tu_quick() under LIPT_TEST_QUICK */
                         lipt_rng rng;
                         lipt_rng_seed(&rng, 11 + 7 * di + 131 * mi + tb + 2 * ai + 5 * bi);
                         /* head blocks of a [M, 4d] matrix (stride 4d), or packed (stride d), or an odd stride */
@@ -92,7 +92,7 @@ START_TEST(test_tn) {
                 for (int bi = 0; bi < 3; bi++) {
                     const int d = ds[di], K = Ks[ki];
                     if (d % LIPT_VW || (K > 1000 && d != 64)) continue;
-                    if (tu_quick() && (di + ki + ai + bi) % 2) continue; /* half the sweep: tu_quick() */
+                    if (tu_skip(di + ki + ai + bi)) continue; /* 1 in tu_quick() under LIPT_TEST_QUICK */
                     lipt_rng rng;
                     lipt_rng_seed(&rng, 900 + 7 * di + 131 * ki + 2 * ai + 5 * bi);
                     const int lda = 4 * d, ldb = ki % 2 ? 4 * d : d + 5, ldc = bi == 2 ? d + 2 : d;

@@ -38,10 +38,13 @@ int64_t tu_max_ulps(const float *a, const float *b, size_t n);
 /* Path of a file in ../shared/data (or $LIPT_SHARED_DATA), or NULL if absent. */
 const char *tu_shared_data(const char *rel, char *buf, size_t len);
 
-/* 1 when LIPT_TEST_QUICK is set (scripts/test.sh's quick mode sets it for the sanitizer run): the few suites whose
- * randomised sweeps dominate the suite's time under the sanitizers then take every other configuration of each sweep
- * (a checkerboard, so every axis value is still met); the release run and --full always take all of them. */
+/* The sweep stride: 1, or N when LIPT_TEST_QUICK=N (scripts/test.sh's quick mode sets 4 for the sanitizer run; a
+ * value that is not a number above 1 means 2). The suites whose randomised sweeps dominate the suite's time under the
+ * sanitizers then take the configurations whose index sum is a multiple of N (a diagonal pattern, so every axis value
+ * is still met when the other axes span N residues); the release run and --full always take all of them. */
 int tu_quick(void);
+/* 1 when the configuration with index sum idx is to be skipped: idx % tu_quick() != 0. */
+int tu_skip(int idx);
 
 /* Runs a suite with CK_NORMAL output and returns the process exit code. */
 int tu_run_suite(Suite *s);
