@@ -173,15 +173,26 @@ for rel, (_, _, funcs) in parsed.items():
         local.setdefault(fol, set()).add(name)
         if rel.endswith(".h") or not static:
             owner.setdefault(name, (fol, "%s:%d" % (rel, line)))
-for rel, (text, code, _) in parsed.items():
-    fol = folder_of(rel)
-    if not fol:
-        continue
+def quoted_includes(rel, text):
+    """(line number, the include as written, the file it names relative to the root or None) of each #include "..."
+    of rel: relative to rel's folder first, then to src/."""
+    out = []
     for no, line in enumerate(text.split("\n"), 1):
         m = re.match(r'\s*#\s*include\s*"([^"]+)"', line)
         if not m:
             continue
-        inc = m.group(1)
+        target = os.path.normpath(os.path.join(os.path.dirname(rel), m.group(1)))
+        if not os.path.isfile(os.path.join(root, target)):
+            target = os.path.normpath(os.path.join("src", m.group(1)))
+        out.append((no, m.group(1), target if os.path.isfile(os.path.join(root, target)) else None))
+    return out
+includes = {rel: quoted_includes(rel, text) for rel, (text, _, _) in parsed.items() if folder_of(rel)}
+
+for rel, (text, code, _) in parsed.items():
+    fol = folder_of(rel)
+    if not fol:
+        continue
+    for no, inc, _ in includes[rel]:
         if "/" in inc and os.path.isfile(os.path.join(root, "src", inc)):
             edge(fol, inc.split("/")[0], "%s:%d includes %s" % (rel, no, inc))
     for no, line in enumerate(code.split("\n"), 1):
@@ -201,17 +212,12 @@ for rel, (text, code, _) in parsed.items():
     fol = folder_of(rel)
     if not fol:
         continue
+    for no, _, target in includes[rel]:
+        tf = folder_of(target) if target else None
+        if tf and tf != fol and os.path.relpath(target, "src") not in PUBLIC_HEADERS:
+            problems.append("%s:%d: includes %s, a private header of src/%s (not in PUBLIC_HEADERS)"
+                            % (rel, no, os.path.relpath(target, "src"), tf))
     for no, line in enumerate(text.split("\n"), 1):
-        m = re.match(r'\s*#\s*include\s*"([^"]+)"', line)
-        if m:
-            target = os.path.normpath(os.path.join(os.path.dirname(rel), m.group(1)))
-            if not os.path.isfile(os.path.join(root, target)):
-                target = os.path.normpath(os.path.join("src", m.group(1)))
-            tf = folder_of(target) if os.path.isfile(os.path.join(root, target)) else None
-            inc = os.path.relpath(target, "src")
-            if tf and tf != fol and inc not in PUBLIC_HEADERS:
-                problems.append("%s:%d: includes %s, a private header of src/%s (not in PUBLIC_HEADERS)"
-                                % (rel, no, inc, tf))
         if fol != "kernels" and BLAS_INCLUDE.match(line):
             problems.append("%s:%d: includes a BLAS / oneDNN header outside src/kernels" % (rel, no))
     if fol == "kernels":

@@ -146,6 +146,24 @@ static void finish_phase(bench *b, int p, const double *sec) {
     }
 }
 
+/* n training steps of b's model in ctx (step i on the batch of step i mod b->steps): the seconds they took without
+ * fetching the batches into *sec, and the last step's loss into *loss (each when not NULL). */
+static lipt_status run_steps(bench *b, lipt_ctx *ctx, lipt_adamw *opt, int n, int32_t *in, int32_t *tg, double *sec,
+                             double *loss, lipt_error *err) {
+    const lipt_step_opts so = {BENCH_LR, BENCH_CLIP, b->cfg.power_iters, NULL, 0, 0, NULL, 0};
+    lipt_status st = LIPT_OK;
+    double t_in = 0;
+    const double t0 = cli_now();
+    for (int i = 0; i < n && st == LIPT_OK; i++) {
+        t_in += batch_ids_timed(b, i % b->steps, in, tg);
+        lipt_step_result sr;
+        st = lipt_train_step(ctx, &b->model, opt, in, tg, b->B, b->T, &so, &sr, err);
+        if (loss) *loss = sr.loss;
+    }
+    if (sec) *sec = cli_now() - t0 - t_in;
+    return st;
+}
+
 lipt_status bench_train(bench *b, lipt_error *err) {
     const int B = b->B, T = b->T;
     lipt_ctx ctx;
@@ -166,27 +184,12 @@ lipt_status bench_train(bench *b, lipt_error *err) {
     for (int run = -b->warmup; run < b->runs && st == LIPT_OK; run++)
         for (int k = 0; k <= b->paired && st == LIPT_OK; k++) {
             if ((st = set_run_precision(&ctx, b, k, err)) != LIPT_OK) break;
-            double t_in = 0;
-            double t0 = cli_now();
-            for (int s = 0; s < b->steps; s++) {
-                t_in += batch_ids_timed(b, s, in, tg);
-                const lipt_step_opts so = {BENCH_LR, BENCH_CLIP, b->cfg.power_iters, NULL, 0, 0, NULL, 0};
-                lipt_step_result sr;
-                st = lipt_train_step(&ctx, &b->model, &opt, in, tg, B, T, &so, &sr, err);
-                b->last_loss = sr.loss;
-                if (st != LIPT_OK) break;
-            }
-            if (run >= 0) sec[k * b->runs + run] = cli_now() - t0 - t_in;
+            double t = 0;
+            st = run_steps(b, &ctx, &opt, b->steps, in, tg, &t, &b->last_loss, err);
+            if (run >= 0) sec[k * b->runs + run] = t;
             if (k == 0 && b->paired_memory && st == LIPT_OK) { /* the same steps in store-all, right after */
-                double s_in = 0;
-                const double s0 = cli_now();
-                for (int s = 0; s < b->steps && st == LIPT_OK; s++) {
-                    s_in += batch_ids_timed(b, s, in, tg);
-                    const lipt_step_opts so = {BENCH_LR, BENCH_CLIP, b->cfg.power_iters, NULL, 0, 0, NULL, 0};
-                    lipt_step_result sr;
-                    st = lipt_train_step(&sctx, &b->model, &opt, in, tg, B, T, &so, &sr, err);
-                }
-                if (run >= 0) sec_store[run] = cli_now() - s0 - s_in;
+                st = run_steps(b, &sctx, &opt, b->steps, in, tg, &t, NULL, err);
+                if (run >= 0) sec_store[run] = t;
             }
             /* the SGEMM run right after each timed training run at the precision (before a paired float32 run) */
             if (k == 0 && b->paired_sgemm && run >= 0 && st == LIPT_OK) {
@@ -203,12 +206,7 @@ lipt_status bench_train(bench *b, lipt_error *err) {
         memset(&b->prof, 0, sizeof b->prof);
         if ((st = set_run_precision(&ctx, b, 0, err)) == LIPT_OK) {
             ctx.profile = &b->prof;
-            for (int i = 0; i < b->runs * b->steps && st == LIPT_OK; i++) {
-                bench_batch_ids(b, i % b->steps, in, tg);
-                const lipt_step_opts so = {BENCH_LR, BENCH_CLIP, b->cfg.power_iters, NULL, 0, 0, NULL, 0};
-                lipt_step_result sr;
-                st = lipt_train_step(&ctx, &b->model, &opt, in, tg, B, T, &so, &sr, err);
-            }
+            st = run_steps(b, &ctx, &opt, b->runs * b->steps, in, tg, NULL, NULL, err);
             ctx.profile = NULL;
         }
     }
