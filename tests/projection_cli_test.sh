@@ -8,17 +8,8 @@
 #     iterations per map (bit for bit on coupling_grid's grid).
 # Usage: projection_cli_test.sh LIPT_BINARY
 set -uo pipefail
-LIPT=$(cd "$(dirname "${1:?usage: projection_cli_test.sh LIPT_BINARY}")" && pwd)/$(basename "$1")
-REPO=$(cd "$(dirname "$0")/.." && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export LIPT_THREADS=2
-fails=0
-pass() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
-TEXT="$REPO/docs/USAGE.md"   # the manual (tests train on it); README.md before it moved there
-[ -f "$TEXT" ] || TEXT="$REPO/README.md"
-for _ in 1 2 3 4; do cat "$TEXT"; done >"$TMP/corpus.txt"
+. "$(dirname "$0")/util/e2e.sh" projection_cli "${1:-}"
+e2e_corpus "$TMP/corpus.txt"
 SMALL=(--d_model 32 --d_ff 64 --n_layers 2 --n_heads 2 --seq_len 16 --batch 4)
 COMMON=(--data "$TMP/corpus.txt" --eval-every 0 --final-eval none --save-every 0 --save-minutes 0 --quiet --lr 3e-2
   --warmup 0 --steps 15)
@@ -77,5 +68,4 @@ PY
   else fail "certified coupling (grid $grid): $(head -c 600 "$d.inv") $(head -c 300 "$TMP/err")"; fi
 done
 
-[ $fails -eq 0 ] && echo "projection_cli: all passed" || echo "projection_cli: $fails failed"
-exit $((fails > 0))
+e2e_done

@@ -7,16 +7,8 @@
 #     bit, and within float rounding of store-all's.
 # Usage: reversible_cli_test.sh LIPT_BINARY
 set -uo pipefail
-LIPT=$(cd "$(dirname "${1:?usage: reversible_cli_test.sh LIPT_BINARY}")" && pwd)/$(basename "$1")
-REPO=$(cd "$(dirname "$0")/.." && pwd)
-HERE=$(cd "$(dirname "$0")" && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export LIPT_THREADS=2
-fails=0
-pass() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
-for _ in 1 2 3 4; do cat "$REPO/docs/USAGE.md"; done >"$TMP/corpus.txt"
+. "$(dirname "$0")/util/e2e.sh" reversible_cli "${1:-}"
+e2e_corpus "$TMP/corpus.txt"
 SMALL=(--d_model 32 --d_ff 64 --n_layers 3 --n_heads 2 --seq_len 32 --batch 4)
 COMMON=(--data "$TMP/corpus.txt" --eval-every 0 --final-eval none --save-every 0 --save-minutes 0 --log-every 1 --quiet)
 
@@ -67,5 +59,4 @@ for r in straight resumed store; do weights "$TMP/f-$r" "$TMP/f-$r.st"; done
 same "fixed point, invert: resumed at step 4 against straight" "$TMP/f-straight.st" "$TMP/f-resumed.st" 0
 same "fixed point: invert against store-all" "$TMP/f-store.st" "$TMP/f-straight.st" 1e-4
 
-echo "reversible cli: $fails failure(s)"
-[ $fails -eq 0 ]
+e2e_done
