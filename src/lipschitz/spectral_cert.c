@@ -91,6 +91,7 @@ void lipt_spectral_norm_ub_batch(lipt_ctx *ctx, int n, const lipt_spectral_req *
         for (int t = 0; t < n_tasks; t++) cert_task_run(req, &task[t], sc[0], out);
     }
     lipt_arena_release(&ctx->arena, mk);
+    lipt_profile_op_end(ctx, LIPT_OP_SPECTRAL_NORM_UB); /* it recorded before computing: the batch is its forward */
     for (int k = 0; k < n; k++)
         if (node[k])
             lipt_spectral_save_uv(ctx, node[k], req[k].u, req[k].v, req[k].n_blocks, req[k].w->shape[0],
