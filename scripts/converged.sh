@@ -28,6 +28,7 @@ NAMES=()
 # ptb-invertible-c3 is a third, gentler cycle: the cosine of 27,000 steps to --lr 8e-3 stands at 9.7e-4 at step
 # 21,000, so the rate restarts there (the second cycle's restart at 2.36e-3 first cost 0.10 BPC) and decays to 2e-5.
 # The -muon runs train the hidden layers' matrices with Muon (docs/USAGE.md: Optimizers) at the 400-step probes' best rate.
+# The -deep16 runs spend the same parameters on 16 layers of width 136 (the probes' depth lever at this scale).
 PTB_RECIPE="--batch 32 --schedule cosine --warmup 200 --min-lr 2e-5 --beta1 0.9 --beta2 0.98 \
 --weight-decay 0.1 --clip 1 --seed 0 --eval-every 500 --eval-symbols 200000 --save-every 100"
 TS_RECIPE="--batch 12 --steps 2000 --lr 1e-3 --schedule cosine --warmup 100 --min-lr 1e-4 --beta1 0.9 --beta2 0.99 \
@@ -56,6 +57,8 @@ ptb-dp-c3|dp|ptb|models/ptb8-dp.cfg|auto|ptb-dp-c2|--steps 27000 --lr 8e-3 $PTB_
 ptb-l2-tied-c3|l2-tied|ptb|models/ptb8-l2-tied.cfg|auto|ptb-l2-tied-c2|--steps 27000 --lr 8e-3 $PTB_RECIPE
 ptb-invertible-muon|invertible|ptb|models/ptb8-invertible.cfg|auto|-|--steps 6500 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $PTB_RECIPE
 ptb-dp-muon|dp|ptb|models/ptb8-dp.cfg|auto|-|--steps 6500 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $PTB_RECIPE
+ptb-invertible-deep16-muon|invertible|ptb|models/ptb16-invertible.cfg|auto|-|--steps 6500 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $PTB_RECIPE
+ptb-dp-deep16-muon|dp|ptb|models/ptb16-dp.cfg|auto|-|--steps 6500 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $PTB_RECIPE
 ptb-invertible-muon-c2|invertible|ptb|models/ptb8-invertible.cfg|auto|ptb-invertible-muon|--steps 21000 --lr 3e-3 --optimizer muon --muon-lr 3e-3 $PTB_RECIPE
 ptb-invertible-muon-c3|invertible|ptb|models/ptb8-invertible.cfg|auto|ptb-invertible-muon-c2|--steps 27000 --lr 8e-3 --optimizer muon --muon-lr 8e-3 $PTB_RECIPE
 ts-dp|dp|tinyshakespeare|models/shakespeare-dp.cfg|0.9,0.1,0|-|$TS_RECIPE

@@ -45,7 +45,8 @@ fi
 
 echo "== fuzz build ($B/: $(clang --version | head -1), ASan + UBSan + libFuzzer)"
 mkdir -p "$B/logs"
-cmake -S . -B "$B" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLIPT_FUZZ=ON -DLIPT_SANITIZE=ON \
+cmake -S . -B "$B" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" -DLIPT_FUZZ=ON -DLIPT_SANITIZE=ON \
   -DLIPT_TESTS=OFF -DLIPT_MPI=OFF -DLIPT_SHARED=OFF >"$B/logs/configure.log" 2>&1 ||
   { cat "$B/logs/configure.log"; echo "error: configuring $B failed" >&2; exit 1; }
 if ! cmake --build "$B" -j"$JOBS" --target "${run[@]/#/fuzz_}" >"$B/logs/build.log" 2>&1; then

@@ -5,12 +5,7 @@
 # recommends the failed set, keeps OpenBLAS's own choice and `lipt info --system` says the self-test failed.
 # Usage: blas_selftest_test.sh LIPT_BINARY
 set -u
-LIPT=${1:?usage: blas_selftest_test.sh path/to/lipt}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-pass() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/util/e2e.sh" blas_selftest "${1:-}"
 sysf() { echo "$1" | sed -n "s/.*\"$2\":\"\([^\"]*\)\".*/\1/p"; }
 sysb() { echo "$1" | sed -n "s/.*\"$2\":\([a-z0-9]*\).*/\1/p"; }
 unset OPENBLAS_CORETYPE LIPT_OPENBLAS_CORETYPE LIPT_OPENBLAS_SELFTEST LIPT_TEST_PRETEND_GENERIC \
@@ -112,5 +107,4 @@ else
   fail "unwritable cache (exit $rc): $(cat "$TMP/nc.err") $nocache"
 fi
 
-echo "blas self-test tests: $fails failure(s)"
-[ $fails -eq 0 ]
+e2e_done

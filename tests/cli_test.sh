@@ -3,12 +3,7 @@
 # resume equality, SIGINT save, and every corrupt-checkpoint and bad-input case: each must give a one-line
 # error and a non-zero exit, never a crash. Usage: cli_test.sh LIPT_BINARY
 set -u
-LIPT=${1:?usage: cli_test.sh path/to/lipt}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-pass() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/util/e2e.sh" cli "${1:-}"
 
 # Corpus: PTB from ../shared/data when present, else a synthetic text (the test then says so).
 SHARED=${LIPT_SHARED_DATA:-$(dirname "$0")/../../shared/data}
@@ -556,5 +551,4 @@ else
   echo "skip  the start-up kernel check: OpenBLAS is not a DYNAMIC_ARCH build or the CPU lacks AVX"
 fi
 
-echo "cli tests: $fails failure(s)"
-[ $fails -eq 0 ]
+e2e_done

@@ -8,13 +8,8 @@
 #      a folder with neither is refused with the reason.
 # Each command under `timeout 30`, so a hang fails.   Usage: corpus_paths_test.sh LIPT_BINARY
 set -u
-LIPT=${1:?usage: corpus_paths_test.sh path/to/lipt}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-pass() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/util/e2e.sh" corpus_paths "${1:-}"
+ROOT=$REPO
 export LIPT_THREADS=1
 ESC=$(printf '\033')
 NAME="co${ESC}[31mrpus"
@@ -80,5 +75,4 @@ else
   echo "note: this file system cannot hold a 1 TiB sparse file: the cap checks are skipped"
 fi
 
-[ $fails -eq 0 ] && echo "corpus_paths: all passed" || echo "corpus_paths: $fails failed"
-exit $((fails > 0))
+e2e_done

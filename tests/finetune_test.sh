@@ -4,13 +4,8 @@
 # run.cfg and metrics.jsonl; a text with a symbol the model cannot read is refused with the way out. Texts: the
 # licenses Debian ships (offline), else docs/USAGE.md and docs/PERFORMANCE.md. Usage: finetune_test.sh LIPT_BINARY
 set -u
-LIPT=${1:?usage: finetune_test.sh path/to/lipt}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-pass() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/util/e2e.sh" finetune "${1:-}"
+ROOT=$REPO
 
 L=/usr/share/common-licenses
 if [ -f "$L/GPL-3" ] && [ -f "$L/Apache-2.0" ]; then TEXT_A=$L/GPL-3; TEXT_B=$L/Apache-2.0
@@ -85,8 +80,4 @@ expect_error "--init-from with --resume" "--init-from" \
 expect_error "--init-from a folder without a checkpoint" "holds no" \
   "$LIPT" train --init-from "$TMP" --data "$TEXT_B" "${RUN[@]}" --steps 2 --out "$TMP/x4"
 
-if [ $fails -ne 0 ]; then
-  echo "finetune: $fails failure(s)"
-  exit 1
-fi
-echo "finetune: all passed"
+e2e_done

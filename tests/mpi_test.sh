@@ -10,14 +10,8 @@
 #      intact; every rank stopped together (Ctrl-Z on the job) and continued later does not; bad timeouts are refused.
 # Usage: mpi_test.sh LIPT_BINARY [MPIEXEC]
 set -u
-LIPT=${1:?usage: mpi_test.sh path/to/lipt [mpiexec]}
+. "$(dirname "$0")/util/e2e.sh" mpi "${1:-}"
 MPIEXEC=${2:-mpiexec}
-HERE=$(cd "$(dirname "$0")" && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-pass() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 
 command -v python3 >/dev/null || { echo "FAIL python3 is needed to compare parameters (scripts/test.sh installs it)"; exit 1; }
 # Open MPI refuses root unless told; loopback only, no oversubscription complaints on 2 cores.
@@ -228,5 +222,4 @@ else
   fail "2 ranks, --memory invert against store-all: $out"
 fi
 
-if [ $fails -gt 0 ]; then echo "$fails MPI test(s) failed"; exit 1; fi
-echo "all MPI tests passed"
+e2e_done

@@ -8,13 +8,8 @@
 #      to use; "did you mean" prefers nanoGPT's names.
 # Usage: nanogpt_test.sh LIPT_BINARY. Tiny runs (a few steps, one thread): seconds.
 set -uo pipefail
-LIPT=$(cd "$(dirname "${1:?usage: nanogpt_test.sh LIPT_BINARY}")" && pwd)/$(basename "$1")
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/util/e2e.sh" nanogpt "${1:-}"
 export LIPT_THREADS=1
-fails=0
-pass() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 cd "$TMP" || exit 1
 
 L=/usr/share/common-licenses
@@ -104,5 +99,4 @@ for typo in max_iter:steps learning_rat:lr warmup_iter:warmup n_layers_:n_layers
   else fail "--${typo%%:*}: want a suggestion of --${typo##*:}: $(cat dy.err)"; fi
 done
 
-[ $fails -eq 0 ] && echo "nanogpt: all passed" || echo "nanogpt: $fails failed"
-[ $fails -eq 0 ]
+e2e_done

@@ -4,12 +4,7 @@
 # itself (checked here chunk by chunk: signature, IHDR, CRC-32s, the IDAT's rows inflated, no converter needed).
 # Usage: plot_test.sh LIPT_BINARY
 set -u
-LIPT=${1:?usage: plot_test.sh path/to/lipt}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-pass() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/util/e2e.sh" plot "${1:-}"
 
 mkdir -p "$TMP/run"
 for i in $(seq 1 40); do echo "{\"step\":$i,\"loss\":2,\"bpc\":$(awk -v i="$i" 'BEGIN { print 3 - i / 40 }')}"; done \
@@ -59,5 +54,4 @@ else fail "plot --png: $(cat "$TMP/err")"; fi
 "$LIPT" plot "$TMP/run" --out "$TMP/d.jpg" 2> "$TMP/err" && fail "plot --out d.jpg accepted" ||
   pass "plot --out d.jpg refused: $(cat "$TMP/err")"
 
-[ $fails -eq 0 ] && echo "plot: all passed" || echo "plot: $fails failed"
-exit $((fails > 0))
+e2e_done

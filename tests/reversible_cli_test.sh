@@ -8,6 +8,7 @@
 # Usage: reversible_cli_test.sh LIPT_BINARY
 set -uo pipefail
 . "$(dirname "$0")/util/e2e.sh" reversible_cli "${1:-}"
+export LIPT_THREADS=2
 e2e_corpus "$TMP/corpus.txt"
 SMALL=(--d_model 32 --d_ff 64 --n_layers 3 --n_heads 2 --seq_len 32 --batch 4)
 COMMON=(--data "$TMP/corpus.txt" --eval-every 0 --final-eval none --save-every 0 --save-minutes 0 --log-every 1 --quiet)

@@ -4,13 +4,8 @@
 # aside); lipt export never replaces a file lipt owns in a run folder (fine-tuning: tests/finetune_test.sh). Texts: the licenses Debian ships (offline), else docs/USAGE.md.
 # Usage: runfolder_test.sh LIPT_BINARY
 set -u
-LIPT=${1:?usage: runfolder_test.sh path/to/lipt}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-pass() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/util/e2e.sh" runfolder "${1:-}"
+ROOT=$REPO
 
 L=/usr/share/common-licenses
 if [ -f "$L/GPL-3" ] && [ -f "$L/Apache-2.0" ]; then TEXT_A=$L/GPL-3; TEXT_B=$L/Apache-2.0
@@ -137,8 +132,4 @@ why=$(kept_all "$TMP/W" "$TMP/B0") && [ "$files2" -gt "$files0" ] && [ "$lines2"
   pass "every way with --force: $files0 -> $files2 files, $lines0 -> $lines2 metrics lines, every earlier file and line kept" ||
   fail "with --force: ${why:-} files $files0 -> $files2, metrics lines $lines0 -> $lines2"
 
-if [ $fails -ne 0 ]; then
-  echo "runfolder: $fails failure(s)"
-  exit 1
-fi
-echo "runfolder: all passed"
+e2e_done

@@ -5,13 +5,8 @@
 # starts from a file's bytes (the same text as --prompt with them); coupling blocks sample with the cache (the same
 # text as --no-cache).   Usage: samples_test.sh LIPT_BINARY
 set -u
-LIPT=${1:?usage: samples_test.sh path/to/lipt}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-pass() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/util/e2e.sh" samples "${1:-}"
+ROOT=$REPO
 export LIPT_THREADS=1
 COMMON=(--config "$ROOT/models/tiny.cfg" --vocab bytes --data "$ROOT/docs/USAGE.md" --steps 6 --batch 2 --eval-every 3
         --eval-symbols 300 --final-eval none --log-every 1 --threads 1)
@@ -74,5 +69,4 @@ if timeout 60 "$LIPT" train "${COMMON[@]}" --coupling 1 --coupling_grid 16 --act
   else fail "sample, coupling blocks: $(head -c 300 "$TMP/err.a") / cached and --no-cache differ"; fi
 else fail "train coupling: $(cat "$TMP/err")"; fi
 
-[ $fails -eq 0 ] && echo "samples: all passed" || echo "samples: $fails failed"
-exit $((fails > 0))
+e2e_done

@@ -1058,7 +1058,8 @@ START_TEST(test_spectral_ub_batch) {
                 ck_assert_msg(memcmp(&f, &out[k]->data[b], sizeof f) == 0,
                               "request %d block %d (%d threads): batch %.9g, lipt_spectral_ub %.9g", k, b, thr,
                               (double)out[k]->data[b], (double)f);
-                ck_assert(f >= ref_sigma(W[k]->data, R, C, b, cb) * (1 - 1e-6));
+                if (thr == 1) /* the same bound on 2 threads: test_spectral_ub_threads */
+                    ck_assert(f >= ref_sigma(W[k]->data, R, C, b, cb) * (1 - 1e-6));
                 n_cmp++;
             }
             ck_assert(memcmp(u[k], u0[k], sizeof(float) * (size_t)nb * R) == 0); /* vectors untouched */

@@ -4,14 +4,8 @@
 # the same text as lipt eval (where PyTorch is installed), plot, sample --json from a byte-level model (valid JSON),
 # kill -9 mid-run then --resume.   Usage: workflow_test.sh LIPT_BINARY
 set -uo pipefail
-LIPT=$(cd "$(dirname "${1:?usage: workflow_test.sh path/to/lipt}")" && pwd)/$(basename "$1")
-REPO=$(cd "$(dirname "$0")/.." && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/util/e2e.sh" workflow "${1:-}"
 export LIPT_THREADS=1
-FAILS=0
-pass() { echo "ok   $1"; }
-fail() { echo "FAIL $1"; FAILS=$((FAILS + 1)); }
 
 # the corpus: the project's own documentation, a few hundred KB of English and code
 mkdir -p "$TMP/work" "$TMP/elsewhere"
@@ -474,5 +468,4 @@ if [ "$(echo "$cert" | wc -l)" -eq 1 ] && [ -s demo/last.ckpt ]; then
 else fail "the demo's certificate step: no one lipschitz line in scripts/demo.sh, or no demo model"; fi
 # ---- end of the issue 37 reproducers ----
 
-echo "workflow tests: $FAILS failure(s)"
-[ "$FAILS" -eq 0 ]
+e2e_done

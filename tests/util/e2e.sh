@@ -1,7 +1,7 @@
 # The end-to-end tests' common prologue, sourced: `. "$(dirname "$0")/util/e2e.sh" NAME LIPT_BINARY` sets
 #   LIPT (the binary, absolute: the tests cd), REPO (the source tree), HERE (tests/), TMP (a directory removed at
-#   exit), LIPT_THREADS=2 (exported; a test may lower it), fails, pass/fail (one line each) and e2e_corpus FILE (four
-#   copies of docs/USAGE.md, the manual the tests train on); e2e_done prints the count and exits non-zero on a failure.
+#   exit), fails, pass/fail (one line each) and e2e_corpus FILE (four copies of docs/USAGE.md, the manual the tests
+#   train on); e2e_done prints the count and exits non-zero on a failure. Each test sets its own LIPT_THREADS.
 E2E_NAME=${1:?usage: . tests/util/e2e.sh NAME LIPT_BINARY}
 [ -n "${2:-}" ] && [ -x "$2" ] || { echo "usage: ${E2E_NAME}_test.sh LIPT_BINARY (an executable; got '${2:-}')" >&2; exit 2; }
 LIPT=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
@@ -9,7 +9,6 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-export LIPT_THREADS=2
 fails=0
 pass() { echo "ok   $*"; }
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
