@@ -4,8 +4,9 @@
 # blocks) and store, invert on coupling blocks (models/ablation/e-coupling-dp.cfg at the same width, coupling_grid 16),
 # at each depth; the modes of one depth run back to back (the step-time ratios compare neighbours). Then, with
 # --invert-check, every half-block's reconstruction against its stored truth at the deepest depth; then, under a
-# data limit (ulimit -d), the deepest model each mode trains. Rows go to OUT/reversible.csv as they come (a rerun
-# skips the rows already there); OUT/reversible_check.json; OUT/reversible_cap.csv.
+# data limit (ulimit -d), the deepest model and the longest seq_len each mode trains (scripts/reversible_cap.sh).
+# Rows go to OUT/reversible.csv as they come (a rerun skips the rows already there); OUT/reversible_check.json;
+# OUT/reversible_cap.csv.
 # Usage: scripts/reversible_bench.sh [OUT_DIR] [DEPTHS] [RUNS] [CAP_GB]
 #   (defaults: docs/results, "1 2 4 8 16 32", 3, 1)
 set -euo pipefail
@@ -54,33 +55,6 @@ for model in fixed-point coupling; do
     >"$OUT/reversible_check_$model.json"
 done
 
-echo "== the deepest model each mode trains under ulimit -d ${CAP_GB} GB"
-corpus=$(mktemp)
-trap 'rm -f "$corpus"; rm -rf "$OUT/.cap"' EXIT
-for _ in $(seq 40); do cat "$REPO/docs/USAGE.md"; done >"$corpus"
-# lipt train's start-up check (a probe step of the model at two small batches, extrapolated to the batch, against
-# the room the limit leaves) accepts the model at PTB's training batch, 32; --steps S then trains S steps
-fits() { # model mode layers [steps]
-  rm -rf "$OUT/.cap"
-  # shellcheck disable=SC2046
-  (ulimit -d $((CAP_GB * 1024 * 1024)); "$LIPT" train --config "$(config "$1")" $(extra "$1") "${WIDTH[@]}" \
-    --batch 32 --n_layers "$3" --memory "$2" --data "$corpus" --out "$OUT/.cap" --steps "${4:-0}" --eval-every 0 \
-    --final-eval none --save-every 0 --quiet >/dev/null 2>&1)
-}
-echo "model,mode,cap_gb,deepest_layers,one_step_trained" >"$OUT/reversible_cap.csv"
-for model in fixed-point coupling; do
-  for mode in store recompute invert; do
-    lo=0 hi=1
-    [ $model = coupling ] && [ $mode = recompute ] && continue
-    lo=0 hi=1
-    while fits $model $mode $hi && [ $hi -lt 1024 ]; do lo=$hi; hi=$((hi * 2)); done
-    while [ $((hi - lo)) -gt 1 ]; do
-      mid=$(((lo + hi) / 2))
-      if fits $model $mode $mid; then lo=$mid; else hi=$mid; fi
-    done
-    trained=no
-    [ "$lo" -gt 0 ] && fits $model $mode "$lo" 1 && trained=yes # and one real step at that depth
-    echo "$model,$mode,$CAP_GB,$lo,$trained" | tee -a "$OUT/reversible_cap.csv"
-  done
-done
+echo "== the deepest model and the longest seq_len each mode trains under ulimit -d ${CAP_GB} GB"
+LIPT="$LIPT" bash "$REPO/scripts/reversible_cap.sh" "$OUT" "$CAP_GB"
 python3 "$REPO/scripts/reversible_plot.py" "$CSV" "$OUT/reversible.svg"

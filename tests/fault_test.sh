@@ -5,7 +5,8 @@
 # one-line error and a non-zero exit without a signal, leave the previous last.ckpt byte for byte intact and loadable,
 # leave no temporary behind, and a later --resume without the fault must finish with every metrics line present once.
 # The same for lipt export over an earlier export. Also: SIGTERM with a full disk, the whole run folder full during
-# --resume, metrics.jsonl failing alone, and --threads 64 under `ulimit -v 2000000` (must train, not hang).
+# --resume, metrics.jsonl failing alone, --threads 64 under `ulimit -v 2000000` (must train, not hang), and a step too
+# large for `ulimit -d` (refused, not aborted).
 # Usage: fault_test.sh LIPT_BINARY FAULT_SHIM   (LIPT_FAULT_STRICT=0 reports failures of the cases marked xfail as
 # known issues instead of failures: none are known now)
 set -uo pipefail
@@ -230,6 +231,22 @@ else
     fail "--threads 64 under ulimit -v 2000000: hung (killed after 120 s)"
   else
     fail "--threads 64 under ulimit -v 2000000: exit $rc: $(head -c 300 "$TMP/err")"
+  fi
+fi
+
+# ---- a data limit that even lipt train's memory probe (one step at a small batch) cannot live in: refused with what
+# to lower, exit 1, not aborted when the probe's arena cannot grow
+if [ -n "$asan" ]; then
+  echo "skip  a step larger than ulimit -d: a sanitizer build reserves terabytes of shadow memory"
+else
+  timeout -s KILL 120 bash -c 'ulimit -d 1048576 && exec "$@"' _ "$LIPT" train --config "$REPO/models/ptb-contractive.cfg" \
+    --d_model 256 --d_ff 1024 --n_heads 4 --n_layers 4 --seq_len 4096 --batch 8 --data "$TMP/corpus.txt" \
+    --out "$TMP/big" --steps 1 --eval-every 0 --final-eval none --quiet >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  if [ $rc -eq 1 ] && grep -q "needs more memory than this process may use.*lower seq_len" "$TMP/err"; then
+    pass "a step larger than ulimit -d: exit 1, $(head -c 200 "$TMP/err")"
+  else
+    fail "a step larger than ulimit -d: exit $rc (want 1 and the refusal): $(head -c 300 "$TMP/err")"
   fi
 fi
 

@@ -19,6 +19,9 @@ typedef struct {
     size_t peak;              /* largest used_total seen */
     size_t capacity;          /* bytes owned in all blocks */
     size_t n_block_mallocs;   /* how many times the arena called malloc */
+    void *grow_fail;          /* NULL, or a jmp_buf * that a growth the system refuses (outside a parallel region)
+                               * longjmps to instead of aborting: for a throwaway computation whose caller can give
+                               * up on it (lipt_train_memory_estimate's probe step) */
 } lipt_arena;
 
 void   lipt_arena_init(lipt_arena *a, size_t initial_bytes);

@@ -50,6 +50,7 @@ typedef struct {
                               does not fit) */
     double reserve;        /* the arena to reserve for the run */
     long most;             /* the largest batch that fits; 0: unknown, or none */
+    int ran_out;           /* 1: the probe's own step at a small batch did not fit (need is then INFINITY) */
 } lipt_train_memory;
 
 /* Measures a real step of a throwaway model at two small batches and extrapolates to B. LIPT_OK, or why the probe

@@ -2,6 +2,8 @@
 #define _DEFAULT_SOURCE /* MAP_NORESERVE, MAP_ANONYMOUS, _SC_PHYS_PAGES */
 #include "lipt/arena.h"
 
+#include <omp.h>
+#include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -53,9 +55,12 @@ static void block_free(lipt_arena_block *b) {
     free(b);
 }
 
-static lipt_arena_block *block_new(lipt_arena *a, size_t size) {
+/* A malloc'd block of size bytes, or NULL when the system refuses. */
+static lipt_arena_block *block_try(lipt_arena *a, size_t size) {
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, (size + 63) & ~(size_t)63) != 0 || !mem) return NULL;
     lipt_arena_block *b = lipt_xmalloc(sizeof *b);
-    b->mem = lipt_xaligned(size);
+    b->mem = mem;
     b->size = size;
     b->used = 0;
     b->next = NULL;
@@ -65,11 +70,24 @@ static lipt_arena_block *block_new(lipt_arena *a, size_t size) {
     return b;
 }
 
+/* A block of at least need bytes, doubling the current one when the system allows (fewer blocks), else exactly need;
+ * when even that is refused: a longjmp to a->grow_fail where one is set (outside parallel regions), else the abort
+ * of lipt_xaligned. */
+static lipt_arena_block *block_grow(lipt_arena *a, size_t cur, size_t need) {
+    size_t sz = cur * 2;
+    if (sz < need) sz = need;
+    lipt_arena_block *b = block_try(a, sz);
+    if (!b && sz > need) b = block_try(a, need);
+    if (b) return b;
+    if (a->grow_fail && !omp_in_parallel()) longjmp(*(jmp_buf *)a->grow_fail, 1);
+    lipt_die(__FILE__, __LINE__, "out of memory allocating %zu aligned bytes", need);
+}
+
 void lipt_arena_init(lipt_arena *a, size_t initial_bytes) {
     memset(a, 0, sizeof *a);
     if (initial_bytes < 4096) initial_bytes = 4096;
     a->head = initial_bytes >= ARENA_RESERVE_MIN ? block_reserve(a) : NULL;
-    if (!a->head) a->head = block_new(a, initial_bytes);
+    if (!a->head) a->head = block_grow(a, 0, initial_bytes);
 }
 
 lipt_status lipt_arena_reserve(lipt_arena *a, size_t bytes, lipt_error *err) {
@@ -106,9 +124,7 @@ void *lipt_arena_alloc(lipt_arena *a, size_t bytes) {
     size_t need = (bytes + 63) & ~(size_t)63;
     if (need == 0) need = 64;
     if (a->head->used + need > a->head->size) {
-        size_t sz = a->head->size * 2;
-        if (sz < need) sz = need;
-        lipt_arena_block *b = block_new(a, sz);
+        lipt_arena_block *b = block_grow(a, a->head->size, need);
         b->next = a->head;
         a->head = b;
     }
@@ -146,7 +162,8 @@ void lipt_arena_reset(lipt_arena *a) {
         lipt_arena_block *b = a->head;
         while (b) { lipt_arena_block *n = b->next; block_free(b); b = n; }
         a->capacity = 0;
-        a->head = block_new(a, total);
+        a->head = block_try(a, total);
+        if (!a->head) lipt_die(__FILE__, __LINE__, "out of memory allocating %zu aligned bytes", total);
     }
     a->head->used = 0;
     a->used_total = 0;

@@ -52,6 +52,13 @@ int cli_memory_refuse(const char *cmd, const lipt_train_memory *m, long B, long 
     fmt_bytes(m->room, room, sizeof room);
     if (m->most >= 1) snprintf(fit, sizeof fit, " (at most %ld fits)", m->most);
     lipt_error err = {0};
+    if (m->ran_out) { /* the probe step itself did not fit: no estimate, only that it is more than the room */
+        lipt_fail(&err, LIPT_ERR_NOMEM, "this run needs more memory than this process may use (%s more: %s): a "
+                  "training step at seq_len %ld ran out of it while lipt measured it at a small batch; lower seq_len, "
+                  "d_model, d_ff or n_layers%s", room, m->room_what, T, mode != CLI_MEMORY_STORE ? "" :
+                  ", or pass --memory recompute (or invert, for an invertible model)");
+        return cli_fail(cmd, &err);
+    }
     lipt_fail(&err, LIPT_ERR_NOMEM,
               "this run needs about %s of memory (the model with its gradients and Adam state %s, a training step at "
               "batch %ld x seq_len %ld: %s) but this process may use %s more: %s; lower --batch%s, or seq_len, d_model, "

@@ -5,6 +5,7 @@
  * batches and extrapolated to the batch (every activation, gradient and tape buffer is a sum over the batch's
  * sequences, so the mark is affine in the batch). */
 #include <math.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,13 +82,25 @@ static lipt_status probe_steps(const lipt_config *cfg, int recompute, const lipt
     if (!ids) st = lipt_fail(err, LIPT_ERR_NOMEM, "out of memory for %zu probe tokens", n);
     if (st == LIPT_OK) st = lipt_ctx_set_precision(&ctx, cfg->precision, err);
     if (st == LIPT_OK) st = lipt_arena_reserve(&ctx.arena, (size_t)64 << 20, err);
-    for (int i = 0; i < nb && st == LIPT_OK; i++) {
-        const lipt_step_opts so = {1e-3, 1, cfg->power_iters, NULL, 0, 0, NULL, 0};
-        lipt_step_result sr;
-        st = lipt_train_step(&ctx, &m, &opt, ids, ids, (int)b[i], cfg->seq_len, &so, &sr, err);
-        if (st == LIPT_ERR_NUMERIC) st = LIPT_OK; /* the memory was used all the same */
-        peak[i] = (double)ctx.arena.peak;
+    /* a step the system cannot hold (its arena refused to grow: a data limit, a small machine) is an answer, "more
+     * than there is", not an abort: the arena longjmps here, the step left half done on this throwaway model */
+    jmp_buf out_of_memory;
+    volatile long at = 0;
+    if (st == LIPT_OK && setjmp(out_of_memory)) {
+        st = lipt_fail(err, LIPT_ERR_NOMEM, "a training step at batch %ld x seq_len %d ran out of memory while it was "
+                       "measured", (long)at, cfg->seq_len);
+    } else {
+        ctx.arena.grow_fail = &out_of_memory;
+        for (int i = 0; i < nb && st == LIPT_OK; i++) {
+            const lipt_step_opts so = {1e-3, 1, cfg->power_iters, NULL, 0, 0, NULL, 0};
+            lipt_step_result sr;
+            at = b[i];
+            st = lipt_train_step(&ctx, &m, &opt, ids, ids, (int)b[i], cfg->seq_len, &so, &sr, err);
+            if (st == LIPT_ERR_NUMERIC) st = LIPT_OK; /* the memory was used all the same */
+            peak[i] = (double)ctx.arena.peak;
+        }
     }
+    ctx.arena.grow_fail = NULL;
     free(ids);
     lipt_ctx_free(&ctx);
     lipt_model_free(&m);
@@ -113,6 +126,14 @@ lipt_status lipt_train_memory_estimate(const lipt_config *cfg, long B, int ranks
     /* the probe itself needs a model: when even that does not fit, the estimate is the model alone */
     if (model + MARGIN_BYTES < room) {
         st = probe_steps(cfg, recompute, rev, b, exact ? 1 : 2, peak, err);
+        if (st == LIPT_ERR_NOMEM) { /* even the probe's small batch does not fit: the run needs more than the room */
+            out->ran_out = 1;
+            out->room = room;
+            out->model = model;
+            out->need = INFINITY;
+            out->reserve = (double)(64 << 20);
+            return LIPT_OK;
+        }
         if (st != LIPT_OK) return st;
         per_seq = exact ? 0 : (peak[1] - peak[0]) / (double)(b[1] - b[0]);
         arena = peak[0] + per_seq * (double)(B - b[0]);
