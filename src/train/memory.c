@@ -85,16 +85,14 @@ static lipt_status probe_steps(const lipt_config *cfg, int recompute, const lipt
     /* a step the system cannot hold (its arena refused to grow: a data limit, a small machine) is an answer, "more
      * than there is", not an abort: the arena longjmps here, the step left half done on this throwaway model */
     jmp_buf out_of_memory;
-    volatile long at = 0;
     if (st == LIPT_OK && setjmp(out_of_memory)) {
-        st = lipt_fail(err, LIPT_ERR_NOMEM, "a training step at batch %ld x seq_len %d ran out of memory while it was "
-                       "measured", (long)at, cfg->seq_len);
+        st = lipt_fail(err, LIPT_ERR_NOMEM, "a training step at seq_len %d ran out of memory while it was measured",
+                       cfg->seq_len);
     } else {
         ctx.arena.grow_fail = &out_of_memory;
         for (int i = 0; i < nb && st == LIPT_OK; i++) {
             const lipt_step_opts so = {1e-3, 1, cfg->power_iters, NULL, 0, 0, NULL, 0};
             lipt_step_result sr;
-            at = b[i];
             st = lipt_train_step(&ctx, &m, &opt, ids, ids, (int)b[i], cfg->seq_len, &so, &sr, err);
             if (st == LIPT_ERR_NUMERIC) st = LIPT_OK; /* the memory was used all the same */
             peak[i] = (double)ctx.arena.peak;
