@@ -46,25 +46,40 @@ void lipt_gemm_ksplit_sum(int M, int N, int nk, const float *P, float *C, int ld
     }
 }
 
-/* C = beta C + Σ_c P_cᵀ over the nk partials P_c [N, M] (dense), in chunk order, in tiles of 32 x 32 (a tile of C
- * reads 32 rows of each P_c once), each entry by one thread. beta 0 never reads C. */
+/* C = beta C + Σ_c P_cᵀ over the nk partials P_c [N, M] (dense), in chunk order, each entry by one thread, in tiles
+ * of 32 x 32 gathered in a local tile: P's rows are read along i (contiguous, vectorised) and the tile is written to
+ * C's rows at the end. (Reading P_c[j][i] down j for each i, as this did before, walked M floats apart: at M = 1024
+ * every read fell on the same cache sets, 1.7 % of the invertible model's step on the Zen 5.) Each entry is still
+ * P_0 (beta C + P_0 with beta) plus P_1, P_2, ... in that order: the same bits. beta 0 never reads C. */
 static void ksplit_sum_transposed(int M, int N, int nk, const float *P, float beta, float *C, int ldc) {
     const size_t mn = (size_t)M * N;
     enum { T = 32 };
 #pragma omp parallel for schedule(static)
-    for (int i0 = 0; i0 < M; i0 += T)
+    for (int i0 = 0; i0 < M; i0 += T) {
+        float tile[T][T]; /* tile[j - j0][i - i0] */
+        const int wi = i0 + T < M ? T : M - i0;
         for (int j0 = 0; j0 < N; j0 += T) {
-            const int i1 = i0 + T < M ? i0 + T : M, j1 = j0 + T < N ? j0 + T : N;
-            for (int i = i0; i < i1; i++) {
-                float *ci = C + (size_t)i * ldc;
-                for (int j = j0; j < j1; j++) {
-                    float v = P[(size_t)j * M + i];
-                    if (beta != 0.0f) v = beta * ci[j] + v;
-                    for (int c = 1; c < nk; c++) v += P[(size_t)c * mn + (size_t)j * M + i];
-                    ci[j] = v;
+            const int wj = j0 + T < N ? T : N - j0;
+            for (int j = 0; j < wj; j++) {
+                const float *p = P + (size_t)(j0 + j) * M + i0;
+                for (int i = 0; i < wi; i++) tile[j][i] = p[i];
+            }
+            if (beta != 0.0f)
+                for (int i = 0; i < wi; i++) {
+                    const float *ci = C + (size_t)(i0 + i) * ldc + j0;
+                    for (int j = 0; j < wj; j++) tile[j][i] = beta * ci[j] + tile[j][i];
                 }
+            for (int c = 1; c < nk; c++)
+                for (int j = 0; j < wj; j++) {
+                    const float *p = P + (size_t)c * mn + (size_t)(j0 + j) * M + i0;
+                    for (int i = 0; i < wi; i++) tile[j][i] += p[i];
+                }
+            for (int i = 0; i < wi; i++) {
+                float *ci = C + (size_t)(i0 + i) * ldc + j0;
+                for (int j = 0; j < wj; j++) ci[j] = tile[j][i];
             }
         }
+    }
 }
 
 int lipt_gemm_ksplit_transposed(int lda, int ldb) {
