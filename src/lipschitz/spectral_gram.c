@@ -210,14 +210,19 @@ static void transpose_f(const float *a, int n, int m, int lda, float *t) {
         for (int k = 0; k < m; k++) t[(size_t)k * n + i0] = a[(size_t)i0 * lda + k];
 }
 
-/* Tall: c[i0 + r][j..] += Σ_k a_k,i0+r a_k,j for r < mr, nv vectors of columns from j (constants at every call),
- * each entry one running sum in k order. xs: the rows' column slab in double (xs[k GT_R + r] = a_k,i0+r), converted
- * once per row of tiles: a broadcast from it is a load, where one from the float was a conversion as well. */
+/* Tall: c[i0 + r][j..] = Σ_k a_k,i0+r a_k,j (first) or c[i0 + r][j..] + Σ_k ... (a later panel of k: the running
+ * sums continue from where the last panel stored them, exactly) for r < mr, nv vectors of columns from j (constants
+ * at every call), each entry one running sum in k order. xs: the rows' column slab in double (xs[k GT_R + r] =
+ * a_k,i0+r), converted once per row of tiles: a broadcast from it is a load, where one from the float was a
+ * conversion as well. */
 LIPT_VINLINE void gram_tall_tile(const float *a, int lda, int m, const double *xs, double *c, int n, int i0, int j,
-                                 int mr, int nv) {
+                                 int mr, int nv, int first) {
     lipt_vdh acc[GT_R][GT_V];
     for (int r = 0; r < mr; r++)
-        for (int v = 0; v < nv; v++) acc[r][v] = (lipt_vdh){0};
+        for (int v = 0; v < nv; v++) {
+            if (first) acc[r][v] = (lipt_vdh){0};
+            else memcpy(&acc[r][v], c + (size_t)(i0 + r) * n + j + v * LIPT_VDW, sizeof acc[r][v]);
+        }
     for (int k = 0; k < m; k++) {
         const float *ak = a + (size_t)k * lda + j;
         lipt_vdh y[GT_V];
@@ -231,19 +236,20 @@ LIPT_VINLINE void gram_tall_tile(const float *a, int lda, int m, const double *x
         for (int v = 0; v < nv; v++) memcpy(c + (size_t)(i0 + r) * n + j + v * LIPT_VDW, &acc[r][v], sizeof acc[r][v]);
 }
 
-/* Tall, the mr rows (a constant) from i0, every column from i0 on: full tiles, one-vector tiles, then scalars; the
- * tiles start up to LIPT_VDW - 1 columns left of i0 so that they end at n (entries left of the diagonal: the
- * mirroring overwrites them). */
-LIPT_VINLINE void gram_tall_rows(const float *a, int lda, int m, double *xs, double *c, int n, int i0, int mr) {
+/* Tall, the mr rows (a constant) from i0, every column from i0 on, over the m rows of a (a panel of k): full tiles,
+ * one-vector tiles, then scalars; the tiles start up to LIPT_VDW - 1 columns left of i0 so that they end at n
+ * (entries left of the diagonal: the mirroring overwrites them; every panel writes the same ones). */
+LIPT_VINLINE void gram_tall_rows(const float *a, int lda, int m, double *xs, double *c, int n, int i0, int mr,
+                                 int first) {
     for (int k = 0; k < m; k++)
         for (int r = 0; r < mr; r++) xs[(size_t)k * GT_R + r] = a[(size_t)k * lda + i0 + r];
     const int w = (n - i0 + LIPT_VDW - 1) / LIPT_VDW * LIPT_VDW;
     int j = n - w >= 0 ? n - w : i0;
-    for (; j + GT_V * LIPT_VDW <= n; j += GT_V * LIPT_VDW) gram_tall_tile(a, lda, m, xs, c, n, i0, j, mr, GT_V);
-    for (; j + LIPT_VDW <= n; j += LIPT_VDW) gram_tall_tile(a, lda, m, xs, c, n, i0, j, mr, 1);
+    for (; j + GT_V * LIPT_VDW <= n; j += GT_V * LIPT_VDW) gram_tall_tile(a, lda, m, xs, c, n, i0, j, mr, GT_V, first);
+    for (; j + LIPT_VDW <= n; j += LIPT_VDW) gram_tall_tile(a, lda, m, xs, c, n, i0, j, mr, 1, first);
     for (; j < n; j++)
         for (int r = 0; r < mr; r++) {
-            double t = 0;
+            double t = first ? 0 : c[(size_t)(i0 + r) * n + j];
             for (int k = 0; k < m; k++) t += xs[(size_t)k * GT_R + r] * a[(size_t)k * lda + j];
             c[(size_t)(i0 + r) * n + j] = t;
         }
@@ -252,23 +258,35 @@ LIPT_VINLINE void gram_tall_rows(const float *a, int lda, int m, double *xs, dou
 /* Work (multiply-adds) from which lipt_spectral_gram uses two threads outside a parallel region. */
 #define GRAM_PAR_WORK ((size_t)1 << 22)
 
-/* See spectral_impl.h. xs: a slab of GT_R m doubles per thread (two at most), then a wide block's transpose. */
+/* Rows of k per panel: the tiles sweep a panel (GRAM_PANEL n floats: 128 KiB at n = 256) once per row of tiles
+ * while it stays in L2, where a 256 x 1024 block's whole megabyte came from L3 32 times over; a wide block's panel
+ * is transposed into the scratch just before (its whole transpose, written and read back through L3, was 15 % of
+ * its certificate). Each entry's sum runs on across panels from the stored partial: the same bits as one pass. */
+#define GRAM_PANEL 128
+
+/* See spectral_impl.h. xs: a slab of GT_R m doubles per thread (two at most), then a wide block's panel transposed
+ * (GRAM_PANEL n floats, within the n m floats the scratch has room for). */
 void lipt_spectral_gram(int trans, int n, int m, const float *w, int lda, double *c, double *xs) {
-    if (!trans) { /* A Aᵀ = (Aᵀ)ᵀ Aᵀ */
-        float *t = (float *)(xs + 2 * LIPT_SPECTRAL_GRAM_SLAB * (size_t)m);
-        transpose_f(w, n, m, lda, t);
-        w = t;
-        lda = n;
-    }
+    float *t = (float *)(xs + 2 * LIPT_SPECTRAL_GRAM_SLAB * (size_t)m);
     const int ng = (n + GT_R - 1) / GT_R;
     const int par = !omp_in_parallel() && omp_get_max_threads() > 1 && (size_t)n * n * m / 2 >= GRAM_PAR_WORK;
+    for (int k0 = 0; k0 < m; k0 += GRAM_PANEL) {
+        const int kk = m - k0 < GRAM_PANEL ? m - k0 : GRAM_PANEL, first = k0 == 0;
+        const float *a = w + (size_t)k0 * lda; /* the panel, rows k0.. of the tall block */
+        int la = lda;
+        if (!trans) { /* A Aᵀ = (Aᵀ)ᵀ Aᵀ: columns k0.. of the wide block, transposed */
+            transpose_f(w + k0, n, kk, lda, t);
+            a = t;
+            la = n;
+        }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(2) if (par)
-    for (int g = 0; g < ng; g++) {
-        const int i0 = g * GT_R;
-        double *x = xs + (size_t)omp_get_thread_num() * LIPT_SPECTRAL_GRAM_SLAB * m;
-        if (i0 + GT_R <= n) gram_tall_rows(w, lda, m, x, c, n, i0, GT_R);
-        else
-            for (int i = i0; i < n; i++) gram_tall_rows(w, lda, m, x, c, n, i, 1);
+        for (int g = 0; g < ng; g++) {
+            const int i0 = g * GT_R;
+            double *x = xs + (size_t)omp_get_thread_num() * LIPT_SPECTRAL_GRAM_SLAB * m;
+            if (i0 + GT_R <= n) gram_tall_rows(a, la, kk, x, c, n, i0, GT_R, first);
+            else
+                for (int i = i0; i < n; i++) gram_tall_rows(a, la, kk, x, c, n, i, 1, first);
+        }
     }
 }
 
