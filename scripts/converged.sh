@@ -28,7 +28,8 @@ NAMES=()
 # ptb-invertible-c3 is a third, gentler cycle: the cosine of 27,000 steps to --lr 8e-3 stands at 9.7e-4 at step
 # 21,000, so the rate restarts there (the second cycle's restart at 2.36e-3 first cost 0.10 BPC) and decays to 2e-5.
 # The -muon runs train the hidden layers' matrices with Muon (docs/USAGE.md: Optimizers) at the 400-step probes' best rate.
-# The -deep16 runs spend the same parameters on 16 layers of width 136 (the probes' depth lever at this scale).
+# The -deep16 runs spend the same parameters on 16 layers of width 136 (the probes' depth lever at this scale); on tiny
+# Shakespeare on 16 layers of width 64 (the probes' very shape).
 PTB_RECIPE="--batch 32 --schedule cosine --warmup 200 --min-lr 2e-5 --beta1 0.9 --beta2 0.98 \
 --weight-decay 0.1 --clip 1 --seed 0 --eval-every 500 --eval-symbols 200000 --save-every 100"
 TS_RECIPE="--batch 12 --steps 2000 --lr 1e-3 --schedule cosine --warmup 100 --min-lr 1e-4 --beta1 0.9 --beta2 0.99 \
@@ -61,11 +62,15 @@ ptb-invertible-deep16-muon|invertible|ptb|models/ptb16-invertible.cfg|auto|-|--s
 ptb-dp-deep16-muon|dp|ptb|models/ptb16-dp.cfg|auto|-|--steps 6500 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $PTB_RECIPE
 ptb-invertible-muon-c2|invertible|ptb|models/ptb8-invertible.cfg|auto|ptb-invertible-muon|--steps 21000 --lr 3e-3 --optimizer muon --muon-lr 3e-3 $PTB_RECIPE
 ptb-invertible-muon-c3|invertible|ptb|models/ptb8-invertible.cfg|auto|ptb-invertible-muon-c2|--steps 27000 --lr 8e-3 --optimizer muon --muon-lr 8e-3 $PTB_RECIPE
+ptb-invertible-deep16-muon-c2|invertible|ptb|models/ptb16-invertible.cfg|auto|ptb-invertible-deep16-muon|--steps 21000 --lr 3e-3 --optimizer muon --muon-lr 3e-3 $PTB_RECIPE
+ptb-dp-deep16-muon-c2|dp|ptb|models/ptb16-dp.cfg|auto|ptb-dp-deep16-muon|--steps 21000 --lr 3e-3 --optimizer muon --muon-lr 3e-3 $PTB_RECIPE
 ts-dp|dp|tinyshakespeare|models/shakespeare-dp.cfg|0.9,0.1,0|-|$TS_RECIPE
 ts-invertible|invertible|tinyshakespeare|models/shakespeare-invertible.cfg|0.9,0.1,0|-|$TS_RECIPE
 ts-dp-long|dp|tinyshakespeare|models/shakespeare-dp.cfg|0.9,0.1,0|-|$TS_LONG
 ts-invertible-long|invertible|tinyshakespeare|models/shakespeare-invertible.cfg|0.9,0.1,0|-|$TS_LONG
 ts-invertible-xl|invertible|tinyshakespeare|models/shakespeare-invertible.cfg|0.9,0.1,0|-|$TS_XL
+ts-invertible-deep16-xl|invertible|tinyshakespeare|models/shakespeare16-invertible.cfg|0.9,0.1,0|-|$TS_XL
+ts-invertible-deep16-muon-xl|invertible|tinyshakespeare|models/shakespeare16-invertible.cfg|0.9,0.1,0|-|$TS_XL --optimizer muon --muon-lr 4e-3
 enwik8-invertible|invertible|enwik8|models/enwik8-small-invertible.cfg|0.9,0.05,0.05|-|--steps 6000 --lr 4e-3 $E8_RECIPE
 enwik8-dp|dp|enwik8|models/enwik8-small-dp.cfg|0.9,0.05,0.05|-|--steps 6000 --lr 2e-3 $E8_RECIPE
 enwik8-invertible-muon|invertible|enwik8|models/enwik8-small-invertible.cfg|0.9,0.05,0.05|-|--steps 6000 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $E8_RECIPE
