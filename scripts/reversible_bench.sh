@@ -21,8 +21,8 @@ CSV=$OUT/reversible.csv
 [ -s "$CSV" ] || echo "model,mode,layers,arena_mb,params_mb,grads_mb,optimizer_mb,rss_mb,ms_per_step,final_loss,evals_per_inversion,worst_bound" >"$CSV"
 WIDTH=(--d_model 256 --d_ff 1024 --seq_len 128 --n_heads 4 --batch 8)
 BENCH=(--runs "$RUNS" --warmup 1 --steps-per-run 1 --skip-eval --skip-sample --gemm-size 0 --json)
-config() { [ "$1" = fixed-point ] && echo "$REPO/models/ptb-contractive.cfg" || echo "$REPO/models/ablation/e-coupling-dp.cfg"; }
-extra() { [ "$1" = fixed-point ] && true || echo "--coupling_grid 16"; }
+# shellcheck source=scripts/reversible_models.sh
+. "$REPO/scripts/reversible_models.sh" # config MODEL, extra MODEL
 row() { # model mode layers
   local model=$1 mode=$2 L=$3
   grep -q "^$model,$mode,$L," "$CSV" && return 0

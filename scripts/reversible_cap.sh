@@ -16,8 +16,8 @@ CAP_GB=${2:-1}
 LIPT=${LIPT:-$REPO/build/lipt}
 [ -x "$LIPT" ] || { echo "reversible_cap.sh: $LIPT not built" >&2; exit 1; }
 mkdir -p "$OUT"
-config() { [ "$1" = fixed-point ] && echo "$REPO/models/ptb-contractive.cfg" || echo "$REPO/models/ablation/e-coupling-dp.cfg"; }
-extra() { [ "$1" = fixed-point ] && true || echo "--coupling_grid 16"; }
+# shellcheck source=scripts/reversible_models.sh
+. "$REPO/scripts/reversible_models.sh" # config MODEL, extra MODEL
 corpus=$(mktemp)
 trap 'rm -f "$corpus"; rm -rf "$OUT/.cap"' EXIT
 for _ in $(seq 40); do cat "$REPO/docs/USAGE.md"; done >"$corpus"

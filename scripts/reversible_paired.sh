@@ -20,8 +20,8 @@ mkdir -p "$OUT"
 CSV=$OUT/reversible_paired.csv
 [ -s "$CSV" ] || echo "model,width,layers,mode,ratio_to_store,mode_ms,store_ms,arena_mb,store_arena_mb,grad_tensors,worst_cosine,worst_rel_err,evals_per_inversion,worst_bound,threads,cpu,date" >"$CSV"
 CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1 | tr ',' ' ')
-config() { [ "$1" = fixed-point ] && echo "$REPO/models/ptb-contractive.cfg" || echo "$REPO/models/ablation/e-coupling-dp.cfg"; }
-extra() { [ "$1" = fixed-point ] && true || echo "--coupling_grid 16"; }
+# shellcheck source=scripts/reversible_models.sh
+. "$REPO/scripts/reversible_models.sh" # config MODEL, extra MODEL
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 for W in $WIDTHS; do
