@@ -34,8 +34,8 @@ lipt_status lipt_kctx_set_precision(lipt_kctx *k, lipt_precision p, lipt_error *
  *   - the GEMM dispatchers at k's precision: lipt_gemm_p (float32 lipt_gemm, the k-split, or the low precisions),
  *     lipt_gemm_gemv_p, lipt_gemm_small_p, and the low-precision entry points lipt_gemm_lowp, _pk, _bias (the
  *     conversion of unpacked operands to bf16 and the bias the product adds included);
- *   - the ops' direct lipt_gemm_rows (float32 linear on oneDNN: the bias and GELU passes it runs on each block of
- *     rows while in cache included, as part of the product) and the heads' products of the tied L2 attention's
+ *   - the ops' direct lipt_gemm_rows (float32 linear on oneDNN: the bias and GELU or MaxMin passes it runs on each
+ *     block of rows while in cache included, as part of the product) and the heads' products of the tied L2 attention's
  *     backward (timed as one loop in src/ops/attention_l2.c);
  *   - the L2 tied attention's per-head products (lipt_attn_l2_tied_M, lipt_attn_l2_tied_values), as whole calls;
  *   - the attention kernels (lipt_attn_forward, _forward_tiled, _backward_rel, _backward_tiled) as whole calls, into

@@ -158,10 +158,11 @@ static void linear_dims(const char *op, lipt_tensor *const *in, int *pM, int *pN
 }
 
 /* The rows pass of a float32 linear layer on oneDNN (lipt_gemm_rows): the bias added to rows r0..r1 of y [., N],
- * then GELU over them in place (der: GELU' kept for the backward, or NULL) when gelu is set. Row by row, so the
- * same bits as lipt_linear's bias and lipt_gelu's pass however the rows are grouped. */
+ * then GELU over them in place (der: GELU' kept for the backward, or NULL) when gelu is set, or MaxMin from them into
+ * mm (mm may be y) when mm is set. Row by row, so the same bits as lipt_linear's bias and lipt_gelu's or
+ * lipt_maxmin's pass however the rows are grouped (MaxMin pairs columns 2k, 2k+1: N is even, a row starts a pair). */
 typedef struct {
-    float *y, *der;
+    float *y, *der, *mm;
     const float *bias;
     int N, gelu;
 } linear_rows_arg;
@@ -174,28 +175,30 @@ static void linear_rows(void *arg, int r0, int r1) {
         for (size_t j = 0; j < N; j++) y[j] += a->bias[j];
     }
     if (a->gelu) lipt_vgelu(a->y + off, a->y + off, a->der ? a->der + off : NULL, (size_t)(r1 - r0) * N);
+    if (a->mm) lipt_maxmin_row(a->y + off, a->mm + off, (size_t)(r1 - r0) * N);
 }
 
-/* y [M,N] = x w + b at the context's precision, then GELU in place when gelu is set and *gelu_done comes back 1
- * (float32 on oneDNN: the product with beta 0, which never reads y, then the bias and GELU on each block of rows
- * while it is in cache: about 8 MB less read and a pass fewer for the feed-forward's W1 at 2048 tokens); der: GELU'
- * for the backward, or NULL. Returns x packed for the backward's dw at a low precision (pack_input), else NULL. */
+/* y [M,N] = x w + b at the context's precision, then GELU in place (gelu set) or MaxMin from y into mm (mm not
+ * NULL) when *act_done comes back 1 (float32 on oneDNN: the product with beta 0, which never reads y, then the bias
+ * and the activation on each block of rows while it is in cache: about 8 MB less read and a pass fewer for the
+ * feed-forward's W1 at 2048 tokens); der: GELU' for the backward, or NULL. Returns x packed for the backward's dw at
+ * a low precision (pack_input), else NULL. */
 static void *linear_product(lipt_ctx *ctx, lipt_tensor *const *in, int M, int N, int K, float *y, int gelu,
-                            float *der, int *gelu_done) {
+                            float *der, float *mm, int *act_done) {
     lipt_kctx *kc = LIPT_KC(ctx);
     const lipt_tensor *x = in[0], *w = in[1], *b = in[2];
     void *xpk = NULL; /* at a low precision, x packed for this product and kept for the backward's dw = xᵀ G */
-    if (gelu_done) *gelu_done = 0;
+    if (act_done) *act_done = 0;
     if (ctx->precision != LIPT_PRECISION_FLOAT32) {
         /* the bias inside the product (oneDNN adds it as it writes the output; emulated: as float32 below) */
         if (N > 0) xpk = pack_input(ctx, in[0], in[1], M, K, 3, in);
         lipt_gemm_lowp_bias(kc, 0, 0, M, N, K, x->data, K, xpk, w->data, N, NULL, b->data, 0.0f, y, N);
     } else if (M > 0 && N > 0 && K > 0 && lipt_gemm_on_dnnl(M, N, K)) {
-        linear_rows_arg a = {y, der, b->data, N, gelu};
-        double t0, *acc = lipt_kprof_begin(kc, &t0); /* a product, its bias and GELU passes included */
+        linear_rows_arg a = {y, der, mm, b->data, N, gelu};
+        double t0, *acc = lipt_kprof_begin(kc, &t0); /* a product, its bias and activation passes included */
         lipt_gemm_rows(0, 0, M, N, K, 1.0f, x->data, K, w->data, N, 0.0f, y, N, linear_rows, &a);
         lipt_kprof_end(kc, acc, t0, 0);
-        if (gelu_done) *gelu_done = gelu;
+        if (act_done) *act_done = gelu || mm;
     } else {
         /* OpenBLAS: the bias rows, then C += x w: one pass over the output fewer than a zeroed GEMM followed by an
          * add (its beta = 0 is a zeroing pass over C, then the same C += x w) */
@@ -224,7 +227,7 @@ lipt_tensor *lipt_linear(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_ten
     int M, N, K, shape[LIPT_MAX_DIMS];
     linear_dims("linear", in, &M, &N, &K, shape);
     lipt_tensor *out = lipt_tensor_new(ctx, x->ndim, shape);
-    void *xpk = linear_product(ctx, in, M, N, K, out->data, 0, NULL, NULL);
+    void *xpk = linear_product(ctx, in, M, N, K, out->data, 0, NULL, NULL, NULL);
     record_linear(ctx, LIPT_OP_LINEAR, out, in, xpk, M, N, K);
     return out;
 }
@@ -267,7 +270,7 @@ lipt_tensor *lipt_linear_gelu(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lip
     const size_t n = out->numel;
     float *der = lipt_should_record(ctx, 3, in) ? lipt_arena_alloc(&ctx->arena, n * sizeof(float)) : NULL;
     int done;
-    void *xpk = linear_product(ctx, in, M, N, K, out->data, 1, der, &done);
+    void *xpk = linear_product(ctx, in, M, N, K, out->data, 1, der, NULL, &done);
     /* at a low precision the output is also written converted, for the next product (the feed-forward's W2) */
     void *ypk = lipt_lowp_arena_buf(LIPT_KC(ctx), M, N);
     if (!done) lipt_gelu_pass_pk(LIPT_KC(ctx), out->data, out->data, der, n, ypk);
@@ -305,8 +308,9 @@ void lipt_linear_gelu_backward(lipt_ctx *ctx, lipt_node *node) {
     linear_act_backward(ctx, node, lipt_gelu_grad_colsum);
 }
 
-/* lipt_linear's product y = x w + b, then lipt_maxmin's pass over it, as lipt_linear_gelu: the same bits as the two
- * ops; in no-grad mode MaxMin runs in place. iarg: as linear; saved: x packed; saved2: y [M, N] */
+/* lipt_linear's product y = x w + b, then lipt_maxmin's pass over it, as lipt_linear_gelu (float32 on oneDNN: on each
+ * block of rows as the product leaves it): the same bits as the two ops; in no-grad mode MaxMin runs in place.
+ * iarg: as linear; saved: x packed; saved2: y [M, N] */
 lipt_tensor *lipt_linear_maxmin(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, lipt_tensor *b) {
     lipt_tensor *in[3] = {x, w, b};
     int M, N, K, shape[LIPT_MAX_DIMS];
@@ -315,8 +319,9 @@ lipt_tensor *lipt_linear_maxmin(lipt_ctx *ctx, lipt_tensor *x, lipt_tensor *w, l
     lipt_tensor *out = lipt_tensor_new(ctx, x->ndim, shape);
     const size_t n = out->numel;
     float *y = lipt_should_record(ctx, 3, in) ? lipt_arena_alloc(&ctx->arena, n * sizeof(float)) : NULL;
-    void *xpk = linear_product(ctx, in, M, N, K, y ? y : out->data, 0, NULL, NULL);
-    lipt_maxmin_pass(y ? y : out->data, out->data, n);
+    int done;
+    void *xpk = linear_product(ctx, in, M, N, K, y ? y : out->data, 0, NULL, out->data, &done);
+    if (!done) lipt_maxmin_pass(y ? y : out->data, out->data, n);
     lipt_node *node = record_linear(ctx, LIPT_OP_LINEAR_MAXMIN, out, in, xpk, M, N, K);
     if (node) node->saved2 = y;
     return out;
