@@ -74,6 +74,8 @@ ts-invertible-deep16-muon-xl|invertible|tinyshakespeare|models/shakespeare16-inv
 enwik8-invertible|invertible|enwik8|models/enwik8-small-invertible.cfg|0.9,0.05,0.05|-|--steps 6000 --lr 4e-3 $E8_RECIPE
 enwik8-dp|dp|enwik8|models/enwik8-small-dp.cfg|0.9,0.05,0.05|-|--steps 6000 --lr 2e-3 $E8_RECIPE
 enwik8-invertible-muon|invertible|enwik8|models/enwik8-small-invertible.cfg|0.9,0.05,0.05|-|--steps 6000 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $E8_RECIPE
+enwik8-invertible-deep16-muon|invertible|enwik8|models/enwik8-small16-invertible.cfg|0.9,0.05,0.05|-|--steps 6000 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $E8_RECIPE
+enwik8-dp-deep16-muon|dp|enwik8|models/enwik8-small16-dp.cfg|0.9,0.05,0.05|-|--steps 6000 --lr 4e-3 --optimizer muon --muon-lr 4e-3 $E8_RECIPE
 EOF
 }
 
